@@ -1,0 +1,32 @@
+// After fork() the child starts with empty rings of its own and recording off: it never writes
+// the parent's events or the parent's files. A child that starts its own trace records normally.
+#include <pthread.h>
+
+#include <mutex>
+#include <new>
+
+#include "collector.h"
+#include "string_table.h"
+#include "thread_registry.h"
+
+namespace stallscope {
+
+void reset_thread_lane_after_fork() noexcept;  // thread_registry.cc
+
+namespace {
+
+void after_fork_in_child() {
+  // Locks held by parent threads that do not exist here would deadlock the child.
+  new (&Collector::lock()) std::mutex();
+  StringTable::instance().reinit_after_fork();
+  g_registry.reset_after_fork();
+  reset_thread_lane_after_fork();
+}
+
+struct ForkHandlerInstaller {
+  ForkHandlerInstaller() { pthread_atfork(nullptr, nullptr, &after_fork_in_child); }
+};
+ForkHandlerInstaller g_fork_handler_installer;
+
+}  // namespace
+}  // namespace stallscope

@@ -1,0 +1,191 @@
+#include "thread_registry.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+
+namespace stallscope {
+
+ThreadRegistry g_registry;
+
+namespace {
+
+// The calling thread's claim. Plain pointers: the recording path reads them without a guard.
+thread_local Ring* t_ring = nullptr;
+thread_local ThreadSlot* t_slot = nullptr;
+thread_local uint64_t t_generation = 0;         // generation t_ring was claimed in
+thread_local uint64_t t_failed_generation = 0;  // generation in which the pool was full for us
+
+// Constructed on first use (in the cold claim path); its destructor runs at thread exit.
+struct SlotReleaser {
+  ~SlotReleaser() {
+    if (t_slot != nullptr && t_generation == g_registry.generation()) g_registry.retire(t_slot);
+    t_ring = nullptr;
+    t_slot = nullptr;
+  }
+};
+thread_local SlotReleaser t_releaser;
+
+uint64_t round_up_pow2(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+bool ThreadRegistry::configure(uint32_t max_threads, uint64_t ring_capacity) {
+  if (max_threads == 0) max_threads = 1;
+  ring_capacity = round_up_pow2(ring_capacity < 16 ? 16 : ring_capacity);
+  if (slots_ != nullptr && max_threads == num_slots_ && ring_capacity == ring_capacity_) {
+    return true;
+  }
+  // Untouched pages of the mapping are not resident, so a large pool costs only what is used.
+  const size_t ring_bytes = ring_capacity * sizeof(EventRecord);
+  void* mem = mmap(nullptr, ring_bytes * max_threads, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) return false;
+  auto* slots = new (std::nothrow) ThreadSlot[max_threads];
+  if (slots == nullptr) {
+    munmap(mem, ring_bytes * max_threads);
+    return false;
+  }
+  for (uint32_t i = 0; i < max_threads; ++i) {
+    slots[i].ring.attach(reinterpret_cast<EventRecord*>(static_cast<char*>(mem) + i * ring_bytes),
+                         ring_capacity);
+  }
+  // The old pool is left mapped on purpose: a thread that raced past the enabled check may still
+  // be writing into it. Reconfiguring is rare (a new trace with a different ring size).
+  slots_ = slots;
+  num_slots_ = max_threads;
+  ring_capacity_ = ring_capacity;
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  retired_stats_.clear();
+  return true;
+}
+
+Ring* ThreadRegistry::ring_for_current_thread() noexcept {
+  const uint64_t gen = generation();
+  if (t_ring != nullptr && t_generation == gen) return t_ring;
+  if (t_failed_generation == gen) {
+    count_no_slot_drop();
+    return nullptr;
+  }
+  Ring* r = claim(gen);
+  if (r == nullptr) {
+    t_failed_generation = gen;
+    count_no_slot_drop();
+  }
+  return r;
+}
+
+Ring* ThreadRegistry::claim(uint64_t gen) noexcept {
+  if (slots_ == nullptr) return nullptr;
+  for (uint32_t i = 0; i < num_slots_; ++i) {
+    ThreadSlot& s = slots_[i];
+    int expected = static_cast<int>(SlotState::kFree);
+    if (!s.state.compare_exchange_strong(expected, static_cast<int>(SlotState::kClaiming),
+                                         std::memory_order_acq_rel)) {
+      continue;
+    }
+    s.ring.reset();
+    s.pushed_base = 0;
+    s.dropped_base = 0;
+    s.tid = static_cast<int32_t>(syscall(SYS_gettid));
+    std::memset(s.thread_name, 0, sizeof(s.thread_name));
+    pthread_getname_np(pthread_self(), s.thread_name, sizeof(s.thread_name));
+    s.state.store(static_cast<int>(SlotState::kOwned), std::memory_order_release);
+    (void)&t_releaser;  // first touch registers the thread-exit destructor
+    t_slot = &s;
+    t_ring = &s.ring;
+    t_generation = gen;
+    return t_ring;
+  }
+  return nullptr;
+}
+
+void ThreadRegistry::retire(ThreadSlot* slot) noexcept {
+  slot->state.store(static_cast<int>(SlotState::kRetired), std::memory_order_release);
+}
+
+void ThreadRegistry::recycle_if_drained(ThreadSlot* slot) {
+  if (slot->state.load(std::memory_order_acquire) != static_cast<int>(SlotState::kRetired)) return;
+  if (slot->ring.size() != 0) return;
+  retired_stats_.push_back({slot->tid, slot->thread_name, slot->ring.pushed() - slot->pushed_base,
+                            slot->ring.dropped() - slot->dropped_base, 0, false});
+  slot->state.store(static_cast<int>(SlotState::kFree), std::memory_order_release);
+}
+
+std::vector<ThreadStats> ThreadRegistry::stats() {
+  std::vector<ThreadStats> out = retired_stats_;
+  for (uint32_t i = 0; i < num_slots_; ++i) {
+    ThreadSlot& s = slots_[i];
+    const int st = s.state.load(std::memory_order_acquire);
+    if (st != static_cast<int>(SlotState::kOwned) && st != static_cast<int>(SlotState::kRetired)) {
+      continue;
+    }
+    out.push_back({s.tid, s.thread_name, s.ring.pushed() - s.pushed_base,
+                   s.ring.dropped() - s.dropped_base, s.ring.size(),
+                   st == static_cast<int>(SlotState::kOwned)});
+  }
+  return out;
+}
+
+void ThreadRegistry::reset_stats() {
+  retired_stats_.clear();
+  no_slot_drops_.store(0, std::memory_order_relaxed);
+  for (uint32_t i = 0; i < num_slots_; ++i) {
+    slots_[i].pushed_base = slots_[i].ring.pushed();
+    slots_[i].dropped_base = slots_[i].ring.dropped();
+  }
+}
+
+void ThreadRegistry::reset_after_fork() noexcept {
+  enabled_.store(false, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_relaxed);
+  for (uint32_t i = 0; i < num_slots_; ++i) {
+    slots_[i].ring.reset();
+    slots_[i].state.store(static_cast<int>(SlotState::kFree), std::memory_order_relaxed);
+  }
+  retired_stats_.clear();
+  no_slot_drops_.store(0, std::memory_order_relaxed);
+  t_ring = nullptr;
+  t_slot = nullptr;
+  t_failed_generation = 0;
+}
+
+}  // namespace stallscope
+
+// ---- The recording path (lives here because it reads this file's thread-locals) ----
+#include "recorder.h"
+
+namespace stallscope {
+
+namespace {
+thread_local int32_t t_lane = 0;  // OS thread id, cached: gettid is a syscall
+}
+
+bool recording() noexcept { return g_registry.enabled(); }
+
+int32_t current_lane() noexcept {
+  if (t_lane == 0) t_lane = static_cast<int32_t>(syscall(SYS_gettid));
+  return t_lane;
+}
+
+bool record(const EventRecord& e) noexcept {
+  if (!g_registry.enabled()) return false;
+  Ring* r = t_ring;
+  if (__builtin_expect(r == nullptr || t_generation != g_registry.generation(), 0)) {
+    r = g_registry.ring_for_current_thread();
+    if (r == nullptr) return false;
+  }
+  return r->push(e);
+}
+
+void reset_thread_lane_after_fork() noexcept { t_lane = 0; }
+
+}  // namespace stallscope

@@ -1,0 +1,67 @@
+"""stallscope: where each training step's time goes, and what another cluster would do.
+
+Capture::
+
+    import stallscope
+    with stallscope.trace("runs/exp1"):
+        for batch in stallscope.loader(data):
+            stallscope.step()
+            with stallscope.region("forward", category="compute"):
+                ...
+
+Read back::
+
+    events = stallscope.load("runs/exp1")   # polars.DataFrame, every rank, event schema
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+import os as _os
+
+from stallscope import _core
+
+# Lets backends outside this extension (the NCCL profiler plugin) attach to this very core.
+_os.environ.setdefault("STALLSCOPE_CORE_LIBRARY", _core.__file__ or "")
+
+from stallscope._api import counter, loader, mark, region, step
+from stallscope._load import RunInfo, load, run_info, scan
+from stallscope._schema import CATEGORIES, KINDS, SCHEMA
+from stallscope._trace import Trace, active, start, stop, trace
+from stallscope.exceptions import (
+    RunDirError,
+    StallscopeError,
+    StallscopeWarning,
+    TraceError,
+    TraceImportError,
+)
+
+now_ns = _core.now_ns
+
+__all__ = [
+    "CATEGORIES",
+    "KINDS",
+    "SCHEMA",
+    "RunDirError",
+    "RunInfo",
+    "StallscopeError",
+    "StallscopeWarning",
+    "Trace",
+    "TraceError",
+    "TraceImportError",
+    "__version__",
+    "active",
+    "counter",
+    "load",
+    "loader",
+    "mark",
+    "now_ns",
+    "region",
+    "run_info",
+    "scan",
+    "start",
+    "step",
+    "stop",
+    "trace",
+]

@@ -1,0 +1,67 @@
+"""The recording calls of the public API: region, step, mark, counter, loader."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from stallscope import _core
+from stallscope._schema import KIND_ID
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+step = _core.step
+mark = _core.mark
+counter = _core.counter
+
+
+class region(_core.Region):  # noqa: N801 - used like a function: stallscope.region("fwd")
+    """A named CPU region, as a context manager or a decorator::
+
+        with stallscope.region("forward", category="compute"):
+            ...
+
+        @stallscope.region("optimizer", category="compute")
+        def step_optimizer(): ...
+
+    `category` is one of host (default), compute, memcpy, comm, data, data_fetch, data_prep,
+    sync, other. A region object can be kept and re-entered (also nested and from several
+    threads): enter + exit cost two clock reads and one ring push. Regions nest up to 256 deep
+    per thread; deeper exits are counted in run.json's drops, not recorded.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+def loader(
+    batches: Iterable[T],
+    name: str = "next_batch",
+    category: str = "data",
+    *,
+    mark_steps: bool = False,
+) -> Iterator[T]:
+    """Yield from `batches` (a DataLoader, any iterable), recording each wait for the next item
+    as a ``data_wait`` event: the data stall of the step that waits. With `mark_steps`, a step
+    boundary is marked before each wait, so each step starts by fetching its batch (then do not
+    call stallscope.step() yourself)."""
+    wait = region(name, category, KIND_ID["data_wait"])
+    it = iter(batches)
+    while True:
+        if mark_steps:
+            step()
+        with wait:
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+        yield item

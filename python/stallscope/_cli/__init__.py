@@ -1,0 +1,1 @@
+"""The `stallscope` command line: one module per verb, registered in main.py."""

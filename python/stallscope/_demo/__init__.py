@@ -1,0 +1,1 @@
+"""The built-in default workload of `stallscope demo`."""

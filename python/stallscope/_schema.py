@@ -1,0 +1,135 @@
+"""The event schema: defined here once, mirrored by csrc/core/event_record.h.
+
+Every source of events (native capture, imported Kineto traces, simulated timelines) produces a
+Polars frame with exactly these columns, and everything downstream of `load` reads only them.
+
+Columns (time is int64 ns; sizes are bytes):
+
+- ``rank``: global rank of the process that recorded the event.
+- ``pid``: OS process id (for imported traces, the trace's pid field).
+- ``kind``: what produced the event (`KINDS`).
+- ``category``: where its time goes in the stall tables (`CATEGORIES`).
+- ``name``: region, kernel, collective or marker name.
+- ``start_ns`` / ``end_ns``: start and end, ns, on the rank's process clock until `load` aligns
+  them across ranks (then ns on rank 0's clock). Instants have ``end_ns == start_ns``.
+- ``lane``: OS thread id for host events, stream id for GPU events.
+- ``device``: GPU ordinal, -1 for the host.
+- ``correlation``: CUPTI correlation id, step index (kind ``step``), per-group sequence number
+  (``collective``), bucket index (``bucket``); 0 when none.
+- ``bytes``: payload size; 0 when none.
+- ``value``: counter value (kind ``counter``), null otherwise.
+- ``detail``: kind-specific ``key=value`` pairs separated by ``;`` (see `parse_detail`), null
+  when none.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import polars as pl
+
+KINDS: Final[tuple[str, ...]] = (
+    "region",
+    "mark",
+    "step",
+    "counter",
+    "data_wait",
+    "kernel",
+    "memcpy",
+    "memset",
+    "gpu_sync",
+    "runtime",
+    "marker",
+    "collective",
+    "p2p",
+    "bucket",
+    "overhead",
+    "clock_sync",
+)
+"""Event kinds; the position is the value stored in the native record."""
+
+CATEGORIES: Final[tuple[str, ...]] = (
+    "host",
+    "compute",
+    "memcpy",
+    "comm",
+    "data",
+    "data_fetch",
+    "data_prep",
+    "sync",
+    "other",
+)
+"""Stall categories of events; the position is the value stored in the native record."""
+
+KIND: Final = pl.Enum(list(KINDS))
+CATEGORY: Final = pl.Enum(list(CATEGORIES))
+
+KIND_ID: Final[dict[str, int]] = {k: i for i, k in enumerate(KINDS)}
+CATEGORY_ID: Final[dict[str, int]] = {c: i for i, c in enumerate(CATEGORIES)}
+
+SCHEMA: Final[dict[str, pl.DataType]] = {
+    "rank": pl.Int32(),
+    "pid": pl.Int32(),
+    "kind": KIND,
+    "category": CATEGORY,
+    "name": pl.String(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "lane": pl.Int32(),
+    "device": pl.Int16(),
+    "correlation": pl.Int64(),
+    "bytes": pl.Int64(),
+    "value": pl.Float64(),
+    "detail": pl.String(),
+}
+"""Column name -> Polars dtype, in column order."""
+
+COLUMNS: Final[tuple[str, ...]] = tuple(SCHEMA)
+
+HOST_DEVICE: Final = -1
+
+
+def empty_frame() -> pl.DataFrame:
+    """A frame with the event schema and no rows."""
+    return pl.DataFrame(schema=SCHEMA)
+
+
+def conform(df: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+    """Cast and order the columns of `df` to the event schema (missing optional columns become
+    null / defaults). Raises ValueError naming a missing required column."""
+    lf = df.lazy()
+    have = set(lf.collect_schema().names())
+    required = ("kind", "name", "start_ns", "end_ns")
+    missing = [c for c in required if c not in have]
+    if missing:
+        raise ValueError(
+            f"events frame lacks required column(s) {missing}; it needs {list(COLUMNS)}"
+        )
+    defaults: dict[str, pl.Expr] = {
+        "rank": pl.lit(0),
+        "pid": pl.lit(0),
+        "category": pl.lit("host"),
+        "lane": pl.lit(0),
+        "device": pl.lit(HOST_DEVICE),
+        "correlation": pl.lit(0),
+        "bytes": pl.lit(0),
+        "value": pl.lit(None),
+        "detail": pl.lit(None),
+    }
+    return lf.select(
+        [
+            (pl.col(c) if c in have else defaults[c]).cast(dtype).alias(c)
+            for c, dtype in SCHEMA.items()
+        ]
+    )
+
+
+def parse_detail(detail: pl.Expr, key: str, dtype: pl.DataType | None = None) -> pl.Expr:
+    """Expression extracting `key` from a ``detail`` column (``k=v;k=v``); null when absent."""
+    value = detail.str.extract(rf"(?:^|;){key}=([^;]*)", 1)
+    return value.cast(dtype) if dtype is not None else value
+
+
+def format_detail(pairs: dict[str, object]) -> str:
+    """The ``detail`` string for `pairs` (values must not contain ``;`` or ``=``)."""
+    return ";".join(f"{k}={v}" for k, v in pairs.items())

@@ -1,0 +1,176 @@
+"""Turns drained column chunks into Parquet files: one part file per flush interval while the
+trace runs, merged into one file (a row group per part) when it stops."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from stallscope import _core
+from stallscope._run_dir import final_path, part_path
+from stallscope._schema import CATEGORIES, CATEGORY, KIND, KIND_ID, KINDS
+
+_COUNTER = KIND_ID["counter"]
+_KIND_SERIES = pl.Series(list(KINDS), dtype=KIND)
+_CATEGORY_SERIES = pl.Series(list(CATEGORIES), dtype=CATEGORY)
+
+# zstd level 1: about as fast to write as lz4 here and a third smaller.
+_COMPRESSION: Any = "zstd"
+_COMPRESSION_LEVEL = 1
+
+
+class StringCache:
+    """The process string table, mirrored incrementally (ids only ever grow)."""
+
+    def __init__(self) -> None:
+        self._strings: list[str | None] = []
+        self.names = pl.Series([], dtype=pl.String)  # id -> string; id 0 is ""
+        self.details = pl.Series([], dtype=pl.String)  # id -> string; id 0 is null
+
+    def update(self, max_id: int) -> None:
+        if max_id >= len(self._strings):
+            new = _core.strings_from(len(self._strings))
+            if new:
+                self._strings.extend(new)
+                self.names = pl.Series(self._strings, dtype=pl.String)
+                self.details = self.names.scatter(0, None)
+
+
+def chunk_to_frame(
+    cols: dict[str, np.ndarray], rank: int, pid: int, strings: StringCache
+) -> pl.DataFrame:
+    """One drained chunk (NumPy columns from _core.drain) as a frame in the event schema."""
+    n = len(cols["start_ns"])
+    name_id = cols["name_id"]
+    detail_id = cols["detail_id"]
+    max_id = int(max(name_id.max(initial=0), detail_id.max(initial=0)))
+    strings.update(max_id)
+    kind = cols["kind"]
+    is_counter = kind == _COUNTER
+    bytes_ = cols["bytes"]
+    value = pl.Series("value", np.where(is_counter, bytes_.view(np.float64), np.nan))
+    if is_counter.any():
+        bytes_ = np.where(is_counter, 0, bytes_)
+    return pl.DataFrame(
+        {
+            "rank": pl.repeat(rank, n, dtype=pl.Int32, eager=True),
+            "pid": pl.repeat(pid, n, dtype=pl.Int32, eager=True),
+            "kind": _KIND_SERIES.gather(kind),
+            "category": _CATEGORY_SERIES.gather(cols["category"]),
+            "name": strings.names.gather(name_id),
+            "start_ns": cols["start_ns"],
+            "end_ns": cols["end_ns"],
+            "lane": cols["lane"],
+            "device": cols["device"],
+            "correlation": cols["correlation"],
+            "bytes": bytes_,
+            "value": value.fill_nan(None) if n else value,
+            "detail": strings.details.gather(detail_id),
+        }
+    )
+
+
+def write_atomic(df: pl.DataFrame, path: Path) -> None:
+    """Write `df` to `path` so that a reader never sees a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    df.write_parquet(
+        tmp, compression=_COMPRESSION, compression_level=_COMPRESSION_LEVEL, statistics=True
+    )
+    os.replace(tmp, path)
+
+
+class RankWriter:
+    """Background thread: drains the rings every `poll_s` and writes a part file every
+    `flush_interval_s`. The GIL is released while the core drains and while Parquet encodes."""
+
+    def __init__(
+        self, out_dir: Path, stem: str, rank: int, pid: int, flush_interval_s: float
+    ) -> None:
+        self.out_dir = out_dir
+        self.stem = stem
+        self.rank = rank
+        self.pid = pid
+        self.flush_interval_s = flush_interval_s
+        self.poll_s = min(0.1, flush_interval_s / 4)
+        self.strings = StringCache()
+        self.parts: list[Path] = []
+        self.events_written = 0
+        self.error: BaseException | None = None
+        self._pending: list[pl.DataFrame] = []
+        self._pending_rows = 0
+        self._lock = threading.Lock()  # serialises drain+write between the thread and stop()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stallscope-writer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _drain(self) -> None:
+        cols = _core.drain()
+        if len(cols["start_ns"]):
+            df = chunk_to_frame(cols, self.rank, self.pid, self.strings)
+            self._pending.append(df)
+            self._pending_rows += df.height
+
+    def _write_part(self) -> None:
+        if not self._pending:
+            return
+        df = pl.concat(self._pending, rechunk=True) if len(self._pending) > 1 else self._pending[0]
+        path = part_path(self.out_dir, self.stem, len(self.parts))
+        write_atomic(df, path)
+        self.parts.append(path)
+        self.events_written += df.height
+        self._pending.clear()
+        self._pending_rows = 0
+
+    def _run(self) -> None:
+        last_write = time.monotonic()
+        while not self._stop.wait(self.poll_s):
+            try:
+                with self._lock:
+                    self._drain()
+                    now = time.monotonic()
+                    if now - last_write >= self.flush_interval_s or self._pending_rows >= 4_000_000:
+                        self._write_part()
+                        last_write = now
+            except BaseException as e:  # keep training alive; reported at stop
+                self.error = e
+                return
+
+    def close(self) -> Path | None:
+        """Stop the thread, write everything still buffered, merge the parts. Returns the final
+        file, or None when nothing was recorded."""
+        self._stop.set()
+        self._thread.join(timeout=60)
+        with self._lock:
+            self._drain()
+            self._write_part()
+        if self.error is not None:
+            raise self.error
+        return merge_parts(self.out_dir, self.stem, self.parts)
+
+
+def merge_parts(out_dir: Path, stem: str, parts: list[Path]) -> Path | None:
+    """Merge part files into the stem's final file (one row group per part), then delete them."""
+    if not parts:
+        return None
+    import pyarrow.parquet as pq
+
+    final = final_path(out_dir, stem)
+    tmp = final.with_name(f".{final.name}.tmp")
+    first = pq.ParquetFile(parts[0])
+    with pq.ParquetWriter(
+        tmp, first.schema_arrow, compression=_COMPRESSION, compression_level=_COMPRESSION_LEVEL
+    ) as w:
+        for p in parts:
+            w.write_table(pq.read_table(p), row_group_size=1 << 30)
+    os.replace(tmp, final)
+    for p in parts:
+        p.unlink(missing_ok=True)
+    return final

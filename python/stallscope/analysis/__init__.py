@@ -1,0 +1,6 @@
+"""Analysis of events: functions take and return Polars frames; they never print or plot."""
+
+from stallscope.analysis._capture_summary import capture_summary
+from stallscope.analysis._steps import assign_steps, step_windows
+
+__all__ = ["assign_steps", "capture_summary", "step_windows"]

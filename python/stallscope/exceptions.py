@@ -1,0 +1,25 @@
+"""Errors and warnings stallscope raises. Every message names the file or input at fault and
+what to do about it."""
+
+from __future__ import annotations
+
+
+class StallscopeError(Exception):
+    """Base class of stallscope's errors."""
+
+
+class TraceError(StallscopeError):
+    """Starting or stopping a trace failed (already active, bad option, unwritable directory)."""
+
+
+class RunDirError(StallscopeError):
+    """A run directory (or a file in it) is missing, truncated or corrupt."""
+
+
+class TraceImportError(StallscopeError):
+    """An external trace (Kineto / PyTorch profiler JSON) could not be imported."""
+
+
+class StallscopeWarning(UserWarning):
+    """Something was skipped or is incomplete, and the result may be too (a missing rank, dropped
+    events, rows of an imported trace that could not be used)."""
