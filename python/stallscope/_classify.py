@@ -1,0 +1,73 @@
+"""The one classifier of GPU activity names, shared by native CUPTI capture (applied when its
+events are written) and the Kineto importer.
+
+Categories (stallscope's, see _schema.CATEGORIES):
+- comm: NCCL / RCCL / HCCL kernels (``ncclDevKernel_*``, ``ncclSymkDevKernel_*``,
+  ``ncclKernel_*``, anything ``nccl...Kernel``), never by a fixed name.
+- memcpy: copies and memsets (``Memcpy ...``, ``Memset ...``, ``dma...``; CUPTI copy/memset
+  records are memcpy by kind).
+- sync: ``Stream Sync``, ``Event Sync``, ``Context Sync``, ``Stream Wait Event``.
+- compute: every other kernel.
+
+`hta_kernel_type` is separate on purpose: it reproduces HolisticTraceAnalysis 0.5.0's own regexes
+(research/kineto-and-hta.md section 2), quirks included, for the HTA-identical views.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import polars as pl
+
+COMM_RE: Final = r"^(?:nccl|rccl|hccl)\w*Kernel|^ncclDevKernel|^ncclSymkDevKernel|^ncclKernel"
+MEMORY_RE: Final = r"^(?:Memcpy|Memset|dma|hipMemcpy|hipMemset)"
+SYNC_RE: Final = r"^(?:Stream Sync|Event Sync|Context Sync|Stream Wait Event)$|Sync$"
+
+# The collective in an NCCL kernel name: ncclDevKernel_AllReduce_Sum_f32_RING_LL -> AllReduce.
+NCCL_COLLECTIVE_RE: Final = r"(AllReduce|ReduceScatter|AllGatherV|AllGather|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv|Generic)"
+
+
+def gpu_category(name: pl.Expr) -> pl.Expr:
+    """Category (a string of _schema.CATEGORIES) of a GPU activity name (kernel, memcpy,
+    memset, sync rows)."""
+    return (
+        pl.when(name.str.contains(COMM_RE))
+        .then(pl.lit("comm"))
+        .when(name.str.contains(MEMORY_RE))
+        .then(pl.lit("memcpy"))
+        .when(name.str.contains(SYNC_RE))
+        .then(pl.lit("sync"))
+        .otherwise(pl.lit("compute"))
+    )
+
+
+def gpu_category_of(name: str) -> str:
+    """`gpu_category` for one name (the same rules, for code outside Polars)."""
+    if re.search(COMM_RE, name):
+        return "comm"
+    if re.search(MEMORY_RE, name):
+        return "memcpy"
+    if re.search(SYNC_RE, name):
+        return "sync"
+    return "compute"
+
+
+def nccl_collective(name: pl.Expr) -> pl.Expr:
+    """The collective named by an NCCL kernel (AllReduce, SendRecv, ...); null otherwise."""
+    return pl.when(name.str.contains(COMM_RE)).then(name.str.extract(NCCL_COLLECTIVE_RE, 1))
+
+
+def hta_kernel_type(name: pl.Expr) -> pl.Expr:
+    """HTA 0.5.0's kernel type: COMMUNICATION, MEMORY, COMPUTATION or OTHER, with its exact
+    (anchored, match-at-start) regexes and order."""
+    return (
+        pl.when(name.str.contains(r"^nccl.*Kernel"))
+        .then(pl.lit("COMMUNICATION"))
+        .when(name.str.contains(r"^(?:Memcpy|Memset|dma)"))
+        .then(pl.lit("MEMORY"))
+        # re.match(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)") anchors each branch at the start.
+        .when(~name.str.contains(r"^(?:nccl.*Kernel|.*Memcpy|Memset|.*Sync)"))
+        .then(pl.lit("COMPUTATION"))
+        .otherwise(pl.lit("OTHER"))
+    )
