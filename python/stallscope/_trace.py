@@ -9,14 +9,15 @@ import signal
 import sys
 import threading
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
-from stallscope import _core
+from stallscope import _core, _hooks
 from stallscope._env import Placement, placement
 from stallscope._run_dir import final_path, stem_for, update_process
 from stallscope._writer import RankWriter
-from stallscope.exceptions import TraceError
+from stallscope.exceptions import StallscopeWarning, TraceError
 
 _active: Trace | None = None
 _active_lock = threading.Lock()
@@ -52,7 +53,8 @@ class Trace:
     `ring_capacity` (events buffered per thread between drains), `max_threads` (recording threads
     with a ring of their own; events of further threads are dropped and counted),
     `handle_sigterm` (flush on SIGTERM, then let it terminate the process), `overwrite`
-    (replace this rank's data from an earlier run in the same directory).
+    (replace this rank's data from an earlier run in the same directory), `backends` (capture
+    backends to run, see _hooks.py; None = those on by default here, () = none).
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class Trace:
         max_threads: int = 64,
         handle_sigterm: bool = True,
         overwrite: bool = False,
+        backends: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         if not 0.01 <= flush_interval <= 3600:
             raise TraceError(f"flush_interval={flush_interval!r} s: use a value from 0.01 to 3600")
@@ -86,6 +89,11 @@ class Trace:
         self.max_threads = int(max_threads)
         self.handle_sigterm = handle_sigterm
         self.overwrite = overwrite
+        try:
+            self._backends = _hooks.select(backends)
+        except ValueError as e:
+            raise TraceError(str(e)) from None
+        self.backend_info: dict[str, Any] = {}
         self.pid = os.getpid()
         self.stem = stem_for(self.placement.rank, self.pid if _forked_from_traced else None)
         self.path: Path | None = None  # the events file, once stopped
@@ -132,14 +140,33 @@ class Trace:
             _core.set_recording(True)
             self._started = True
             _active = self
+        self._run_backends("on_start")
         return self
+
+    def _run_backends(self, method: str) -> None:
+        for b in self._backends:
+            if self.backend_info.get(b.name, {}).get("error"):
+                continue  # failed at start: stays off
+            try:
+                meta = getattr(b, method)(self) or {}
+                self.backend_info.setdefault(b.name, {}).update(meta)
+            except Exception as e:  # a backend problem never breaks training
+                self.backend_info.setdefault(b.name, {})["error"] = (
+                    f"{method}: {type(e).__name__}: {e}"
+                )
+                warnings.warn(
+                    f"stallscope backend {b.name} disabled: {e}", StallscopeWarning, stacklevel=3
+                )
 
     def stop(self) -> Path | None:
         """Stop recording, write every buffered event, merge the part files. Returns the events
         file (None if nothing was recorded). Idempotent."""
         global _active
+        if not self._started or self._stopped:
+            return self.path
+        self._run_backends("on_stop")
         with _active_lock:
-            if not self._started or self._stopped:
+            if self._stopped:
                 return self.path
             # Close the last step, so every step marked before stop() has an end.
             now = _core.now_ns()
@@ -217,6 +244,7 @@ class Trace:
                     "nesting_too_deep": _core.too_deep_drops(),
                 },
                 events_written=self.events_written,
+                backends=self.backend_info,
                 file=self.path.name if self.path else None,
                 steps=_core.step_index(),
             )
