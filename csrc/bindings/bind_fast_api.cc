@@ -13,6 +13,7 @@
 #include "core/event_record.h"
 #include "core/recorder.h"
 #include "core/string_table.h"
+#include "cupti/ext_correlation.h"
 
 namespace py = pybind11;
 
@@ -105,6 +106,7 @@ void region_dealloc(PyObject* self) {
 
 PyObject* region_enter(PyObject* self, PyObject*) {
   const int d = t_depth++;
+  cupti::ext_region_enter(d, reinterpret_cast<RegionObject*>(self)->name_id);
   if (d < kMaxDepth) t_starts[d] = clock_now_ns();
   Py_INCREF(self);
   return self;
@@ -114,6 +116,7 @@ PyObject* region_exit(PyObject* self, PyObject* const*, Py_ssize_t) {
   const int64_t end = clock_now_ns();
   if (t_depth > 0) {
     const int d = --t_depth;
+    cupti::ext_region_exit(d);
     if (d < kMaxDepth) {
       auto* r = reinterpret_cast<RegionObject*>(self);
       record(host_event(static_cast<Kind>(r->kind), static_cast<Category>(r->category), r->name_id,
@@ -161,6 +164,7 @@ PyObject* fast_step(PyObject*, PyObject*) {
   EventRecord e = host_event(Kind::kStep, Category::kHost, g_step_name, now, now);
   e.correlation = idx;
   record(e);
+  cupti::ext_step(idx);
   return PyLong_FromLongLong(idx);
 }
 

@@ -9,6 +9,7 @@ void bind_clock(py::module_& m);
 void bind_collector(py::module_& m);
 void bind_recording(py::module_& m);
 void bind_fast_api(py::module_& m);
+void bind_cupti(py::module_& m);
 }  // namespace stallscope::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -18,4 +19,5 @@ PYBIND11_MODULE(_core, m) {
   stallscope::bindings::bind_collector(m);
   stallscope::bindings::bind_recording(m);
   stallscope::bindings::bind_fast_api(m);
+  stallscope::bindings::bind_cupti(m);
 }

@@ -1,0 +1,850 @@
+#include "activity_backend.h"
+
+#include <cxxabi.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/event_record.h"
+#include "core/recorder.h"
+#include "core/string_table.h"
+#include "cupti_abi.h"
+#include "cupti_loader.h"
+#include "ext_correlation.h"
+
+namespace stallscope::cupti {
+
+std::atomic<bool> g_ext_on{false};
+
+namespace {
+
+// ---- state ---------------------------------------------------------------------------------
+std::mutex g_ctl_mu;   // start / stop
+std::mutex g_pool_mu;  // the buffer pool
+std::mutex g_proc_mu;  // buffer parsing (CUPTI's worker thread, or a flushing thread)
+std::atomic<bool> g_active{false};
+std::atomic<uint32_t> g_session{0};  // bumped by every start(): stale external pushes are ignored
+std::atomic<int> g_ext_inflight{0};
+Options g_opts;
+Stats g_stats;  // counters below are updated under g_proc_mu / g_pool_mu / atomics
+std::atomic<uint64_t> g_ext_push_errors{0};
+std::vector<std::string> g_enabled_kinds;
+
+// ---- buffer pool ---------------------------------------------------------------------------
+std::vector<uint8_t*> g_free;  // buffers of g_opts.buffer_bytes not handed out
+uint64_t g_requested = 0, g_declined = 0, g_pool_peak = 0;  // under g_pool_mu
+uint64_t g_pool_bytes = 0;
+uint64_t g_buffer_size_in_pool = 0;  // size of the buffers in g_free
+
+void CUPTI_request(uint8_t** buffer, size_t* size, size_t* max_records) {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  *max_records = 0;  // fill the buffer
+  g_requested++;
+  const uint64_t want = g_opts.buffer_bytes;
+  uint8_t* b = nullptr;
+  if (!g_free.empty() && g_buffer_size_in_pool == want) {
+    b = g_free.back();
+    g_free.pop_back();
+  } else if (g_pool_bytes + want <= g_opts.pool_limit_bytes) {
+    b = static_cast<uint8_t*>(std::aligned_alloc(8, want));
+    if (b != nullptr) {
+      g_pool_bytes += want;
+      if (g_pool_bytes > g_pool_peak) g_pool_peak = g_pool_bytes;
+    }
+  }
+  if (b == nullptr) {  // declined: CUPTI drops what it cannot store (and counts it)
+    g_declined++;
+    *buffer = nullptr;
+    *size = 0;
+    return;
+  }
+  *buffer = b;
+  *size = want;
+}
+
+void release_buffer(uint8_t* b, size_t size) {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  if (size == g_opts.buffer_bytes) {
+    g_buffer_size_in_pool = size;
+    g_free.push_back(b);
+  } else {  // from a session with another buffer size
+    std::free(b);
+    g_pool_bytes -= size;
+  }
+}
+
+void free_pool() {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  for (uint8_t* b : g_free) std::free(b);
+  g_pool_bytes -= g_free.size() * g_buffer_size_in_pool;
+  g_free.clear();
+}
+
+// ---- names ---------------------------------------------------------------------------------
+uint32_t intern(std::string_view s) { return StringTable::instance().intern(s); }
+
+// Kernel names: demangled once per distinct mangled name (abi::__cxa_demangle), then cached.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> g_kernel_names;
+
+uint32_t kernel_name_id(const char* mangled) {
+  if (mangled == nullptr) mangled = "";
+  const std::string_view key(mangled);
+  auto it = g_kernel_names.find(key);
+  if (it != g_kernel_names.end()) return it->second;
+  uint32_t id;
+  int status = -1;
+  char* d = (key.size() > 2 && key[0] == '_' && key[1] == 'Z')
+                ? abi::__cxa_demangle(mangled, nullptr, nullptr, &status)
+                : nullptr;
+  if (d != nullptr && status == 0) {
+    id = intern(d);
+  } else {
+    id = intern(key);  // C names (extern "C" kernels) and anything that does not demangle
+  }
+  std::free(d);
+  g_kernel_names.emplace(std::string(key), id);
+  return id;
+}
+
+// Cached ids of short fixed names.
+std::unordered_map<std::string, uint32_t> g_fixed_names;
+uint32_t fixed_id(const std::string& s) {
+  auto it = g_fixed_names.find(s);
+  if (it != g_fixed_names.end()) return it->second;
+  const uint32_t id = intern(s);
+  g_fixed_names.emplace(s, id);
+  return id;
+}
+
+const char* memory_kind_name(uint8_t k) {
+  switch (k) {
+    case 1: return "Pageable";
+    case 2: return "Pinned";
+    case 3: return "Device";
+    case 4: return "Array";
+    case 5: return "Managed";
+    case 6: return "Device Static";
+    case 7: return "Managed Static";
+    default: return "Unknown";
+  }
+}
+
+const char* copy_kind_name(uint8_t k) {
+  switch (k) {
+    case 1: return "HtoD";
+    case 2: return "DtoH";
+    case 3: return "HtoA";
+    case 4: return "AtoH";
+    case 5: return "AtoA";
+    case 6: return "AtoD";
+    case 7: return "DtoA";
+    case 8: return "DtoD";
+    case 9: return "HtoH";
+    case 10: return "PtoP";
+    default: return "Unknown";
+  }
+}
+
+// "Memcpy HtoD (Pinned -> Device)": the names Kineto uses, so the shared classifier sees them.
+uint32_t memcpy_name_id(uint8_t copy, uint8_t src, uint8_t dst) {
+  std::string s = "Memcpy ";
+  s += copy_kind_name(copy);
+  s += " (";
+  s += memory_kind_name(src);
+  s += " -> ";
+  s += memory_kind_name(dst);
+  s += ")";
+  return fixed_id(s);
+}
+
+const char* sync_name(int32_t t) {
+  switch (t) {
+    case kSyncEvent: return "Event Sync";
+    case kSyncStreamWaitEvent: return "Stream Wait Event";
+    case kSyncStream: return "Stream Sync";
+    case kSyncContext: return "Context Sync";
+    default: return "Unknown Sync";
+  }
+}
+
+const char* overhead_name(int32_t k) {
+  switch (k) {
+    case 1: return "Driver compiler";
+    case 1 << 16: return "CUPTI buffer flush";
+    case 2 << 16: return "CUPTI instrumentation";
+    case 3 << 16: return "CUPTI resource";
+    case 4 << 16: return "Runtime-triggered module loading";
+    case 5 << 16: return "Lazy function loading";
+    case 6 << 16: return "Command buffer full";
+    case 7 << 16: return "Activity buffer request";
+    case 8 << 16: return "UVM activity init";
+    default: return "Unknown overhead";
+  }
+}
+
+// The runtime and driver calls kept ("RUNTIME trimmed to launch, copy and sync calls").
+struct ApiCall {
+  uint32_t cbid;
+  const char* name;
+};
+constexpr ApiCall kRuntimeCalls[] = {
+    {13, "cudaLaunch"},
+    {211, "cudaLaunchKernel"},
+    {214, "cudaLaunchKernel_ptsz"},
+    {269, "cudaLaunchCooperativeKernel"},
+    {270, "cudaLaunchCooperativeKernel_ptsz"},
+    {430, "cudaLaunchKernelExC"},
+    {431, "cudaLaunchKernelExC_ptsz"},
+    {311, "cudaGraphLaunch"},
+    {312, "cudaGraphLaunch_ptsz"},
+    {31, "cudaMemcpy"},
+    {32, "cudaMemcpy2D"},
+    {41, "cudaMemcpyAsync"},
+    {44, "cudaMemcpy2DAsync"},
+    {144, "cudaMemcpy3D"},
+    {145, "cudaMemcpy3DAsync"},
+    {160, "cudaMemcpyPeer"},
+    {161, "cudaMemcpyPeerAsync"},
+    {215, "cudaMemcpy_ptds"},
+    {225, "cudaMemcpyAsync_ptsz"},
+    {482, "cudaMemcpyBatchAsync"},
+    {509, "cudaMemcpyBatchAsync"},
+    {49, "cudaMemset"},
+    {51, "cudaMemsetAsync"},
+    {233, "cudaMemset_ptds"},
+    {235, "cudaMemsetAsync_ptsz"},
+    {126, "cudaThreadSynchronize"},
+    {131, "cudaStreamSynchronize"},
+    {239, "cudaStreamSynchronize_ptsz"},
+    {137, "cudaEventSynchronize"},
+    {147, "cudaStreamWaitEvent"},
+    {247, "cudaStreamWaitEvent_ptsz"},
+    {165, "cudaDeviceSynchronize"},
+};
+// Driver launches: NCCL and Triton launch through the driver API, not the runtime.
+constexpr ApiCall kDriverCalls[] = {
+    {307, "cuLaunchKernel"},
+    {442, "cuLaunchKernel_ptsz"},
+    {477, "cuLaunchCooperativeKernel"},
+    {478, "cuLaunchCooperativeKernel_ptsz"},
+    {514, "cuGraphLaunch"},
+    {515, "cuGraphLaunch_ptsz"},
+    {652, "cuLaunchKernelEx"},
+    {653, "cuLaunchKernelEx_ptsz"},
+};
+
+uint32_t api_name_id(bool driver, uint32_t cbid) {
+  const ApiCall* b = driver ? std::begin(kDriverCalls) : std::begin(kRuntimeCalls);
+  const ApiCall* e = driver ? std::end(kDriverCalls) : std::end(kRuntimeCalls);
+  for (const ApiCall* c = b; c != e; ++c) {
+    if (c->cbid == cbid) return fixed_id(c->name);
+  }
+  return fixed_id(std::string(driver ? "driver_cbid_" : "runtime_cbid_") + std::to_string(cbid));
+}
+
+// ---- correlation: CUPTI correlation id -> (step, region) -------------------------------------
+// Direct-mapped by correlation id (ids grow monotonically): old entries are overwritten.
+struct ExtEntry {
+  uint32_t correlation;
+  uint32_t region;  // region name id, 0 = none
+  int64_t step;     // step index, 0 = none
+};
+constexpr uint32_t kExtSlots = 1u << 16;
+ExtEntry g_ext[kExtSlots];
+
+ExtEntry* ext_slot(uint32_t corr, bool create) {
+  ExtEntry* e = &g_ext[corr & (kExtSlots - 1)];
+  if (e->correlation != corr) {
+    if (!create) return nullptr;
+    *e = ExtEntry{corr, 0, 0};
+  }
+  return e;
+}
+
+// detail "step=N;region=NAME" (+ a fixed suffix), cached per combination.
+struct DetailKey {
+  int64_t step;
+  uint32_t region;
+  uint32_t extra;
+  bool operator==(const DetailKey& o) const {
+    return step == o.step && region == o.region && extra == o.extra;
+  }
+};
+struct DetailHash {
+  size_t operator()(const DetailKey& k) const noexcept {
+    return std::hash<int64_t>{}(k.step * 1000003 + k.region) ^ (size_t{k.extra} << 20);
+  }
+};
+std::unordered_map<DetailKey, uint32_t, DetailHash> g_details;
+std::unordered_map<uint32_t, std::string> g_extra_strings;  // extra id -> its text
+
+// Region names by id, looked up once per distinct region.
+std::unordered_map<uint32_t, std::string> g_region_names;
+const std::string& region_name(uint32_t id) {
+  auto it = g_region_names.find(id);
+  if (it != g_region_names.end()) return it->second;
+  std::vector<std::string> tail = StringTable::instance().strings_from(id);
+  return g_region_names.emplace(id, tail.empty() ? std::string("?") : tail[0]).first->second;
+}
+
+uint32_t detail_id(uint32_t corr, uint32_t extra) {
+  const ExtEntry* e = ext_slot(corr, false);
+  const int64_t step = e != nullptr ? e->step : 0;
+  const uint32_t region = e != nullptr ? e->region : 0;
+  if (step == 0 && region == 0) return extra;
+  const DetailKey k{step, region, extra};
+  auto it = g_details.find(k);
+  if (it != g_details.end()) return it->second;
+  if (g_details.size() > 65536) g_details.clear();  // bounded: steps only move forward
+  std::string s;
+  if (step != 0) s += "step=" + std::to_string(step);
+  if (region != 0) {
+    if (!s.empty()) s += ';';
+    s += "region=" + region_name(region);
+  }
+  if (extra != 0) {
+    if (!s.empty()) s += ';';
+    s += g_extra_strings[extra];
+  }
+  const uint32_t id = intern(s);
+  g_details.emplace(k, id);
+  return id;
+}
+
+uint32_t extra_id(const std::string& s) {
+  const uint32_t id = fixed_id(s);
+  g_extra_strings.emplace(id, s);
+  return id;
+}
+
+// ---- context -> device ---------------------------------------------------------------------
+std::unordered_map<uint32_t, int16_t> g_ctx_device;
+int16_t device_of_context(uint32_t ctx) {
+  auto it = g_ctx_device.find(ctx);
+  return it != g_ctx_device.end() ? it->second : -1;
+}
+void note_context(uint32_t ctx, uint32_t device) {
+  if (g_ctx_device.size() < 4096) g_ctx_device.emplace(ctx, static_cast<int16_t>(device));
+}
+
+// ---- NVTX ranges: START and END records with one id ----------------------------------------
+struct OpenMarker {
+  int64_t start;
+  uint32_t name_id;
+  uint32_t detail_id;
+  int32_t lane;
+};
+std::unordered_map<uint32_t, OpenMarker> g_open_markers;
+
+// ---- records -> events -----------------------------------------------------------------------
+void emit(const EventRecord& e) {
+  if (record(e)) {
+    g_stats.events++;
+  } else {
+    g_stats.events_not_recorded++;
+  }
+}
+
+EventRecord gpu_event(Kind kind, Category cat, uint64_t start, uint64_t end, uint32_t device,
+                      uint32_t stream, uint32_t corr) {
+  EventRecord e{};
+  e.start_ns = static_cast<int64_t>(start);
+  e.end_ns = static_cast<int64_t>(end);
+  e.correlation = corr;
+  e.lane = static_cast<int32_t>(stream);
+  e.device = static_cast<int16_t>(device);
+  e.kind = static_cast<uint8_t>(kind);
+  e.category = static_cast<uint8_t>(cat);
+  return e;
+}
+
+bool bad_times(uint64_t start, uint64_t end) { return start == 0 || end == 0 || end < start; }
+
+void parse(const Activity* a) {
+  g_stats.records++;
+  switch (a->kind) {
+    case kActConcurrentKernel:
+    case kActKernel: {
+      const auto* k = reinterpret_cast<const ActivityKernel*>(a);
+      note_context(k->context_id, k->device_id);
+      if (bad_times(k->start, k->end)) {  // no timing collected (device buffer full)
+        g_stats.incomplete++;
+        return;
+      }
+      g_stats.kernels++;
+      EventRecord e = gpu_event(Kind::kKernel, Category::kCompute, k->start, k->end, k->device_id,
+                                k->stream_id, k->correlation_id);
+      e.name_id = kernel_name_id(k->name);
+      e.detail_id = detail_id(k->correlation_id, 0);
+      emit(e);
+      return;
+    }
+    case kActMemcpy: {
+      const auto* m = reinterpret_cast<const ActivityMemcpy*>(a);
+      note_context(m->context_id, m->device_id);
+      if (bad_times(m->start, m->end)) {
+        g_stats.incomplete++;
+        return;
+      }
+      g_stats.memcpys++;
+      EventRecord e = gpu_event(Kind::kMemcpy, Category::kMemcpy, m->start, m->end, m->device_id,
+                                m->stream_id, m->correlation_id);
+      e.bytes = static_cast<int64_t>(m->bytes);
+      e.name_id = memcpy_name_id(m->copy_kind, m->src_kind, m->dst_kind);
+      e.detail_id = detail_id(m->correlation_id, 0);
+      emit(e);
+      return;
+    }
+    case kActMemcpy2: {
+      const auto* m = reinterpret_cast<const ActivityMemcpyPtoP*>(a);
+      note_context(m->context_id, m->device_id);
+      if (bad_times(m->start, m->end)) {
+        g_stats.incomplete++;
+        return;
+      }
+      g_stats.memcpys++;
+      EventRecord e = gpu_event(Kind::kMemcpy, Category::kMemcpy, m->start, m->end, m->device_id,
+                                m->stream_id, m->correlation_id);
+      e.bytes = static_cast<int64_t>(m->bytes);
+      e.name_id = memcpy_name_id(10, m->src_kind, m->dst_kind);
+      e.detail_id = detail_id(m->correlation_id,
+                              extra_id("src_device=" + std::to_string(m->src_device_id) +
+                                       ";dst_device=" + std::to_string(m->dst_device_id)));
+      emit(e);
+      return;
+    }
+    case kActMemset: {
+      const auto* m = reinterpret_cast<const ActivityMemset*>(a);
+      note_context(m->context_id, m->device_id);
+      if (bad_times(m->start, m->end)) {
+        g_stats.incomplete++;
+        return;
+      }
+      g_stats.memsets++;
+      EventRecord e = gpu_event(Kind::kMemset, Category::kMemcpy, m->start, m->end, m->device_id,
+                                m->stream_id, m->correlation_id);
+      e.bytes = static_cast<int64_t>(m->bytes);
+      e.name_id = fixed_id(std::string("Memset (") + memory_kind_name(m->memory_kind & 0xff) + ")");
+      e.detail_id = detail_id(m->correlation_id, 0);
+      emit(e);
+      return;
+    }
+    case kActSynchronization: {
+      const auto* s = reinterpret_cast<const ActivitySynchronization*>(a);
+      if (bad_times(s->start, s->end)) {
+        g_stats.incomplete++;
+        return;
+      }
+      g_stats.syncs++;
+      EventRecord e = gpu_event(Kind::kGpuSync, Category::kSync, s->start, s->end, 0, s->stream_id,
+                                s->correlation_id);
+      e.device = device_of_context(s->context_id);
+      if (s->stream_id == 0xffffffffu) e.lane = -1;  // context-wide
+      e.name_id = fixed_id(sync_name(s->type));
+      e.detail_id = detail_id(s->correlation_id, 0);
+      emit(e);
+      return;
+    }
+    case kActExternalCorrelation: {
+      const auto* x = reinterpret_cast<const ActivityExternalCorrelation*>(a);
+      g_stats.external_correlations++;
+      ExtEntry* e = ext_slot(x->correlation_id, true);
+      if (x->external_kind == kExtCustom0) {
+        e->step = static_cast<int64_t>(x->external_id);
+      } else if (x->external_kind == kExtCustom1) {
+        e->region = static_cast<uint32_t>(x->external_id);
+      }
+      return;
+    }
+    case kActRuntime:
+    case kActDriver: {
+      const auto* r = reinterpret_cast<const ActivityApi*>(a);
+      if (bad_times(r->start, r->end)) {
+        g_stats.incomplete++;
+        return;
+      }
+      g_stats.runtime_calls++;
+      EventRecord e{};
+      e.start_ns = static_cast<int64_t>(r->start);
+      e.end_ns = static_cast<int64_t>(r->end);
+      e.correlation = r->correlation_id;
+      e.lane = static_cast<int32_t>(r->thread_id);
+      e.device = -1;
+      e.kind = static_cast<uint8_t>(Kind::kRuntime);
+      e.category = static_cast<uint8_t>(Category::kHost);
+      e.name_id = api_name_id(a->kind == kActDriver, r->cbid);
+      e.detail_id = detail_id(r->correlation_id, 0);
+      emit(e);
+      return;
+    }
+    case kActMarker: {
+      const auto* m = reinterpret_cast<const ActivityMarker*>(a);
+      g_stats.markers++;
+      const int32_t lane = m->object_kind == kObjectThread ? static_cast<int32_t>(m->object_id.b) : 0;
+      const int64_t ts = static_cast<int64_t>(m->timestamp);
+      uint32_t detail = 0;
+      if (m->domain != nullptr && m->domain[0] != '\0') {
+        detail = fixed_id(std::string("domain=") + m->domain);
+      }
+      if ((m->flags & kMarkerStart) != 0) {
+        if (g_open_markers.size() >= 65536) {  // bounded: oldest unmatched forgotten, counted
+          g_stats.unmatched_markers += g_open_markers.size();
+          g_open_markers.clear();
+        }
+        g_open_markers[m->id] =
+            OpenMarker{ts, intern(m->name != nullptr ? m->name : ""), detail, lane};
+        return;
+      }
+      EventRecord e{};
+      e.kind = static_cast<uint8_t>(Kind::kMarker);
+      e.category = static_cast<uint8_t>(Category::kOther);
+      e.device = -1;
+      if ((m->flags & kMarkerEnd) != 0) {
+        auto it = g_open_markers.find(m->id);
+        if (it == g_open_markers.end()) {
+          g_stats.unmatched_markers++;
+          return;
+        }
+        e.start_ns = it->second.start;
+        e.end_ns = ts;
+        e.name_id = it->second.name_id;
+        e.detail_id = it->second.detail_id;
+        e.lane = it->second.lane;
+        g_open_markers.erase(it);
+      } else {  // instantaneous
+        e.start_ns = e.end_ns = ts;
+        e.name_id = intern(m->name != nullptr ? m->name : "");
+        e.detail_id = detail;
+        e.lane = lane;
+      }
+      emit(e);
+      return;
+    }
+    case kActOverhead: {
+      const auto* o = reinterpret_cast<const ActivityOverhead*>(a);
+      if (bad_times(o->start, o->end)) {
+        g_stats.incomplete++;
+        return;
+      }
+      g_stats.overheads++;
+      EventRecord e{};
+      e.start_ns = static_cast<int64_t>(o->start);
+      e.end_ns = static_cast<int64_t>(o->end);
+      e.correlation = o->correlation_id;
+      e.lane = o->object_kind == kObjectThread ? static_cast<int32_t>(o->object_id.b) : 0;
+      e.device = -1;
+      e.kind = static_cast<uint8_t>(Kind::kOverhead);
+      e.category = static_cast<uint8_t>(Category::kOther);
+      e.name_id = fixed_id(overhead_name(o->overhead_kind));
+      emit(e);
+      return;
+    }
+    default:
+      g_stats.unknown_kind++;
+      return;
+  }
+}
+
+void count_dropped() {
+  size_t dropped = 0;
+  if (api().ActivityGetNumDroppedRecords(nullptr, 0, &dropped) == kSuccess) {
+    g_stats.cupti_dropped += dropped;
+  }
+}
+
+void CUPTI_complete(void* /*ctx*/, uint32_t /*stream*/, uint8_t* buffer, size_t size,
+                    size_t valid) {
+  {
+    std::lock_guard<std::mutex> lk(g_proc_mu);
+    g_stats.buffers_completed++;
+    if (buffer != nullptr && valid > 0) {
+      Activity* rec = nullptr;
+      for (;;) {
+        const CUptiResult r = api().ActivityGetNextRecord(buffer, valid, &rec);
+        if (r == kSuccess) {
+          parse(rec);
+          continue;
+        }
+        if (r == kErrInvalidKind) g_stats.incomplete++;  // incomplete record: the rest is unusable
+        break;  // MAX_LIMIT_REACHED: end of buffer; anything else: stop reading it
+      }
+    }
+    count_dropped();
+  }
+  if (buffer != nullptr) release_buffer(buffer, size);
+}
+
+uint64_t CUPTI_timestamp() { return clock_now_ns_u64(); }
+
+const char* kind_name(int32_t k) {
+  switch (k) {
+    case kActConcurrentKernel: return "CONCURRENT_KERNEL";
+    case kActMemcpy: return "MEMCPY";
+    case kActMemcpy2: return "MEMCPY2";
+    case kActMemset: return "MEMSET";
+    case kActSynchronization: return "SYNCHRONIZATION";
+    case kActExternalCorrelation: return "EXTERNAL_CORRELATION";
+    case kActRuntime: return "RUNTIME";
+    case kActDriver: return "DRIVER";
+    case kActMarker: return "MARKER";
+    case kActOverhead: return "OVERHEAD";
+    default: return "?";
+  }
+}
+
+std::vector<int32_t> g_kinds_on;  // kinds this session enabled, to disable at stop
+
+void disable_all() {
+  for (int32_t k : g_kinds_on) api().ActivityDisable(k);
+  g_kinds_on.clear();
+  if (g_opts.runtime_api) {
+    for (const ApiCall& c : kRuntimeCalls) api().ActivityEnableRuntimeApi(c.cbid, 0);
+    if (api().ActivityEnableDriverApi != nullptr) {
+      for (const ApiCall& c : kDriverCalls) api().ActivityEnableDriverApi(c.cbid, 0);
+    }
+  }
+}
+
+void noop_callback(void*, int, uint32_t, const void*) {}
+
+}  // namespace
+
+// ---- external correlation (hot path, slow half) ----------------------------------------------
+namespace {
+thread_local uint32_t t_step_session = 0;           // session in which this thread pushed a step
+thread_local uint32_t t_region_session[256] = {};  // per region depth: session of its push
+struct InflightGuard {
+  InflightGuard() { g_ext_inflight.fetch_add(1, std::memory_order_acq_rel); }
+  ~InflightGuard() { g_ext_inflight.fetch_sub(1, std::memory_order_acq_rel); }
+};
+}  // namespace
+
+void ext_step_slow(int64_t step_index) noexcept {
+  InflightGuard g;
+  if (!g_ext_on.load(std::memory_order_acquire)) return;
+  const uint32_t s = g_session.load(std::memory_order_relaxed);
+  const Api& a = api();
+  if (t_step_session == s) {
+    uint64_t last = 0;
+    if (a.ActivityPopExternalCorrelationId(kExtCustom0, &last) != kSuccess) g_ext_push_errors++;
+  }
+  if (a.ActivityPushExternalCorrelationId(kExtCustom0, static_cast<uint64_t>(step_index)) ==
+      kSuccess) {
+    t_step_session = s;
+  } else {
+    t_step_session = 0;
+    g_ext_push_errors++;
+  }
+}
+
+void ext_region_enter_slow(int depth, uint32_t name_id) noexcept {
+  if (depth < 0 || depth >= 256) return;
+  InflightGuard g;
+  t_region_session[depth] = 0;
+  if (!g_ext_on.load(std::memory_order_acquire)) return;
+  if (api().ActivityPushExternalCorrelationId(kExtCustom1, name_id) == kSuccess) {
+    t_region_session[depth] = g_session.load(std::memory_order_relaxed);
+  } else {
+    g_ext_push_errors++;
+  }
+}
+
+void ext_region_exit_slow(int depth) noexcept {
+  if (depth < 0 || depth >= 256) return;
+  InflightGuard g;
+  if (!g_ext_on.load(std::memory_order_acquire)) return;
+  if (t_region_session[depth] != g_session.load(std::memory_order_relaxed)) return;
+  t_region_session[depth] = 0;
+  uint64_t last = 0;
+  if (api().ActivityPopExternalCorrelationId(kExtCustom1, &last) != kSuccess) g_ext_push_errors++;
+}
+
+// ---- control ---------------------------------------------------------------------------------
+int probe_subscriber() {
+  if (!loaded() || api().Subscribe == nullptr || api().Unsubscribe == nullptr) return -1;
+  void* h = nullptr;
+  const CUptiResult r = api().Subscribe(&h, noop_callback, nullptr);
+  if (r == kSuccess) api().Unsubscribe(h);
+  return r;
+}
+
+StartResult start(const Options& opts) {
+  std::lock_guard<std::mutex> lk(g_ctl_mu);
+  StartResult res;
+  if (!loaded()) {
+    res.error = "libcupti is not loaded";
+    return res;
+  }
+  if (g_active.load()) {
+    res.error = "the CUPTI backend is already running in this process";
+    return res;
+  }
+  if (opts.buffer_bytes < 4096 || opts.pool_limit_bytes < opts.buffer_bytes) {
+    res.error = "buffer_bytes must be >= 4096 and pool_limit_bytes >= buffer_bytes";
+    return res;
+  }
+  const Api& a = api();
+  // Another tool (nsys, ncu, a profiler using the callback API) holds CUPTI: leave it alone.
+  const int sub = probe_subscriber();
+  if (sub == kErrMultipleSubscribers) {
+    res.other_subscriber = true;
+    res.code = sub;
+    res.error =
+        "another CUPTI subscriber is attached to this process (Nsight Systems, Nsight Compute or "
+        "another profiler): stallscope leaves CUPTI to it (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_"
+        "SUPPORTED)";
+    return res;
+  }
+  {
+    std::lock_guard<std::mutex> pk(g_proc_mu);
+    std::lock_guard<std::mutex> ok(g_pool_mu);
+    g_opts = opts;
+    g_stats = Stats{};
+    g_requested = g_declined = 0;
+    g_pool_peak = g_pool_bytes;
+    g_ext_push_errors = 0;
+    std::memset(g_ext, 0, sizeof g_ext);
+    g_details.clear();
+    g_open_markers.clear();
+  }
+  // One time base: stallscope's clock, registered before any kind is enabled.
+  CUptiResult r = a.ActivityRegisterTimestampCallback(CUPTI_timestamp);
+  if (r != kSuccess) {
+    res.code = r;
+    res.error = std::string("cuptiActivityRegisterTimestampCallback failed: ") + result_name(r);
+    return res;
+  }
+  r = a.ActivityRegisterCallbacks(CUPTI_request, CUPTI_complete);
+  if (r != kSuccess) {
+    res.code = r;
+    res.error = std::string("cuptiActivityRegisterCallbacks failed: ") + result_name(r);
+    return res;
+  }
+  if (opts.device_buffer_bytes != 0 && a.ActivitySetAttribute != nullptr) {
+    size_t v = opts.device_buffer_bytes, sz = sizeof v;
+    a.ActivitySetAttribute(kAttrDeviceBufferSize, &sz, &v);
+  }
+  // CONCURRENT_KERNEL first and required (never KERNEL: it serialises kernels).
+  std::vector<int32_t> kinds = {kActConcurrentKernel, kActMemcpy,  kActMemcpy2, kActMemset,
+                                kActSynchronization};
+  if (opts.external_correlation) kinds.push_back(kActExternalCorrelation);
+  if (opts.markers) kinds.push_back(kActMarker);
+  if (opts.overhead) kinds.push_back(kActOverhead);
+  g_kinds_on.clear();
+  for (int32_t k : kinds) {
+    r = a.ActivityEnable(k);
+    if (r == kSuccess) {
+      g_kinds_on.push_back(k);
+      res.enabled.emplace_back(kind_name(k));
+    } else if (k == kActConcurrentKernel) {
+      res.code = r;
+      res.error = std::string("cuptiActivityEnable(CONCURRENT_KERNEL) failed: ") + result_name(r) +
+                  (r == kErrUnknown ? " (no NVIDIA driver or no GPU?)" : "") +
+                  (r == kErrInsufficientPrivileges
+                       ? " (GPU profiling needs NVreg_RestrictProfilingToAdminUsers=0 or root)"
+                       : "");
+      disable_all();
+      return res;
+    } else {
+      res.failed.push_back(std::string(kind_name(k)) + ": " + result_name(r));
+    }
+  }
+  if (opts.runtime_api) {
+    // RUNTIME trimmed: only launch, copy and sync calls (the kind itself stays off).
+    int ok = 0;
+    for (const ApiCall& c : kRuntimeCalls) ok += a.ActivityEnableRuntimeApi(c.cbid, 1) == kSuccess;
+    if (ok > 0) {
+      res.enabled.emplace_back("RUNTIME(launch,copy,sync)");
+    } else {
+      res.failed.emplace_back("RUNTIME(launch,copy,sync): refused");
+    }
+    if (a.ActivityEnableDriverApi != nullptr) {
+      int dok = 0;
+      for (const ApiCall& c : kDriverCalls) dok += a.ActivityEnableDriverApi(c.cbid, 1) == kSuccess;
+      if (dok > 0) res.enabled.emplace_back("DRIVER(launch)");
+    }
+  }
+  if (opts.flush_period_ms != 0 && a.ActivityFlushPeriod != nullptr) {
+    a.ActivityFlushPeriod(opts.flush_period_ms);
+  }
+  g_enabled_kinds = res.enabled;
+  g_session.fetch_add(1, std::memory_order_acq_rel);
+  g_active.store(true, std::memory_order_release);
+  if (opts.external_correlation) g_ext_on.store(true, std::memory_order_release);
+  res.ok = true;
+  return res;
+}
+
+int flush(bool forced) {
+  if (!loaded()) return kErrNotInitialized;
+  const CUptiResult r = api().ActivityFlushAll(forced ? kFlushForced : 0);
+  std::lock_guard<std::mutex> lk(g_proc_mu);
+  g_stats.flushes++;
+  return r;
+}
+
+Stats stop(bool finalize) {
+  std::lock_guard<std::mutex> lk(g_ctl_mu);
+  if (!g_active.load()) return stats();
+  const Api& a = api();
+  // No new external pushes; wait (bounded) for threads inside a push or pop to leave it.
+  g_ext_on.store(false, std::memory_order_release);
+  for (int i = 0; i < 100000 && g_ext_inflight.load(std::memory_order_acquire) != 0; ++i) {
+    std::this_thread::yield();
+  }
+  if (t_step_session == g_session.load()) {  // the stopping thread's own step id
+    uint64_t last = 0;
+    a.ActivityPopExternalCorrelationId(kExtCustom0, &last);
+    t_step_session = 0;
+  }
+  disable_all();
+  // Forced: every buffer comes back, incomplete ones included, before the trace's final drain.
+  a.ActivityFlushAll(kFlushForced);
+  {
+    std::lock_guard<std::mutex> pk(g_proc_mu);
+    g_stats.flushes++;
+    count_dropped();
+    g_stats.unmatched_markers += g_open_markers.size();
+    g_open_markers.clear();
+  }
+  // Finalize so that CUPTI's instrumentation leaves the process: training after profiling runs
+  // at full speed (pytorch/pytorch#146604). Never from inside a CUPTI callback.
+  if (finalize) a.Finalize();
+  g_active.store(false, std::memory_order_release);
+  free_pool();
+  return stats();
+}
+
+bool active() noexcept { return g_active.load(std::memory_order_acquire); }
+
+Stats stats() {
+  Stats s;
+  {
+    std::lock_guard<std::mutex> pk(g_proc_mu);
+    s = g_stats;
+    s.distinct_kernel_names = g_kernel_names.size();
+  }
+  {
+    std::lock_guard<std::mutex> ok(g_pool_mu);
+    s.buffers_requested = g_requested;
+    s.buffers_declined = g_declined;
+    s.pool_bytes = g_pool_bytes;
+    s.pool_peak_bytes = g_pool_peak;
+  }
+  s.ext_push_errors = g_ext_push_errors.load();
+  return s;
+}
+
+}  // namespace stallscope::cupti
