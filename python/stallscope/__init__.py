@@ -26,6 +26,7 @@ from stallscope import _core
 _os.environ.setdefault("STALLSCOPE_CORE_LIBRARY", _core.__file__ or "")
 
 from stallscope._api import counter, loader, mark, region, step
+from stallscope._backends import backends
 from stallscope._load import RunInfo, load, run_info, scan
 from stallscope._schema import CATEGORIES, KINDS, SCHEMA
 from stallscope._trace import Trace, active, start, stop, trace
@@ -52,6 +53,7 @@ __all__ = [
     "TraceImportError",
     "__version__",
     "active",
+    "backends",
     "counter",
     "load",
     "loader",

@@ -21,7 +21,9 @@ import importlib
 from typing import Any, Protocol
 
 # name -> module defining BACKEND. Add a line per backend.
-BACKEND_MODULES: dict[str, str] = {}
+BACKEND_MODULES: dict[str, str] = {
+    "cupti": "stallscope._cupti",
+}
 
 
 class Backend(Protocol):

@@ -13,10 +13,13 @@ import numpy as np
 import polars as pl
 
 from stallscope import _core
+from stallscope._classify import gpu_category
 from stallscope._run_dir import final_path, part_path
 from stallscope._schema import CATEGORIES, CATEGORY, KIND, KIND_ID, KINDS
 
 _COUNTER = KIND_ID["counter"]
+# GPU activity kinds: their category comes from the one shared classifier (_classify.py).
+_GPU_KINDS = np.array([KIND_ID[k] for k in ("kernel", "memcpy", "memset", "gpu_sync")], np.uint8)
 _KIND_SERIES = pl.Series(list(KINDS), dtype=KIND)
 _CATEGORY_SERIES = pl.Series(list(CATEGORIES), dtype=CATEGORY)
 
@@ -57,7 +60,7 @@ def chunk_to_frame(
     value = pl.Series("value", np.where(is_counter, bytes_.view(np.float64), np.nan))
     if is_counter.any():
         bytes_ = np.where(is_counter, 0, bytes_)
-    return pl.DataFrame(
+    df = pl.DataFrame(
         {
             "rank": pl.repeat(rank, n, dtype=pl.Int32, eager=True),
             "pid": pl.repeat(pid, n, dtype=pl.Int32, eager=True),
@@ -74,6 +77,14 @@ def chunk_to_frame(
             "detail": strings.details.gather(detail_id),
         }
     )
+    if np.isin(kind, _GPU_KINDS).any():
+        is_gpu = pl.col("kind").is_in([KINDS[k] for k in _GPU_KINDS])
+        df = df.with_columns(
+            category=pl.when(is_gpu)
+            .then(gpu_category(pl.col("name")).cast(CATEGORY))
+            .otherwise(pl.col("category"))
+        )
+    return df
 
 
 def write_atomic(df: pl.DataFrame, path: Path) -> None:

@@ -1,0 +1,363 @@
+"""GPU capture: the CUPTI activity backend (native side in csrc/cupti/).
+
+libcupti is loaded with dlopen at run time, never linked. Where it is looked for, in order:
+
+1. ``STALLSCOPE_CUPTI_LIBRARY``: an explicit path; when set, nothing else is tried.
+2. A libcupti this process already loaded (e.g. torch's): two copies of CUPTI in one process
+   cannot both work.
+3. ``CUDA_HOME`` / ``CUDA_PATH``, then ``/usr/local/cuda``: ``lib64``, ``extras/CUPTI/lib64``.
+4. The NVIDIA wheels: ``nvidia/cu13/lib/libcupti.so.13`` (nvidia-cuda-cupti 13.x) and
+   ``nvidia/cuda_cupti/lib/libcupti.so.12`` (nvidia-cuda-cupti-cu12) in every site directory.
+5. The dynamic loader's own search (``libcupti.so.13``, ``.12``, ``libcupti.so``).
+
+While a trace runs, GPU records are written on stallscope's clock (registered with
+cuptiActivityRegisterTimestampCallback before any kind is enabled); step() and regions push
+external correlation ids, so kernels, copies and syncs carry ``step=N;region=NAME`` in their
+detail; the runtime launch records (kind ``runtime``) carry the same correlation id as the GPU
+work they launched, which gives launch delay and per-stream queue depth (`launches`). At stop:
+a forced flush, the drop counts into run.json (``backends.cupti``), and cuptiFinalize.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import site
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from stallscope import _core
+from stallscope.exceptions import StallscopeError
+
+ENV_LIBRARY = "STALLSCOPE_CUPTI_LIBRARY"
+
+# Host buffers handed to CUPTI (Kineto uses 4 MiB) and the cap on all of them together; past the
+# cap buffer requests are declined and CUPTI drops records (counted in run.json).
+DEFAULT_BUFFER_BYTES = 4 << 20
+DEFAULT_POOL_LIMIT_BYTES = 64 << 20
+
+
+@dataclass
+class Options:
+    """Settings of the next CUPTI session (`configure`)."""
+
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES
+    pool_limit_bytes: int = DEFAULT_POOL_LIMIT_BYTES
+    device_buffer_bytes: int = 0  # CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE; 0 = CUPTI's default
+    runtime_api: bool = True
+    markers: bool = True
+    overhead: bool = True
+    external_correlation: bool = True
+    finalize: bool = True  # cuptiFinalize at stop: CUPTI's instrumentation leaves the process
+
+
+_options = Options()
+
+
+def configure(**changes: Any) -> Options:
+    """Change the CUPTI settings used by the next trace (fields of `Options`)."""
+    global _options
+    unknown = set(changes) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise ValueError(
+            f"unknown CUPTI option(s) {sorted(unknown)}: use {sorted(Options.__dataclass_fields__)}"
+        )
+    new = Options(**{**_options.__dict__, **changes})
+    if new.buffer_bytes < 4096 or new.pool_limit_bytes < new.buffer_bytes:
+        raise ValueError(
+            f"buffer_bytes={new.buffer_bytes} must be >= 4096 and pool_limit_bytes="
+            f"{new.pool_limit_bytes} >= buffer_bytes"
+        )
+    _options = new
+    return new
+
+
+# -- finding and loading libcupti ------------------------------------------------------------------
+def _site_dirs() -> list[str]:
+    dirs: list[str] = []
+    try:
+        dirs.extend(site.getsitepackages())
+    except AttributeError:  # some virtualenv layouts
+        pass
+    try:
+        dirs.append(site.getusersitepackages())
+    except AttributeError:
+        pass
+    dirs.extend(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    return list(dict.fromkeys(dirs))
+
+
+def _already_loaded() -> list[str]:
+    """libcupti files mapped into this process (by torch, for example)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return []
+    found = []
+    for line in maps.splitlines():
+        path = line.split(None, 5)[-1] if line.count(" ") >= 5 else ""
+        if "/libcupti.so" in path and path not in found:
+            found.append(path)
+    return found
+
+
+def candidates() -> list[str]:
+    """The libcupti paths tried, in order (see the module docstring)."""
+    explicit = os.environ.get(ENV_LIBRARY)
+    if explicit:
+        return [explicit]
+    out: list[str] = list(_already_loaded())
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for root in roots:
+        if not root:
+            continue
+        for sub in ("lib64", "extras/CUPTI/lib64", "lib"):
+            for name in ("libcupti.so", "libcupti.so.13", "libcupti.so.12"):
+                p = os.path.join(root, sub, name)
+                if os.path.exists(p):
+                    out.append(p)
+    for d in _site_dirs():
+        out.extend(sorted(glob.glob(os.path.join(d, "nvidia", "cu13", "lib", "libcupti.so.13*"))))
+        out.extend(
+            sorted(glob.glob(os.path.join(d, "nvidia", "cuda_cupti", "lib", "libcupti.so.12*")))
+        )
+    out.extend(["libcupti.so.13", "libcupti.so.12", "libcupti.so"])
+    return list(dict.fromkeys(out))
+
+
+@dataclass
+class LoadResult:
+    ok: bool
+    path: str = ""
+    version: int = 0
+    tried: list[str] = field(default_factory=list)
+
+
+_load_result: LoadResult | None = None
+
+
+def load() -> LoadResult:
+    """Load libcupti (once per process; later calls return the first result that loaded)."""
+    global _load_result
+    if _load_result is not None and _load_result.ok:
+        return _load_result
+    r = _core.cupti_load(candidates())
+    _load_result = LoadResult(bool(r["ok"]), str(r["path"]), int(r["version"]), list(r["tried"]))
+    return _load_result
+
+
+# -- what stops CUPTI from working here --------------------------------------------------------------
+def _driver_status() -> tuple[bool, str]:
+    ok, why = _core.cupti_driver_loadable()
+    return bool(ok), str(why)
+
+
+def _device_status() -> tuple[bool, str]:
+    """Is there an NVIDIA GPU this process may use (cheap: no CUDA initialisation)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
+        return False, f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                n = int(torch.cuda.device_count())
+                return (n > 0, f"torch sees {n} CUDA device(s)")
+        except Exception:  # a broken torch install must not break tracing
+            pass
+    gpus = glob.glob("/proc/driver/nvidia/gpus/*")
+    if gpus:
+        return True, f"{len(gpus)} NVIDIA GPU(s) in /proc/driver/nvidia/gpus"
+    if glob.glob("/dev/nvidia[0-9]*"):
+        return True, "NVIDIA device files in /dev"
+    return False, "no NVIDIA GPU found (/proc/driver/nvidia/gpus and /dev/nvidia* are absent)"
+
+
+def other_tools() -> list[str]:
+    """Other CUPTI users detected in this process: each entry says which and how we know."""
+    found: list[str] = []
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch._C._autograd._profiler_enabled():
+                found.append(
+                    "torch.profiler is active in this process (its Kineto backend owns CUPTI's "
+                    "activity buffers)"
+                )
+        except Exception:  # private API: absent in some torch versions
+            pass
+    inj = os.environ.get("CUDA_INJECTION64_PATH")
+    if inj:
+        found.append(
+            f"CUDA_INJECTION64_PATH={inj} (an injected CUDA tool: Nsight Systems / Nsight Compute)"
+        )
+    nsys = sorted(k for k in os.environ if k.startswith(("NSYS_", "NSIGHT_", "NV_NSIGHT")))
+    if nsys:
+        found.append(f"Nsight environment variables {nsys}")
+    preload = os.environ.get("LD_PRELOAD", "")
+    if "ToolsInjection" in preload or "nsight" in preload.lower():
+        found.append(f"LD_PRELOAD={preload} (Nsight injection)")
+    if _last_start_error.get("other_subscriber"):
+        found.append(str(_last_start_error["error"]))
+    return found
+
+
+_last_start_error: dict[str, Any] = {}
+
+
+def status() -> tuple[bool, str]:
+    """(available, why): libcupti loads, a driver and a device exist, no other CUPTI user."""
+    r = load()
+    if not r.ok:
+        tried = "; ".join(r.tried) if r.tried else "no candidate path"
+        return (
+            False,
+            f"no libcupti: {tried}. Install nvidia-cuda-cupti (pip) or a CUDA toolkit, or set "
+            f"{ENV_LIBRARY}=/path/to/libcupti.so",
+        )
+    ok, why = _driver_status()
+    if not ok:
+        return False, f"no driver: {why} (libcupti {r.path} loaded, but CUPTI needs the NVIDIA driver)"
+    ok, why = _device_status()
+    if not ok:
+        return False, f"no device: {why}"
+    others = other_tools()
+    if others:
+        return False, "another subscriber: " + "; ".join(others)
+    return True, f"libcupti {r.path} (CUPTI API {r.version})"
+
+
+# -- the backend ----------------------------------------------------------------------------------
+class CuptiBackend:
+    name = "cupti"
+
+    def available(self) -> tuple[bool, str]:
+        return status()
+
+    def default_on(self) -> bool:
+        return status()[0]
+
+    def on_start(self, trace: Any) -> dict[str, Any]:
+        r = load()
+        if not r.ok:
+            raise StallscopeError(status()[1])
+        others = other_tools()
+        if others:
+            raise StallscopeError(
+                "CUPTI capture not started, to leave another tool's data intact: "
+                + "; ".join(others)
+            )
+        o = _options
+        flush_ms = int(getattr(trace, "flush_interval", 1.0) * 1000)
+        res = _core.cupti_start(
+            buffer_bytes=o.buffer_bytes,
+            pool_limit_bytes=o.pool_limit_bytes,
+            flush_period_ms=max(flush_ms, 1),
+            device_buffer_bytes=o.device_buffer_bytes,
+            runtime_api=o.runtime_api,
+            markers=o.markers,
+            overhead=o.overhead,
+            external_correlation=o.external_correlation,
+        )
+        _last_start_error.clear()
+        if not res["ok"]:
+            _last_start_error.update(res)
+            raise StallscopeError(f"CUPTI capture not started: {res['error']}")
+        return {
+            "library": r.path,
+            "cupti_api_version": r.version,
+            "clock": "stallscope process clock (cuptiActivityRegisterTimestampCallback)",
+            "enabled": list(res["enabled"]),
+            "refused": list(res["failed"]),
+            "buffer_bytes": o.buffer_bytes,
+            "pool_limit_bytes": o.pool_limit_bytes,
+            "external_correlation": {"CUSTOM0": "step index", "CUSTOM1": "region name"}
+            if o.external_correlation
+            else None,
+        }
+
+    def on_stop(self, trace: Any) -> dict[str, Any]:
+        stats = _core.cupti_stop(finalize=_options.finalize)
+        return {
+            "stats": stats,
+            "finalized": _options.finalize,
+            "drops": {
+                "cupti_dropped": stats["cupti_dropped"],
+                "buffers_declined": stats["buffers_declined"],
+                "incomplete_records": stats["incomplete"],
+                "not_recorded": stats["events_not_recorded"],
+                "unmatched_markers": stats["unmatched_markers"],
+            },
+        }
+
+
+BACKEND = CuptiBackend()
+
+
+def _stop_at_exit() -> None:
+    # Forced flush and finalize even when no trace stop ran (the trace's own exit hook usually
+    # stops it first; this is idempotent).
+    if _core.cupti_active():
+        _core.cupti_stop(finalize=_options.finalize)
+
+
+atexit.register(_stop_at_exit)
+
+
+# -- derived views ------------------------------------------------------------------------------------
+def launches(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """One row per GPU activity (kernel, memcpy, memset) joined with the runtime call that
+    launched it (same rank, pid and CUPTI correlation id): rank, pid, device, lane (stream),
+    kind, name, correlation, launch_start_ns, launch_end_ns, start_ns, end_ns, launch_delay_ns
+    (GPU start minus launch call end), queue_depth (work items of the same stream launched and
+    not finished when this one was launched, itself included), step, region."""
+    from stallscope._schema import parse_detail
+
+    ev = events.lazy()
+    gpu = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"])).select(
+        "rank", "pid", "device", "lane", "kind", "name", "correlation", "start_ns", "end_ns",
+        parse_detail(pl.col("detail"), "step", pl.Int64()).alias("step"),
+        parse_detail(pl.col("detail"), "region").alias("region"),
+    )
+    api = ev.filter(pl.col("kind") == "runtime").select(
+        "rank",
+        "pid",
+        "correlation",
+        pl.col("start_ns").alias("launch_start_ns"),
+        pl.col("end_ns").alias("launch_end_ns"),
+    )
+    j = (
+        gpu.join(api, on=["rank", "pid", "correlation"], how="left")
+        .with_columns(launch_delay_ns=pl.col("start_ns") - pl.col("launch_end_ns"))
+        .collect()
+    )
+    if j.height == 0:
+        return j.with_columns(queue_depth=pl.lit(0, pl.Int64))
+    # Queue depth at each launch: launched at or before it on the stream minus finished by then.
+    keys = ["rank", "pid", "device", "lane"]
+    launched = j.sort([*keys, "launch_end_ns"]).with_columns(
+        _launched=pl.int_range(1, pl.len() + 1).over(keys)
+    )
+    ends = j.select([*keys, pl.col("end_ns").alias("_t")]).sort([*keys, "_t"])
+    ends = ends.with_columns(_finished=pl.int_range(1, pl.len() + 1).over(keys))
+    with_fin = launched.sort("launch_end_ns").join_asof(
+        ends.sort("_t"),
+        left_on="launch_end_ns",
+        right_on="_t",
+        by=keys,
+        strategy="backward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    )
+    return (
+        with_fin.with_columns(
+            queue_depth=(pl.col("_launched") - pl.col("_finished").fill_null(0)).cast(pl.Int64)
+        )
+        .drop("_launched", "_t", "_finished")
+        .sort("rank", "pid", "start_ns")
+    )
