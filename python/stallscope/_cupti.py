@@ -210,16 +210,35 @@ def other_tools() -> list[str]:
 _last_start_error: dict[str, Any] = {}
 
 
+def _no_libcupti(tried: list[str]) -> tuple[bool, str]:
+    listing = "; ".join(tried) if tried else "no candidate path"
+    return (
+        False,
+        f"no libcupti: {listing}. Install nvidia-cuda-cupti (pip) or a CUDA toolkit, or set "
+        f"{ENV_LIBRARY}=/path/to/libcupti.so",
+    )
+
+
 def status() -> tuple[bool, str]:
-    """(available, why): libcupti loads, a driver and a device exist, no other CUPTI user."""
+    """(available, why): libcupti loads, a driver and a device exist, no other CUPTI user.
+
+    Cheap checks come first: libcupti is dlopen'ed only once a driver and a device were found
+    (or when it is already loaded), so asking on a machine without a GPU loads nothing."""
+    if not _core.cupti_loaded():
+        explicit = os.environ.get(ENV_LIBRARY)
+        if explicit and not os.path.exists(explicit):
+            return _no_libcupti([f"{ENV_LIBRARY}={explicit}: no such file"])
+        found = [c for c in candidates() if os.path.sep in c and os.path.exists(c)]
+        where = f"libcupti found at {found[0]}" if found else "no libcupti file found either"
+        ok, why = _driver_status()
+        if not ok:
+            return False, f"no driver: {why} ({where})"
+        ok, why = _device_status()
+        if not ok:
+            return False, f"no device: {why} ({where})"
     r = load()
     if not r.ok:
-        tried = "; ".join(r.tried) if r.tried else "no candidate path"
-        return (
-            False,
-            f"no libcupti: {tried}. Install nvidia-cuda-cupti (pip) or a CUDA toolkit, or set "
-            f"{ENV_LIBRARY}=/path/to/libcupti.so",
-        )
+        return _no_libcupti(r.tried)
     ok, why = _driver_status()
     if not ok:
         return False, f"no driver: {why} (libcupti {r.path} loaded, but CUPTI needs the NVIDIA driver)"
@@ -245,7 +264,7 @@ class CuptiBackend:
     def on_start(self, trace: Any) -> dict[str, Any]:
         r = load()
         if not r.ok:
-            raise StallscopeError(status()[1])
+            raise StallscopeError(_no_libcupti(r.tried)[1])
         others = other_tools()
         if others:
             raise StallscopeError(
