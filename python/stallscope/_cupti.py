@@ -21,6 +21,7 @@ a forced flush, the drop counts into run.json (``backends.cupti``), and cuptiFin
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import os
 import site
@@ -80,14 +81,10 @@ def configure(**changes: Any) -> Options:
 # -- finding and loading libcupti ------------------------------------------------------------------
 def _site_dirs() -> list[str]:
     dirs: list[str] = []
-    try:
+    with contextlib.suppress(AttributeError):  # some virtualenv layouts lack it
         dirs.extend(site.getsitepackages())
-    except AttributeError:  # some virtualenv layouts
-        pass
-    try:
+    with contextlib.suppress(AttributeError):
         dirs.append(site.getusersitepackages())
-    except AttributeError:
-        pass
     dirs.extend(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
     return list(dict.fromkeys(dirs))
 
@@ -241,7 +238,10 @@ def status() -> tuple[bool, str]:
         return _no_libcupti(r.tried)
     ok, why = _driver_status()
     if not ok:
-        return False, f"no driver: {why} (libcupti {r.path} loaded, but CUPTI needs the NVIDIA driver)"
+        return (
+            False,
+            f"no driver: {why} (libcupti {r.path} loaded, but CUPTI needs the NVIDIA driver)",
+        )
     ok, why = _device_status()
     if not ok:
         return False, f"no device: {why}"
@@ -339,7 +339,15 @@ def launches(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
 
     ev = events.lazy()
     gpu = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"])).select(
-        "rank", "pid", "device", "lane", "kind", "name", "correlation", "start_ns", "end_ns",
+        "rank",
+        "pid",
+        "device",
+        "lane",
+        "kind",
+        "name",
+        "correlation",
+        "start_ns",
+        "end_ns",
         parse_detail(pl.col("detail"), "step", pl.Int64()).alias("step"),
         parse_detail(pl.col("detail"), "region").alias("region"),
     )

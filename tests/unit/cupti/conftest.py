@@ -23,8 +23,18 @@ def build_fake(out_dir: Path) -> Path:
         pytest.skip("no C++ compiler (g++/c++) to build the fake libcupti")
     out = out_dir / "libfake_cupti.so"
     subprocess.run(
-        [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-fvisibility=hidden", "-o", str(out),
-         str(FAKE_SRC), "-lpthread"],
+        [
+            cxx,
+            "-std=c++20",
+            "-O1",
+            "-shared",
+            "-fPIC",
+            "-fvisibility=hidden",
+            "-o",
+            str(out),
+            str(FAKE_SRC),
+            "-lpthread",
+        ],
         check=True,
         capture_output=True,
         text=True,

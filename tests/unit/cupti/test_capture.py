@@ -55,12 +55,14 @@ def test_kernels_demangled_classified_on_one_clock(fake: Fake, tmp_path: Path) -
     # Interned once per distinct name: two NCCL launches, four distinct names.
     assert entry["backends"]["cupti"]["stats"]["distinct_kernel_names"] == 4
     # GPU fields: device, stream lane, CUPTI correlation id shared with the launch call.
-    assert set(k["device"]) == {0} and set(k["lane"]) >= {7, 13}
+    assert set(k["device"]) == {0}
+    assert set(k["lane"]) >= {7, 13}
     rt = ev.filter(pl.col("kind") == "runtime")
     assert set(rt["name"]) == {"cudaLaunchKernel", "cuLaunchKernelEx"}
     assert set(rt["correlation"]) == set(k["correlation"])
     # One time base: the launch calls happened between two reads of stallscope's clock.
-    assert rt["start_ns"].min() >= t["before"] and rt["end_ns"].max() <= t["after"] + 3_000
+    assert rt["start_ns"].min() >= t["before"]
+    assert rt["end_ns"].max() <= t["after"] + 3_000
     assert (k["start_ns"] >= rt["end_ns"].min()).all()
     assert entry["backends"]["cupti"]["clock"].startswith("stallscope process clock")
 
@@ -89,7 +91,8 @@ def test_copies_memsets_syncs_markers_overhead(fake: Fake, tmp_path: Path) -> No
     assert set(cp["category"]) == {"memcpy"}
     assert stallscope._schema.format_detail({"src_device": 0, "dst_device": 1}) in cp["detail"][2]
     ms = ev.filter(pl.col("kind") == "memset")
-    assert ms["name"].to_list() == ["Memset (Device)"] and ms["bytes"].to_list() == [65536]
+    assert ms["name"].to_list() == ["Memset (Device)"]
+    assert ms["bytes"].to_list() == [65536]
     assert ms["category"].to_list() == ["memcpy"]
     sy = ev.filter(pl.col("kind") == "gpu_sync").sort("start_ns")
     assert sy["name"].to_list() == ["Stream Sync", "Context Sync", "Event Sync"]
@@ -99,10 +102,14 @@ def test_copies_memsets_syncs_markers_overhead(fake: Fake, tmp_path: Path) -> No
     # The stream sync lasted until the stream's queued work was done.
     assert sy["end_ns"][0] >= cp.filter(pl.col("bytes") == 4096)["end_ns"][0]
     rt = ev.filter(pl.col("kind") == "runtime")
-    assert {"cudaMemcpyAsync", "cudaMemcpyPeerAsync", "cudaMemsetAsync",
-            "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"} == set(
-        rt["name"]
-    )
+    assert {
+        "cudaMemcpyAsync",
+        "cudaMemcpyPeerAsync",
+        "cudaMemsetAsync",
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+    } == set(rt["name"])
     mk = ev.filter(pl.col("kind") == "marker").sort("start_ns")
     assert mk["name"].to_list() == ["ncclAllReduce", "checkpoint"]
     assert mk["end_ns"][0] - mk["start_ns"][0] == 30_000
@@ -130,20 +137,26 @@ def test_enabled_kinds_and_timestamp_callback_first(fake: Fake, tmp_path: Path) 
         enabled["period"] = fake.counter(6)
 
     _, entry = traced(tmp_path, body, flush_interval=0.5)
-    assert enabled[10] and not enabled[3], "CONCURRENT_KERNEL on, KERNEL (serialising) off"
+    assert enabled[10], "CONCURRENT_KERNEL on"
+    assert not enabled[3], "KERNEL (serialises kernels) off"
     for kind in (1, 2, 12, 17, 22, 38, 39):
         assert enabled[kind], kind
     assert not enabled[5], "the RUNTIME kind stays off: only chosen calls are enabled"
-    assert enabled["launch"] and enabled["driver_launch"] and not enabled["malloc"]
+    assert enabled["launch"]
+    assert enabled["driver_launch"]
+    assert not enabled["malloc"]
     assert 20 <= enabled["runtime_count"] <= 40
     assert enabled["ts_first"], "timestamp callback registered before any kind was enabled"
     assert enabled["period"] == 500  # CUPTI's periodic flush follows the trace's flush interval
     meta = entry["backends"]["cupti"]
-    assert "CONCURRENT_KERNEL" in meta["enabled"] and meta["refused"] == []
+    assert "CONCURRENT_KERNEL" in meta["enabled"]
+    assert meta["refused"] == []
     assert meta["library"] == str(fake.path)
     # After stop: everything disabled, CUPTI finalized.
-    assert not fake.kind_enabled(10) and fake.runtime_enabled_count() == 0
-    assert fake.finalized() == 1 and meta["finalized"] is True
+    assert not fake.kind_enabled(10)
+    assert fake.runtime_enabled_count() == 0
+    assert fake.finalized() == 1
+    assert meta["finalized"] is True
 
 
 def test_forced_flush_at_stop_and_finalize_option(fake: Fake, tmp_path: Path) -> None:
@@ -156,7 +169,8 @@ def test_forced_flush_at_stop_and_finalize_option(fake: Fake, tmp_path: Path) ->
     ev, entry = traced(tmp_path, body)
     assert ev.filter(pl.col("kind") == "kernel").height == 50
     assert fake.counter(2) >= 1, "a forced flush ran at stop"
-    assert fake.finalized() == 0 and entry["backends"]["cupti"]["finalized"] is False
+    assert fake.finalized() == 0
+    assert entry["backends"]["cupti"]["finalized"] is False
 
 
 def test_buffers_delivered_while_running(fake: Fake, tmp_path: Path) -> None:
@@ -169,7 +183,8 @@ def test_buffers_delivered_while_running(fake: Fake, tmp_path: Path) -> None:
     ev, entry = traced(tmp_path, body)
     s = entry["backends"]["cupti"]["stats"]
     assert ev.filter(pl.col("kind") == "kernel").height == 300
-    assert s["buffers_completed"] >= 8 and s["buffers_declined"] == 0
+    assert s["buffers_completed"] >= 8
+    assert s["buffers_declined"] == 0
     assert s["pool_peak_bytes"] <= _cupti.DEFAULT_POOL_LIMIT_BYTES
     assert s["pool_bytes"] == 0, "buffers freed after stop"
 

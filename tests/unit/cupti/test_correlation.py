@@ -4,6 +4,7 @@ depth are derivable (`_cupti.launches`); nothing is pushed when CUPTI is off."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from pathlib import Path
 
@@ -81,10 +82,11 @@ def test_launch_delay_and_queue_depth(fake: Fake, tmp_path: Path) -> None:
     assert s7["launch_delay_ns"][0] == 4_000
     # Later kernels queue behind the first: their delay grows by about one kernel each.
     d = s7["launch_delay_ns"].to_list()
-    assert all(b - a > 900_000 for a, b in zip(d, d[1:], strict=False))
+    assert all(b - a > 900_000 for a, b in itertools.pairwise(d))
     assert s7["queue_depth"].to_list() == [1, 2, 3, 4]
     s9 = lt.filter(pl.col("lane") == 9)
-    assert s9["queue_depth"].to_list() == [1] and s9["launch_delay_ns"].to_list() == [6_000]
+    assert s9["queue_depth"].to_list() == [1]
+    assert s9["launch_delay_ns"].to_list() == [6_000]
     assert set(lt["step"]) == {1}
 
 

@@ -61,7 +61,8 @@ def test_incomplete_unknown_and_dropped_records(fake: Fake, tmp_path: Path) -> N
     assert ev.filter(pl.col("kind") == "kernel").height == 1
     assert ev.filter(pl.col("kind") == "marker")["name"].to_list() == ["kept"]
     d = run_entry(run)["backends"]["cupti"]
-    assert d["stats"]["incomplete"] == 2 and d["drops"]["incomplete_records"] == 2
+    assert d["stats"]["incomplete"] == 2
+    assert d["drops"]["incomplete_records"] == 2
     assert d["stats"]["unknown_kind"] == 1
     assert d["drops"]["unmatched_markers"] == 1
     assert d["drops"]["cupti_dropped"] == 7

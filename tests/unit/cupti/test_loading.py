@@ -38,7 +38,8 @@ def test_candidates_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     c = _cupti.candidates()
     assert c[0] == "/proc/loaded/libcupti.so.12"  # the copy torch already loaded wins
     i = c.index
-    assert i(str(a)) < i(str(w13)) and i(str(b)) < i(str(w13)) < i(str(w12))
+    assert i(str(a)) < i(str(w13))
+    assert i(str(b)) < i(str(w13)) < i(str(w12))
     assert c[-3:] == ["libcupti.so.13", "libcupti.so.12", "libcupti.so"]
     # An explicit path is the only one tried.
     monkeypatch.setenv(_cupti.ENV_LIBRARY, "/opt/my/libcupti.so")
@@ -52,7 +53,8 @@ def test_already_loaded_reads_process_maps() -> None:
 def test_device_status_respects_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     ok, why = _cupti._device_status()
-    assert not ok and "CUDA_VISIBLE_DEVICES" in why
+    assert not ok
+    assert "CUDA_VISIBLE_DEVICES" in why
 
 
 NO_LIB_SCRIPT = """
@@ -85,9 +87,12 @@ def test_no_libcupti_at_all(tmp_path: Path) -> None:
     res = run_script(NO_LIB_SCRIPT, {_cupti.ENV_LIBRARY: missing}, str(tmp_path / "run"))
     rows = {r["backend"]: r for r in res["rows"]}  # type: ignore[attr-defined]
     cupti = rows["cupti"]
-    assert cupti["available"] is False and cupti["default_on"] is False
-    assert cupti["reason"].startswith("no libcupti") and missing in cupti["reason"]
-    assert "nvidia-cuda-cupti" in cupti["reason"] and _cupti.ENV_LIBRARY in cupti["reason"]
+    assert cupti["available"] is False
+    assert cupti["default_on"] is False
+    assert cupti["reason"].startswith("no libcupti")
+    assert missing in cupti["reason"]
+    assert "nvidia-cuda-cupti" in cupti["reason"]
+    assert _cupti.ENV_LIBRARY in cupti["reason"]
     assert any("no libcupti" in w for w in res["warnings"])  # type: ignore[attr-defined]
     assert "cupti" not in res["default"]  # type: ignore[operator]
     assert stallscope.load(tmp_path / "run").height == 1  # the CPU trace went on
@@ -114,8 +119,10 @@ def test_no_candidate_loads_even_with_driver_and_device() -> None:
     )
     rows = {r["backend"]: r for r in json.loads(out.stdout.strip().splitlines()[-1])}
     reason = rows["cupti"]["reason"]
-    assert rows["cupti"]["available"] is False and reason.startswith("no libcupti")
-    assert "/nonexistent/lib64/libcupti.so.13" in reason and "libcupti.so.0-none" in reason
+    assert rows["cupti"]["available"] is False
+    assert reason.startswith("no libcupti")
+    assert "/nonexistent/lib64/libcupti.so.13" in reason
+    assert "libcupti.so.0-none" in reason
 
 
 def test_real_libcupti_without_driver(tmp_path: Path) -> None:
@@ -126,7 +133,8 @@ def test_real_libcupti_without_driver(tmp_path: Path) -> None:
         pytest.skip("an NVIDIA driver is present: this test covers machines without one")
     res = run_script(NO_LIB_SCRIPT, {_cupti.ENV_LIBRARY: str(real)}, str(tmp_path / "run"))
     cupti = {r["backend"]: r for r in res["rows"]}["cupti"]  # type: ignore[attr-defined]
-    assert cupti["available"] is False and cupti["reason"].startswith("no driver")
+    assert cupti["available"] is False
+    assert cupti["reason"].startswith("no driver")
     assert f"libcupti found at {real}" in cupti["reason"]  # found, not loaded: nothing to use
     # Named explicitly, it fails at start with CUPTI's own error, and the CPU trace goes on.
     assert any("CUPTI_ERROR_UNKNOWN" in w for w in res["warnings"])  # type: ignore[attr-defined]
@@ -140,11 +148,13 @@ def test_backends_reasons_with_fake(fake: Fake, monkeypatch: pytest.MonkeyPatch)
         return r
 
     r = row()
-    assert r["available"] is True and r["default_on"] is True
+    assert r["available"] is True
+    assert r["default_on"] is True
     assert str(fake.path) in str(r["reason"])
     monkeypatch.setattr(_cupti, "_device_status", lambda: (False, "no GPU here"))
     r = row()
-    assert r["available"] is False and r["reason"] == "no device: no GPU here"
+    assert r["available"] is False
+    assert r["reason"] == "no device: no GPU here"
     assert _cupti.BACKEND.default_on() is False
     monkeypatch.setattr(_cupti, "_driver_status", lambda: (False, "libcuda.so.1: not found"))
     assert str(row()["reason"]).startswith("no driver: libcuda.so.1: not found")
@@ -163,5 +173,6 @@ def test_backends_reports_a_broken_backend(monkeypatch: pytest.MonkeyPatch) -> N
     b = stallscope.backends()
     assert b.columns == ["backend", "available", "default_on", "reason"]
     r = b.filter(pl.col("backend") == "broken").row(0, named=True)
-    assert r["available"] is False and "cannot load stallscope._no_such_backend" in r["reason"]
+    assert r["available"] is False
+    assert "cannot load stallscope._no_such_backend" in r["reason"]
     assert set(_hooks.BACKEND_MODULES) == set(b["backend"])
