@@ -130,30 +130,49 @@ uint32_t fixed_id(const std::string& s) {
 
 const char* memory_kind_name(uint8_t k) {
   switch (k) {
-    case 1: return "Pageable";
-    case 2: return "Pinned";
-    case 3: return "Device";
-    case 4: return "Array";
-    case 5: return "Managed";
-    case 6: return "Device Static";
-    case 7: return "Managed Static";
-    default: return "Unknown";
+    case 1:
+      return "Pageable";
+    case 2:
+      return "Pinned";
+    case 3:
+      return "Device";
+    case 4:
+      return "Array";
+    case 5:
+      return "Managed";
+    case 6:
+      return "Device Static";
+    case 7:
+      return "Managed Static";
+    default:
+      return "Unknown";
   }
 }
 
 const char* copy_kind_name(uint8_t k) {
   switch (k) {
-    case 1: return "HtoD";
-    case 2: return "DtoH";
-    case 3: return "HtoA";
-    case 4: return "AtoH";
-    case 5: return "AtoA";
-    case 6: return "AtoD";
-    case 7: return "DtoA";
-    case 8: return "DtoD";
-    case 9: return "HtoH";
-    case 10: return "PtoP";
-    default: return "Unknown";
+    case 1:
+      return "HtoD";
+    case 2:
+      return "DtoH";
+    case 3:
+      return "HtoA";
+    case 4:
+      return "AtoH";
+    case 5:
+      return "AtoA";
+    case 6:
+      return "AtoD";
+    case 7:
+      return "DtoA";
+    case 8:
+      return "DtoD";
+    case 9:
+      return "HtoH";
+    case 10:
+      return "PtoP";
+    default:
+      return "Unknown";
   }
 }
 
@@ -171,26 +190,41 @@ uint32_t memcpy_name_id(uint8_t copy, uint8_t src, uint8_t dst) {
 
 const char* sync_name(int32_t t) {
   switch (t) {
-    case kSyncEvent: return "Event Sync";
-    case kSyncStreamWaitEvent: return "Stream Wait Event";
-    case kSyncStream: return "Stream Sync";
-    case kSyncContext: return "Context Sync";
-    default: return "Unknown Sync";
+    case kSyncEvent:
+      return "Event Sync";
+    case kSyncStreamWaitEvent:
+      return "Stream Wait Event";
+    case kSyncStream:
+      return "Stream Sync";
+    case kSyncContext:
+      return "Context Sync";
+    default:
+      return "Unknown Sync";
   }
 }
 
 const char* overhead_name(int32_t k) {
   switch (k) {
-    case 1: return "Driver compiler";
-    case 1 << 16: return "CUPTI buffer flush";
-    case 2 << 16: return "CUPTI instrumentation";
-    case 3 << 16: return "CUPTI resource";
-    case 4 << 16: return "Runtime-triggered module loading";
-    case 5 << 16: return "Lazy function loading";
-    case 6 << 16: return "Command buffer full";
-    case 7 << 16: return "Activity buffer request";
-    case 8 << 16: return "UVM activity init";
-    default: return "Unknown overhead";
+    case 1:
+      return "Driver compiler";
+    case 1 << 16:
+      return "CUPTI buffer flush";
+    case 2 << 16:
+      return "CUPTI instrumentation";
+    case 3 << 16:
+      return "CUPTI resource";
+    case 4 << 16:
+      return "Runtime-triggered module loading";
+    case 5 << 16:
+      return "Lazy function loading";
+    case 6 << 16:
+      return "Command buffer full";
+    case 7 << 16:
+      return "Activity buffer request";
+    case 8 << 16:
+      return "UVM activity init";
+    default:
+      return "Unknown overhead";
   }
 }
 
@@ -419,9 +453,9 @@ void parse(const Activity* a) {
                                 m->stream_id, m->correlation_id);
       e.bytes = static_cast<int64_t>(m->bytes);
       e.name_id = memcpy_name_id(10, m->src_kind, m->dst_kind);
-      e.detail_id = detail_id(m->correlation_id,
-                              extra_id("src_device=" + std::to_string(m->src_device_id) +
-                                       ";dst_device=" + std::to_string(m->dst_device_id)));
+      e.detail_id =
+          detail_id(m->correlation_id, extra_id("src_device=" + std::to_string(m->src_device_id) +
+                                                ";dst_device=" + std::to_string(m->dst_device_id)));
       emit(e);
       return;
     }
@@ -492,7 +526,8 @@ void parse(const Activity* a) {
     case kActMarker: {
       const auto* m = reinterpret_cast<const ActivityMarker*>(a);
       g_stats.markers++;
-      const int32_t lane = m->object_kind == kObjectThread ? static_cast<int32_t>(m->object_id.b) : 0;
+      const int32_t lane =
+          m->object_kind == kObjectThread ? static_cast<int32_t>(m->object_id.b) : 0;
       const int64_t ts = static_cast<int64_t>(m->timestamp);
       uint32_t detail = 0;
       if (m->domain != nullptr && m->domain[0] != '\0') {
@@ -590,17 +625,28 @@ uint64_t CUPTI_timestamp() { return clock_now_ns_u64(); }
 
 const char* kind_name(int32_t k) {
   switch (k) {
-    case kActConcurrentKernel: return "CONCURRENT_KERNEL";
-    case kActMemcpy: return "MEMCPY";
-    case kActMemcpy2: return "MEMCPY2";
-    case kActMemset: return "MEMSET";
-    case kActSynchronization: return "SYNCHRONIZATION";
-    case kActExternalCorrelation: return "EXTERNAL_CORRELATION";
-    case kActRuntime: return "RUNTIME";
-    case kActDriver: return "DRIVER";
-    case kActMarker: return "MARKER";
-    case kActOverhead: return "OVERHEAD";
-    default: return "?";
+    case kActConcurrentKernel:
+      return "CONCURRENT_KERNEL";
+    case kActMemcpy:
+      return "MEMCPY";
+    case kActMemcpy2:
+      return "MEMCPY2";
+    case kActMemset:
+      return "MEMSET";
+    case kActSynchronization:
+      return "SYNCHRONIZATION";
+    case kActExternalCorrelation:
+      return "EXTERNAL_CORRELATION";
+    case kActRuntime:
+      return "RUNTIME";
+    case kActDriver:
+      return "DRIVER";
+    case kActMarker:
+      return "MARKER";
+    case kActOverhead:
+      return "OVERHEAD";
+    default:
+      return "?";
   }
 }
 
@@ -623,7 +669,7 @@ void noop_callback(void*, int, uint32_t, const void*) {}
 
 // ---- external correlation (hot path, slow half) ----------------------------------------------
 namespace {
-thread_local uint32_t t_step_session = 0;           // session in which this thread pushed a step
+thread_local uint32_t t_step_session = 0;          // session in which this thread pushed a step
 thread_local uint32_t t_region_session[256] = {};  // per region depth: session of its push
 struct InflightGuard {
   InflightGuard() { g_ext_inflight.fetch_add(1, std::memory_order_acq_rel); }
@@ -737,7 +783,7 @@ StartResult start(const Options& opts) {
     a.ActivitySetAttribute(kAttrDeviceBufferSize, &sz, &v);
   }
   // CONCURRENT_KERNEL first and required (never KERNEL: it serialises kernels).
-  std::vector<int32_t> kinds = {kActConcurrentKernel, kActMemcpy,  kActMemcpy2, kActMemset,
+  std::vector<int32_t> kinds = {kActConcurrentKernel, kActMemcpy, kActMemcpy2, kActMemset,
                                 kActSynchronization};
   if (opts.external_correlation) kinds.push_back(kActExternalCorrelation);
   if (opts.markers) kinds.push_back(kActMarker);

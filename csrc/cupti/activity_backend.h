@@ -22,9 +22,9 @@ struct Options {
 
 struct StartResult {
   bool ok = false;
-  int code = 0;         // the failing CUptiResult, 0 on success
-  std::string error;    // what failed, for the user
-  bool other_subscriber = false;  // cuptiSubscribe said another tool holds CUPTI
+  int code = 0;                      // the failing CUptiResult, 0 on success
+  std::string error;                 // what failed, for the user
+  bool other_subscriber = false;     // cuptiSubscribe said another tool holds CUPTI
   std::vector<std::string> enabled;  // activity kinds enabled
   std::vector<std::string> failed;   // kinds CUPTI refused (not fatal), "KIND: ERROR"
 };
@@ -35,18 +35,18 @@ struct Stats {
   uint64_t buffers_declined = 0;  // pool exhausted: NULL buffer returned, CUPTI drops records
   uint64_t pool_bytes = 0;        // allocated now
   uint64_t pool_peak_bytes = 0;
-  uint64_t records = 0;           // records read from completed buffers
+  uint64_t records = 0;  // records read from completed buffers
   uint64_t kernels = 0, memcpys = 0, memsets = 0, syncs = 0, runtime_calls = 0, markers = 0,
            overheads = 0, external_correlations = 0;
-  uint64_t events = 0;             // events accepted by record()
+  uint64_t events = 0;               // events accepted by record()
   uint64_t events_not_recorded = 0;  // record() refused (ring full, counted by the core too, or
                                      // recording already off)
-  uint64_t cupti_dropped = 0;      // cuptiActivityGetNumDroppedRecords, summed
-  uint64_t incomplete = 0;         // INVALID_KIND stops, records with missing timestamps
-  uint64_t unknown_kind = 0;       // records of kinds stallscope does not read
-  uint64_t unmatched_markers = 0;  // NVTX range starts never ended, ends never started
+  uint64_t cupti_dropped = 0;        // cuptiActivityGetNumDroppedRecords, summed
+  uint64_t incomplete = 0;           // INVALID_KIND stops, records with missing timestamps
+  uint64_t unknown_kind = 0;         // records of kinds stallscope does not read
+  uint64_t unmatched_markers = 0;    // NVTX range starts never ended, ends never started
   uint64_t distinct_kernel_names = 0;
-  uint64_t ext_push_errors = 0;    // push/pop of external ids CUPTI refused
+  uint64_t ext_push_errors = 0;  // push/pop of external ids CUPTI refused
   uint64_t flushes = 0;
 };
 

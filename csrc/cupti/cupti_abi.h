@@ -275,8 +275,7 @@ static_assert(offsetof(ActivityKernel, start) == 16 && offsetof(ActivityKernel, 
               offsetof(ActivityKernel, correlation_id) == 92 &&
               offsetof(ActivityKernel, name) == 104 && offsetof(ActivityKernel, queued) == 120 &&
               offsetof(ActivityKernel, graph_id) == 156 &&
-              offsetof(ActivityKernel, is_device_launched) == 208 &&
-              sizeof(ActivityKernel) == 216);
+              offsetof(ActivityKernel, is_device_launched) == 208 && sizeof(ActivityKernel) == 216);
 static_assert(offsetof(ActivityMemcpy, bytes) == 8 && offsetof(ActivityMemcpy, start) == 16 &&
               offsetof(ActivityMemcpy, device_id) == 32 &&
               offsetof(ActivityMemcpy, correlation_id) == 44 &&
@@ -324,12 +323,12 @@ struct Api {  // entries marked optional may be null
   CUptiResult (*ActivityGetNextRecord)(uint8_t* buffer, size_t valid_size, Activity** record);
   CUptiResult (*ActivityGetNumDroppedRecords)(void* ctx, uint32_t stream_id, size_t* dropped);
   CUptiResult (*ActivityFlushAll)(uint32_t flag);
-  CUptiResult (*ActivityFlushPeriod)(uint32_t period_ms);  // optional
+  CUptiResult (*ActivityFlushPeriod)(uint32_t period_ms);                              // optional
   CUptiResult (*ActivitySetAttribute)(int32_t attr, size_t* value_size, void* value);  // optional
   CUptiResult (*ActivityPushExternalCorrelationId)(int32_t kind, uint64_t id);
   CUptiResult (*ActivityPopExternalCorrelationId)(int32_t kind, uint64_t* last_id);
   CUptiResult (*Subscribe)(void** subscriber, CallbackFn callback, void* userdata);  // optional
-  CUptiResult (*Unsubscribe)(void* subscriber);                                     // optional
+  CUptiResult (*Unsubscribe)(void* subscriber);                                      // optional
   CUptiResult (*Finalize)();
 };
 

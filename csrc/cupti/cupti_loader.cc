@@ -33,16 +33,16 @@ bool resolve_all(void* h, Api* a, std::string* missing) {
   ok &= resolve(h, "cuptiActivityEnableRuntimeApi", &a->ActivityEnableRuntimeApi, true, missing);
   ok &= resolve(h, "cuptiActivityEnableDriverApi", &a->ActivityEnableDriverApi, false, missing);
   ok &= resolve(h, "cuptiActivityRegisterCallbacks", &a->ActivityRegisterCallbacks, true, missing);
-  ok &= resolve(h, "cuptiActivityRegisterTimestampCallback",
-                &a->ActivityRegisterTimestampCallback, true, missing);
+  ok &= resolve(h, "cuptiActivityRegisterTimestampCallback", &a->ActivityRegisterTimestampCallback,
+                true, missing);
   ok &= resolve(h, "cuptiActivityGetNextRecord", &a->ActivityGetNextRecord, true, missing);
   ok &= resolve(h, "cuptiActivityGetNumDroppedRecords", &a->ActivityGetNumDroppedRecords, true,
                 missing);
   ok &= resolve(h, "cuptiActivityFlushAll", &a->ActivityFlushAll, true, missing);
   ok &= resolve(h, "cuptiActivityFlushPeriod", &a->ActivityFlushPeriod, false, missing);
   ok &= resolve(h, "cuptiActivitySetAttribute", &a->ActivitySetAttribute, false, missing);
-  ok &= resolve(h, "cuptiActivityPushExternalCorrelationId",
-                &a->ActivityPushExternalCorrelationId, true, missing);
+  ok &= resolve(h, "cuptiActivityPushExternalCorrelationId", &a->ActivityPushExternalCorrelationId,
+                true, missing);
   ok &= resolve(h, "cuptiActivityPopExternalCorrelationId", &a->ActivityPopExternalCorrelationId,
                 true, missing);
   ok &= resolve(h, "cuptiSubscribe", &a->Subscribe, false, missing);
@@ -106,39 +106,72 @@ bool driver_loadable(std::string* why) {
 
 const char* result_name(CUptiResult r) noexcept {
   switch (r) {
-    case 0: return "CUPTI_SUCCESS";
-    case 1: return "CUPTI_ERROR_INVALID_PARAMETER";
-    case 2: return "CUPTI_ERROR_INVALID_DEVICE";
-    case 3: return "CUPTI_ERROR_INVALID_CONTEXT";
-    case 7: return "CUPTI_ERROR_INVALID_OPERATION";
-    case 8: return "CUPTI_ERROR_OUT_OF_MEMORY";
-    case 9: return "CUPTI_ERROR_HARDWARE";
-    case 11: return "CUPTI_ERROR_API_NOT_IMPLEMENTED";
-    case 12: return "CUPTI_ERROR_MAX_LIMIT_REACHED";
-    case 13: return "CUPTI_ERROR_NOT_READY";
-    case 14: return "CUPTI_ERROR_NOT_COMPATIBLE";
-    case 15: return "CUPTI_ERROR_NOT_INITIALIZED";
-    case 18: return "CUPTI_ERROR_QUEUE_EMPTY";
-    case 19: return "CUPTI_ERROR_INVALID_HANDLE";
-    case 20: return "CUPTI_ERROR_INVALID_STREAM";
-    case 21: return "CUPTI_ERROR_INVALID_KIND";
-    case 23: return "CUPTI_ERROR_DISABLED";
-    case 26: return "CUPTI_ERROR_HARDWARE_BUSY";
-    case 27: return "CUPTI_ERROR_NOT_SUPPORTED";
-    case 33: return "CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED";
-    case 34: return "CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE";
-    case 35: return "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES";
-    case 36: return "CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED";
-    case 38: return "CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED";
-    case 39: return "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
-    case 40: return "CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES";
-    case 41: return "CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED";
-    case 42: return "CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED";
-    case 43: return "CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED";
-    case 44: return "CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED";
-    case 45: return "CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED";
-    case 999: return "CUPTI_ERROR_UNKNOWN";
-    default: return "CUPTI_ERROR_(unlisted)";
+    case 0:
+      return "CUPTI_SUCCESS";
+    case 1:
+      return "CUPTI_ERROR_INVALID_PARAMETER";
+    case 2:
+      return "CUPTI_ERROR_INVALID_DEVICE";
+    case 3:
+      return "CUPTI_ERROR_INVALID_CONTEXT";
+    case 7:
+      return "CUPTI_ERROR_INVALID_OPERATION";
+    case 8:
+      return "CUPTI_ERROR_OUT_OF_MEMORY";
+    case 9:
+      return "CUPTI_ERROR_HARDWARE";
+    case 11:
+      return "CUPTI_ERROR_API_NOT_IMPLEMENTED";
+    case 12:
+      return "CUPTI_ERROR_MAX_LIMIT_REACHED";
+    case 13:
+      return "CUPTI_ERROR_NOT_READY";
+    case 14:
+      return "CUPTI_ERROR_NOT_COMPATIBLE";
+    case 15:
+      return "CUPTI_ERROR_NOT_INITIALIZED";
+    case 18:
+      return "CUPTI_ERROR_QUEUE_EMPTY";
+    case 19:
+      return "CUPTI_ERROR_INVALID_HANDLE";
+    case 20:
+      return "CUPTI_ERROR_INVALID_STREAM";
+    case 21:
+      return "CUPTI_ERROR_INVALID_KIND";
+    case 23:
+      return "CUPTI_ERROR_DISABLED";
+    case 26:
+      return "CUPTI_ERROR_HARDWARE_BUSY";
+    case 27:
+      return "CUPTI_ERROR_NOT_SUPPORTED";
+    case 33:
+      return "CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED";
+    case 34:
+      return "CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE";
+    case 35:
+      return "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES";
+    case 36:
+      return "CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED";
+    case 38:
+      return "CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED";
+    case 39:
+      return "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
+    case 40:
+      return "CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES";
+    case 41:
+      return "CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED";
+    case 42:
+      return "CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED";
+    case 43:
+      return "CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED";
+    case 44:
+      return "CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED";
+    case 45:
+      return "CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED";
+    case 999:
+      return "CUPTI_ERROR_UNKNOWN";
+    default:
+      return "CUPTI_ERROR_(unlisted)";
   }
 }
 

@@ -13,9 +13,9 @@ namespace stallscope::cupti {
 
 struct LoadResult {
   bool ok = false;
-  std::string path;                  // the library in use
-  uint32_t version = 0;              // cuptiGetVersion (CUPTI_API_VERSION), 0 if unknown
-  std::vector<std::string> tried;    // "path: why not" for each candidate that failed
+  std::string path;                // the library in use
+  uint32_t version = 0;            // cuptiGetVersion (CUPTI_API_VERSION), 0 if unknown
+  std::vector<std::string> tried;  // "path: why not" for each candidate that failed
 };
 
 // Tries the candidates in order; the first that dlopens and has every required symbol stays

@@ -45,18 +45,18 @@ uint32_t g_next_marker = 1;
 uint64_t g_dropped = 0;
 bool g_other_subscriber = false;
 bool g_subscribed = false;
-bool g_enable_before_ts = false;  // an activity kind was enabled before the timestamp callback
+bool g_enable_before_ts = false;    // an activity kind was enabled before the timestamp callback
 std::map<std::string, int> g_fail;  // function name -> forced result
 std::map<uint32_t, uint64_t> g_stream_free;  // stream -> when its last activity ends
-uint64_t g_finalized = 0, g_flush_calls = 0, g_forced_flushes = 0, g_declined = 0,
-         g_delivered = 0, g_flush_period = 0, g_device_buffer_size = 0;
+uint64_t g_finalized = 0, g_flush_calls = 0, g_forced_flushes = 0, g_declined = 0, g_delivered = 0,
+         g_flush_period = 0, g_device_buffer_size = 0;
 
 struct Buf {
   uint8_t* data = nullptr;
   size_t size = 0;
   size_t used = 0;
 };
-Buf g_host, g_device;  // buffers being filled
+Buf g_host, g_device;     // buffers being filled
 std::deque<Buf> g_ready;  // full buffers, waiting for the worker
 
 // worker
@@ -80,18 +80,29 @@ uint64_t now_locked() {
 size_t record_size(int32_t kind) {
   switch (kind) {
     case kActConcurrentKernel:
-    case kActKernel: return sizeof(ActivityKernel);
-    case kActMemcpy: return sizeof(ActivityMemcpy);
-    case kActMemcpy2: return sizeof(ActivityMemcpyPtoP);
-    case kActMemset: return sizeof(ActivityMemset);
-    case kActSynchronization: return sizeof(ActivitySynchronization);
-    case kActExternalCorrelation: return sizeof(ActivityExternalCorrelation);
+    case kActKernel:
+      return sizeof(ActivityKernel);
+    case kActMemcpy:
+      return sizeof(ActivityMemcpy);
+    case kActMemcpy2:
+      return sizeof(ActivityMemcpyPtoP);
+    case kActMemset:
+      return sizeof(ActivityMemset);
+    case kActSynchronization:
+      return sizeof(ActivitySynchronization);
+    case kActExternalCorrelation:
+      return sizeof(ActivityExternalCorrelation);
     case kActRuntime:
-    case kActDriver: return sizeof(ActivityApi);
-    case kActMarker: return sizeof(ActivityMarker);
-    case kActOverhead: return sizeof(ActivityOverhead);
-    case 1000: return 32;  // a kind stallscope does not read (tests "unknown kind")
-    default: return 0;
+    case kActDriver:
+      return sizeof(ActivityApi);
+    case kActMarker:
+      return sizeof(ActivityMarker);
+    case kActOverhead:
+      return sizeof(ActivityOverhead);
+    case 1000:
+      return 32;  // a kind stallscope does not read (tests "unknown kind")
+    default:
+      return 0;
   }
 }
 
@@ -162,7 +173,9 @@ T* put_locked(Buf* b, int32_t kind) {
   return r;
 }
 
-const char* keep(const char* s) { return s == nullptr ? nullptr : g_names.insert(s).first->c_str(); }
+const char* keep(const char* s) {
+  return s == nullptr ? nullptr : g_names.insert(s).first->c_str();
+}
 
 uint32_t tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
 
@@ -237,7 +250,8 @@ __attribute__((visibility("default"))) int cuptiActivityDisable(int32_t kind) {
   g_kinds.erase(kind);
   return 0;
 }
-__attribute__((visibility("default"))) int cuptiActivityEnableRuntimeApi(uint32_t cbid, uint8_t on) {
+__attribute__((visibility("default"))) int cuptiActivityEnableRuntimeApi(uint32_t cbid,
+                                                                         uint8_t on) {
   std::lock_guard<std::mutex> lk(mu);
   if (on) {
     g_runtime_cbids.insert(cbid);
@@ -389,9 +403,9 @@ __attribute__((visibility("default"))) void fake_cupti_add_dropped(uint64_t n) {
 // A kernel launch: API call of api_ns on this thread (runtime cbid 211, or driver cbid 652 when
 // driver != 0), then the kernel runs duration_ns on `stream`, at least delay_ns after the call
 // returned and after the stream's earlier work. Returns the correlation id.
-__attribute__((visibility("default"))) uint32_t fake_cupti_launch_kernel(
-    const char* mangled, uint32_t device, uint32_t stream, uint64_t api_ns, uint64_t delay_ns,
-    uint64_t duration_ns, int driver) {
+__attribute__((visibility("default"))) uint32_t
+fake_cupti_launch_kernel(const char* mangled, uint32_t device, uint32_t stream, uint64_t api_ns,
+                         uint64_t delay_ns, uint64_t duration_ns, int driver) {
   std::lock_guard<std::mutex> lk(mu);
   uint64_t api_end = 0;
   const uint32_t corr = api_call_locked(driver != 0, driver ? 652 : 211, api_ns, &api_end);
@@ -637,17 +651,28 @@ __attribute__((visibility("default"))) int fake_cupti_ext_depth(int32_t kind, ui
 __attribute__((visibility("default"))) uint64_t fake_cupti_counter(int which) {
   std::lock_guard<std::mutex> lk(mu);
   switch (which) {
-    case 0: return g_finalized;
-    case 1: return g_flush_calls;
-    case 2: return g_forced_flushes;
-    case 3: return g_declined;
-    case 4: return g_delivered;
-    case 5: return g_enable_before_ts ? 1 : 0;
-    case 6: return g_flush_period;
-    case 7: return g_complete != nullptr ? 1 : 0;
-    case 8: return g_ts != nullptr ? 1 : 0;
-    case 9: return g_device_buffer_size;
-    default: return 0;
+    case 0:
+      return g_finalized;
+    case 1:
+      return g_flush_calls;
+    case 2:
+      return g_forced_flushes;
+    case 3:
+      return g_declined;
+    case 4:
+      return g_delivered;
+    case 5:
+      return g_enable_before_ts ? 1 : 0;
+    case 6:
+      return g_flush_period;
+    case 7:
+      return g_complete != nullptr ? 1 : 0;
+    case 8:
+      return g_ts != nullptr ? 1 : 0;
+    case 9:
+      return g_device_buffer_size;
+    default:
+      return 0;
   }
 }
 
