@@ -271,6 +271,12 @@ class CuptiBackend:
                 "CUPTI capture not started, to leave another tool's data intact: "
                 + "; ".join(others)
             )
+        # NVTX ranges reach CUPTI only when NVTX's injection points at the libcupti in use; NVTX
+        # reads it once, at its first call in the process (so set it before NCCL/torch use NVTX).
+        nvtx = os.environ.get("NVTX_INJECTION64_PATH")
+        if _options.markers and not nvtx:
+            os.environ["NVTX_INJECTION64_PATH"] = r.path
+            nvtx = r.path
         o = _options
         flush_ms = int(getattr(trace, "flush_interval", 1.0) * 1000)
         res = _core.cupti_start(
@@ -293,6 +299,7 @@ class CuptiBackend:
             "clock": "stallscope process clock (cuptiActivityRegisterTimestampCallback)",
             "enabled": list(res["enabled"]),
             "refused": list(res["failed"]),
+            "nvtx_injection": nvtx,
             "buffer_bytes": o.buffer_bytes,
             "pool_limit_bytes": o.pool_limit_bytes,
             "external_correlation": {"CUSTOM0": "step index", "CUSTOM1": "region name"}
@@ -334,7 +341,8 @@ def launches(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     launched it (same rank, pid and CUPTI correlation id): rank, pid, device, lane (stream),
     kind, name, correlation, launch_start_ns, launch_end_ns, start_ns, end_ns, launch_delay_ns
     (GPU start minus launch call end), queue_depth (work items of the same stream launched and
-    not finished when this one was launched, itself included), step, region."""
+    not finished when this one was launched, itself included; null without a launch record),
+    step (pushed at launch, else the host step window holding the launch call), region."""
     from stallscope._schema import parse_detail
 
     ev = events.lazy()
@@ -363,11 +371,43 @@ def launches(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         .with_columns(launch_delay_ns=pl.col("start_ns") - pl.col("launch_end_ns"))
         .collect()
     )
+    # Step: the one pushed at launch (detail), else the host step window holding the launch call
+    # (launches from threads that never called step(), e.g. autograd's device threads).
+    from stallscope.analysis._steps import step_windows
+
+    w = step_windows(ev)
+    if w.height:
+        by_time = (
+            j.with_row_index("_row")
+            .with_columns(_t=pl.coalesce("launch_start_ns", "start_ns"))
+            .sort("_t")
+            .join_asof(
+                w.select(
+                    "rank",
+                    pl.col("start_ns").alias("_ws"),
+                    pl.col("end_ns").alias("_we"),
+                    pl.col("step").alias("_ws_step"),
+                ).sort("_ws"),
+                left_on="_t",
+                right_on="_ws",
+                by="rank",
+                strategy="backward",
+                check_sortedness=False,
+            )
+            .with_columns(
+                step=pl.coalesce(
+                    "step", pl.when(pl.col("_t") < pl.col("_we")).then(pl.col("_ws_step"))
+                )
+            )
+            .sort("_row")
+        )
+        j = by_time.select(j.columns)
     if j.height == 0:
         return j.with_columns(queue_depth=pl.lit(0, pl.Int64))
     # Queue depth at each launch: launched at or before it on the stream minus finished by then.
     keys = ["rank", "pid", "device", "lane"]
-    launched = j.sort([*keys, "launch_end_ns"]).with_columns(
+    known = j.filter(pl.col("launch_end_ns").is_not_null())
+    launched = known.sort([*keys, "launch_end_ns"]).with_columns(
         _launched=pl.int_range(1, pl.len() + 1).over(keys)
     )
     ends = j.select([*keys, pl.col("end_ns").alias("_t")]).sort([*keys, "_t"])
@@ -381,10 +421,14 @@ def launches(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         allow_exact_matches=False,
         check_sortedness=False,
     )
-    return (
-        with_fin.with_columns(
-            queue_depth=(pl.col("_launched") - pl.col("_finished").fill_null(0)).cast(pl.Int64)
-        )
-        .drop("_launched", "_t", "_finished")
-        .sort("rank", "pid", "start_ns")
+    unknown = j.filter(pl.col("launch_end_ns").is_null()).with_columns(
+        queue_depth=pl.lit(None, pl.Int64)
     )
+    return pl.concat(
+        [
+            with_fin.with_columns(
+                queue_depth=(pl.col("_launched") - pl.col("_finished").fill_null(0)).cast(pl.Int64)
+            ).drop("_launched", "_t", "_finished"),
+            unknown,
+        ]
+    ).sort("rank", "pid", "start_ns")

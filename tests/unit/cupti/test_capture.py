@@ -152,6 +152,7 @@ def test_enabled_kinds_and_timestamp_callback_first(fake: Fake, tmp_path: Path) 
     assert "CONCURRENT_KERNEL" in meta["enabled"]
     assert meta["refused"] == []
     assert meta["library"] == str(fake.path)
+    assert meta["nvtx_injection"]  # NVTX ranges can reach CUPTI
     # After stop: everything disabled, CUPTI finalized.
     assert not fake.kind_enabled(10)
     assert fake.runtime_enabled_count() == 0

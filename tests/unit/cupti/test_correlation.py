@@ -104,8 +104,13 @@ def test_other_threads_keep_their_own_attribution(fake: Fake, tmp_path: Path) ->
             t.start()
             t.join()
             fake.kernel(K, stream=1)
-    k = stallscope.load(run).filter(pl.col("kind") == "kernel").sort("lane")
+    ev = stallscope.load(run)
+    k = ev.filter(pl.col("kind") == "kernel").sort("lane")
     assert k["detail"].to_list() == ["step=1;region=main_region", "region=loader_thread"]
+    # The other thread never called step(): its launch is placed by the host step window.
+    lt = _cupti.launches(ev).sort("lane")
+    assert lt["step"].to_list() == [1, 1]
+    assert lt["region"].to_list() == ["main_region", "loader_thread"]
 
 
 def test_cpu_only_hot_path_pushes_nothing(fake: Fake, tmp_path: Path) -> None:
