@@ -132,6 +132,7 @@ def fake(fake_lib: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
     monkeypatch.setattr(_cupti, "_device_status", lambda: (True, "fake device"))
     for var in ("CUDA_INJECTION64_PATH", "LD_PRELOAD"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NVTX_INJECTION64_PATH", "")  # the backend sets it; undone at teardown
     f = Fake(fake_lib)
     f.reset()
     _cupti._last_start_error.clear()
