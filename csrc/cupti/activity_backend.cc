@@ -1,11 +1,13 @@
 #include "activity_backend.h"
 
 #include <cxxabi.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -716,6 +718,24 @@ void ext_region_exit_slow(int depth) noexcept {
   uint64_t last = 0;
   if (api().ActivityPopExternalCorrelationId(kExtCustom1, &last) != kSuccess) g_ext_push_errors++;
 }
+
+// ---- fork ------------------------------------------------------------------------------------
+namespace {
+// A fork() child inherits none of CUPTI's worker threads or device state: the backend is off
+// there (its steps and regions push nothing), and locks a parent thread held are reset.
+void after_fork_in_child() {
+  g_ext_on.store(false, std::memory_order_relaxed);
+  g_active.store(false, std::memory_order_relaxed);
+  g_ext_inflight.store(0, std::memory_order_relaxed);
+  new (&g_ctl_mu) std::mutex();
+  new (&g_pool_mu) std::mutex();
+  new (&g_proc_mu) std::mutex();
+}
+struct ForkHandlerInstaller {
+  ForkHandlerInstaller() { pthread_atfork(nullptr, nullptr, &after_fork_in_child); }
+};
+ForkHandlerInstaller g_fork_handler_installer;
+}  // namespace
 
 // ---- control ---------------------------------------------------------------------------------
 int probe_subscriber() {

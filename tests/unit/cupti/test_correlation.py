@@ -129,3 +129,22 @@ def test_cpu_only_hot_path_pushes_nothing(fake: Fake, tmp_path: Path) -> None:
         r.__exit__(None, None, None)
         assert fake.ext_depth(CUSTOM1) == (0, 0)
         assert stallscope._core.cupti_stats()["ext_push_errors"] == 0
+
+
+def test_fork_child_has_cupti_off(fake: Fake, tmp_path: Path) -> None:
+    import os
+
+    with stallscope.trace(tmp_path / "run", backends=["cupti"]):
+        pid = os.fork()
+        if pid == 0:  # child: the backend is off (its steps and regions push nothing)
+            code = 0
+            try:
+                if stallscope._core.cupti_active():
+                    code = 2
+                with stallscope.region("child"):
+                    stallscope.step()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert stallscope._core.cupti_active()
