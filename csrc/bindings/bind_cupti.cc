@@ -22,6 +22,7 @@ py::dict stats_dict(const cupti::Stats& s) {
   d["buffers_declined"] = s.buffers_declined;
   d["pool_bytes"] = s.pool_bytes;
   d["pool_peak_bytes"] = s.pool_peak_bytes;
+  d["buffers_outstanding"] = s.buffers_outstanding;
   d["records"] = s.records;
   d["kernels"] = s.kernels;
   d["memcpys"] = s.memcpys;

@@ -43,6 +43,7 @@ std::vector<std::string> g_enabled_kinds;
 // ---- buffer pool ---------------------------------------------------------------------------
 std::vector<uint8_t*> g_free;  // buffers of g_opts.buffer_bytes not handed out
 uint64_t g_requested = 0, g_declined = 0, g_pool_peak = 0;  // under g_pool_mu
+uint64_t g_outstanding = 0;  // handed to CUPTI, not completed back to us (under g_pool_mu)
 uint64_t g_pool_bytes = 0;
 uint64_t g_buffer_size_in_pool = 0;  // size of the buffers in g_free
 
@@ -68,25 +69,28 @@ void CUPTI_request(uint8_t** buffer, size_t* size, size_t* max_records) {
     *size = 0;
     return;
   }
+  g_outstanding++;
   *buffer = b;
   *size = want;
 }
 
 void release_buffer(uint8_t* b, size_t size) {
   std::lock_guard<std::mutex> lk(g_pool_mu);
+  if (g_outstanding > 0) g_outstanding--;
   if (size == g_opts.buffer_bytes) {
     g_buffer_size_in_pool = size;
     g_free.push_back(b);
   } else {  // from a session with another buffer size
     std::free(b);
-    g_pool_bytes -= size;
+    g_pool_bytes = g_pool_bytes > size ? g_pool_bytes - size : 0;
   }
 }
 
 void free_pool() {
   std::lock_guard<std::mutex> lk(g_pool_mu);
   for (uint8_t* b : g_free) std::free(b);
-  g_pool_bytes -= g_free.size() * g_buffer_size_in_pool;
+  const uint64_t freed = g_free.size() * g_buffer_size_in_pool;
+  g_pool_bytes = g_pool_bytes > freed ? g_pool_bytes - freed : 0;  // late returns: never below 0
   g_free.clear();
 }
 
@@ -777,8 +781,13 @@ StartResult start(const Options& opts) {
     std::lock_guard<std::mutex> pk(g_proc_mu);
     std::lock_guard<std::mutex> ok(g_pool_mu);
     g_opts = opts;
+    g_opts.buffer_bytes = (opts.buffer_bytes + 7) & ~uint64_t{7};  // aligned_alloc: multiple of 8
+    if (g_opts.pool_limit_bytes < g_opts.buffer_bytes)
+      g_opts.pool_limit_bytes = g_opts.buffer_bytes;
     g_stats = Stats{};
-    g_requested = g_declined = 0;
+    g_requested = g_declined = g_outstanding = 0;
+    // Buffers a previous session never got back (another tool took them) are not ours to count.
+    g_pool_bytes = g_free.size() * g_buffer_size_in_pool;
     g_pool_peak = g_pool_bytes;
     g_ext_push_errors = 0;
     std::memset(g_ext, 0, sizeof g_ext);
@@ -908,6 +917,7 @@ Stats stats() {
     s.buffers_declined = g_declined;
     s.pool_bytes = g_pool_bytes;
     s.pool_peak_bytes = g_pool_peak;
+    s.buffers_outstanding = g_outstanding;
   }
   s.ext_push_errors = g_ext_push_errors.load();
   return s;

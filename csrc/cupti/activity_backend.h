@@ -35,7 +35,8 @@ struct Stats {
   uint64_t buffers_declined = 0;  // pool exhausted: NULL buffer returned, CUPTI drops records
   uint64_t pool_bytes = 0;        // allocated now
   uint64_t pool_peak_bytes = 0;
-  uint64_t records = 0;  // records read from completed buffers
+  uint64_t buffers_outstanding = 0;  // after stop: buffers CUPTI completed to someone else
+  uint64_t records = 0;              // records read from completed buffers
   uint64_t kernels = 0, memcpys = 0, memsets = 0, syncs = 0, runtime_calls = 0, markers = 0,
            overheads = 0, external_correlations = 0;
   uint64_t events = 0;               // events accepted by record()

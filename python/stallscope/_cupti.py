@@ -26,6 +26,7 @@ import glob
 import os
 import site
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from typing import Any
 import polars as pl
 
 from stallscope import _core
-from stallscope.exceptions import StallscopeError
+from stallscope.exceptions import StallscopeError, StallscopeWarning
 
 ENV_LIBRARY = "STALLSCOPE_CUPTI_LIBRARY"
 
@@ -309,7 +310,17 @@ class CuptiBackend:
 
     def on_stop(self, trace: Any) -> dict[str, Any]:
         stats = _core.cupti_stop(finalize=_options.finalize)
-        return {
+        meta: dict[str, Any] = {}
+        if stats["buffers_outstanding"]:
+            # Our buffers completed to someone else's callback: another tool re-registered
+            # CUPTI's activity callbacks while this trace ran; its records went to that tool.
+            meta["warning"] = (
+                f"{stats['buffers_outstanding']} CUPTI buffer(s) never came back: another tool "
+                "(torch.profiler?) took over CUPTI's activity callbacks during the trace, so GPU "
+                "records from then on are missing here"
+            )
+            warnings.warn(f"stallscope: {meta['warning']}", StallscopeWarning, stacklevel=2)
+        return meta | {
             "stats": stats,
             "finalized": _options.finalize,
             "drops": {

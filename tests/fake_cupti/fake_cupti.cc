@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
@@ -620,6 +621,19 @@ __attribute__((visibility("default"))) void fake_cupti_complete_buffers() {
   std::lock_guard<std::mutex> lk(mu);
   hand_over_locked(&g_host);
   hand_over_locked(&g_device);
+}
+// Another tool registers its own buffer callbacks over the current ones (as torch.profiler
+// would when started during a stallscope trace): buffers already handed out complete to it.
+void hijack_request(uint8_t** b, size_t* size, size_t* max_records) {
+  *size = 1 << 16;
+  *b = static_cast<uint8_t*>(std::aligned_alloc(8, *size));
+  *max_records = 0;
+}
+void hijack_complete(void*, uint32_t, uint8_t* b, size_t, size_t) { std::free(b); }
+__attribute__((visibility("default"))) void fake_cupti_hijack() {
+  std::lock_guard<std::mutex> lk(mu);
+  g_request = hijack_request;
+  g_complete = hijack_complete;
 }
 __attribute__((visibility("default"))) int fake_cupti_kind_enabled(int32_t kind) {
   std::lock_guard<std::mutex> lk(mu);

@@ -67,6 +67,7 @@ class Fake:
             "fake_cupti_unknown_record": (None, []),
             "fake_cupti_incomplete_record": (None, []),
             "fake_cupti_complete_buffers": (None, []),
+            "fake_cupti_hijack": (None, []),
             "fake_cupti_kind_enabled": (ctypes.c_int, [i32]),
             "fake_cupti_runtime_enabled": (ctypes.c_int, [u32]),
             "fake_cupti_runtime_enabled_count": (ctypes.c_int, []),

@@ -102,3 +102,16 @@ def test_timestamp_callback_refused_stops_before_enabling(fake: Fake, tmp_path: 
         t.start()
     assert not fake.kind_enabled(10), "no kind enabled without stallscope's clock"
     t.stop()
+
+
+def test_callbacks_taken_over_mid_trace_is_reported(fake: Fake, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    t = stallscope.trace(run, backends=["cupti"]).start()
+    fake.kernel("_Z6kernelv")  # our buffers now hold a launch record and a kernel record
+    fake.hijack()  # e.g. torch.profiler started inside the trace
+    fake.kernel("_Z6kernelv")
+    with pytest.warns(StallscopeWarning, match="took over CUPTI's activity callbacks"):
+        t.stop()
+    meta = cupti_entry(run)
+    assert meta["stats"]["buffers_outstanding"] == 2  # type: ignore[index]
+    assert "another tool" in str(meta["warning"])
