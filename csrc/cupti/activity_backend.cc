@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -379,6 +380,57 @@ void note_context(uint32_t ctx, uint32_t device) {
   if (g_ctx_device.size() < 4096) g_ctx_device.emplace(ctx, static_cast<int16_t>(device));
 }
 
+// ---- CUPTI thread id -> OS thread id ---------------------------------------------------------
+// CUPTI's API, marker and overhead records name a thread by the low 32 bits of pthread_self()
+// (Linux); stallscope's host events use the kernel thread id. Threads that use stallscope's API
+// while CUPTI runs register the pair; an id that is already a thread of this process (older
+// CUPTI, or the fake) is kept; anything else stays as CUPTI wrote it.
+std::mutex g_thread_mu;
+std::unordered_map<uint32_t, int32_t> g_thread_map;  // pthread_self low 32 bits -> OS tid
+std::atomic<uint64_t> g_thread_map_gen{0};
+thread_local bool t_thread_registered = false;
+
+void register_thread() noexcept {
+  if (t_thread_registered) return;
+  t_thread_registered = true;
+  const pthread_t self = pthread_self();
+  uint32_t low = 0;
+  std::memcpy(&low, &self, sizeof low);
+  try {
+    std::lock_guard<std::mutex> lk(g_thread_mu);
+    g_thread_map[low] = current_lane();
+    g_thread_map_gen.fetch_add(1, std::memory_order_relaxed);
+  } catch (...) {  // allocation failure: the lane stays CUPTI's id
+  }
+}
+
+struct LaneCacheEntry {
+  int32_t lane;
+  uint64_t gen;  // map generation when a miss was cached (re-checked once the map grows)
+  bool hit;
+};
+std::unordered_map<uint32_t, LaneCacheEntry> g_lane_cache;  // under g_proc_mu
+
+int32_t lane_of_thread(uint32_t cupti_tid) {
+  const uint64_t gen = g_thread_map_gen.load(std::memory_order_relaxed);
+  auto it = g_lane_cache.find(cupti_tid);
+  if (it != g_lane_cache.end() && (it->second.hit || it->second.gen == gen)) {
+    return it->second.lane;
+  }
+  {
+    std::lock_guard<std::mutex> lk(g_thread_mu);
+    auto m = g_thread_map.find(cupti_tid);
+    if (m != g_thread_map.end()) {
+      g_lane_cache[cupti_tid] = {m->second, gen, true};
+      return m->second;
+    }
+  }
+  const std::string task = "/proc/self/task/" + std::to_string(cupti_tid);
+  const bool is_tid = access(task.c_str(), F_OK) == 0;
+  g_lane_cache[cupti_tid] = {static_cast<int32_t>(cupti_tid), gen, is_tid};
+  return static_cast<int32_t>(cupti_tid);
+}
+
 // ---- NVTX ranges: START and END records with one id ----------------------------------------
 struct OpenMarker {
   int64_t start;
@@ -520,7 +572,7 @@ void parse(const Activity* a) {
       e.start_ns = static_cast<int64_t>(r->start);
       e.end_ns = static_cast<int64_t>(r->end);
       e.correlation = r->correlation_id;
-      e.lane = static_cast<int32_t>(r->thread_id);
+      e.lane = lane_of_thread(r->thread_id);
       e.device = -1;
       e.kind = static_cast<uint8_t>(Kind::kRuntime);
       e.category = static_cast<uint8_t>(Category::kHost);
@@ -532,8 +584,7 @@ void parse(const Activity* a) {
     case kActMarker: {
       const auto* m = reinterpret_cast<const ActivityMarker*>(a);
       g_stats.markers++;
-      const int32_t lane =
-          m->object_kind == kObjectThread ? static_cast<int32_t>(m->object_id.b) : 0;
+      const int32_t lane = m->object_kind == kObjectThread ? lane_of_thread(m->object_id.b) : 0;
       const int64_t ts = static_cast<int64_t>(m->timestamp);
       uint32_t detail = 0;
       if (m->domain != nullptr && m->domain[0] != '\0') {
@@ -583,8 +634,7 @@ void parse(const Activity* a) {
       EventRecord e{};
       e.start_ns = static_cast<int64_t>(o->start);
       e.end_ns = static_cast<int64_t>(o->end);
-      e.correlation = o->correlation_id;
-      e.lane = o->object_kind == kObjectThread ? static_cast<int32_t>(o->object_id.b) : 0;
+      e.lane = o->object_kind == kObjectThread ? lane_of_thread(o->object_id.b) : 0;
       e.device = -1;
       e.kind = static_cast<uint8_t>(Kind::kOverhead);
       e.category = static_cast<uint8_t>(Category::kOther);
@@ -685,6 +735,7 @@ struct InflightGuard {
 
 void ext_step_slow(int64_t step_index) noexcept {
   InflightGuard g;
+  register_thread();
   if (!g_ext_on.load(std::memory_order_acquire)) return;
   const uint32_t s = g_session.load(std::memory_order_relaxed);
   const Api& a = api();
@@ -704,6 +755,7 @@ void ext_step_slow(int64_t step_index) noexcept {
 void ext_region_enter_slow(int depth, uint32_t name_id) noexcept {
   if (depth < 0 || depth >= 256) return;
   InflightGuard g;
+  register_thread();
   t_region_session[depth] = 0;
   if (!g_ext_on.load(std::memory_order_acquire)) return;
   if (api().ActivityPushExternalCorrelationId(kExtCustom1, name_id) == kSuccess) {
@@ -793,6 +845,7 @@ StartResult start(const Options& opts) {
     std::memset(g_ext, 0, sizeof g_ext);
     g_details.clear();
     g_open_markers.clear();
+    g_lane_cache.clear();
   }
   // One time base: stallscope's clock, registered before any kind is enabled.
   CUptiResult r = a.ActivityRegisterTimestampCallback(CUPTI_timestamp);
@@ -855,6 +908,7 @@ StartResult start(const Options& opts) {
     a.ActivityFlushPeriod(opts.flush_period_ms);
   }
   g_enabled_kinds = res.enabled;
+  register_thread();  // the thread that starts tracing usually launches the work
   g_session.fetch_add(1, std::memory_order_acq_rel);
   g_active.store(true, std::memory_order_release);
   if (opts.external_correlation) g_ext_on.store(true, std::memory_order_release);

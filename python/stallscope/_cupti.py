@@ -14,7 +14,10 @@ While a trace runs, GPU records are written on stallscope's clock (registered wi
 cuptiActivityRegisterTimestampCallback before any kind is enabled); step() and regions push
 external correlation ids, so kernels, copies and syncs carry ``step=N;region=NAME`` in their
 detail; the runtime launch records (kind ``runtime``) carry the same correlation id as the GPU
-work they launched, which gives launch delay and per-stream queue depth (`launches`). At stop:
+work they launched, which gives launch delay and per-stream queue depth (`launches`). Runtime
+events sit on the OS thread that made the call when that thread used stallscope's API while
+CUPTI ran (CUPTI names threads by pthread_self; the pair is registered then), else on CUPTI's
+thread id. At stop:
 a forced flush, the drop counts into run.json (``backends.cupti``), and cuptiFinalize.
 """
 

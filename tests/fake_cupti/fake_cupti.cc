@@ -178,7 +178,14 @@ const char* keep(const char* s) {
   return s == nullptr ? nullptr : g_names.insert(s).first->c_str();
 }
 
-uint32_t tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+// The thread id CUPTI writes into API, marker and overhead records on Linux: the low 32 bits of
+// pthread_self() (what Kineto matches them with), not the kernel's thread id.
+uint32_t tid() {
+  const pthread_t self = pthread_self();
+  uint32_t low = 0;
+  std::memcpy(&low, &self, sizeof low);
+  return low;
+}
 
 // The host side of a CUDA call: correlation id, external records, API record.
 // Returns the correlation id and the call's end time in *api_end.

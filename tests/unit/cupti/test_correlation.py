@@ -93,7 +93,10 @@ def test_launch_delay_and_queue_depth(fake: Fake, tmp_path: Path) -> None:
 def test_other_threads_keep_their_own_attribution(fake: Fake, tmp_path: Path) -> None:
     run = tmp_path / "run"
 
+    tids: dict[str, int] = {}
+
     def worker() -> None:
+        tids["worker"] = threading.get_native_id()
         with stallscope.region("loader_thread"):
             fake.kernel(K, stream=3)
 
@@ -110,6 +113,9 @@ def test_other_threads_keep_their_own_attribution(fake: Fake, tmp_path: Path) ->
     # The other thread never called step(): its launch is placed by the host step window.
     lt = _cupti.launches(ev).sort("lane")
     assert lt["step"].to_list() == [1, 1]
+    # Launch calls sit on the OS thread that made them (CUPTI names threads by pthread_self).
+    rt = ev.filter(pl.col("kind") == "runtime").sort("correlation")
+    assert rt["lane"].to_list() == [tids["worker"], threading.get_native_id()]
     assert lt["region"].to_list() == ["main_region", "loader_thread"]
 
 
