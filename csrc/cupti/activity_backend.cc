@@ -1,8 +1,6 @@
 #include "activity_backend.h"
 
-#include <cxxabi.h>
 #include <pthread.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -10,11 +8,10 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "activity_names.h"
 #include "core/clock.h"
 #include "core/event_record.h"
 #include "core/recorder.h"
@@ -22,10 +19,9 @@
 #include "cupti_abi.h"
 #include "cupti_loader.h"
 #include "ext_correlation.h"
+#include "thread_lanes.h"
 
 namespace stallscope::cupti {
-
-std::atomic<bool> g_ext_on{false};
 
 namespace {
 
@@ -34,11 +30,8 @@ std::mutex g_ctl_mu;   // start / stop
 std::mutex g_pool_mu;  // the buffer pool
 std::mutex g_proc_mu;  // buffer parsing (CUPTI's worker thread, or a flushing thread)
 std::atomic<bool> g_active{false};
-std::atomic<uint32_t> g_session{0};  // bumped by every start(): stale external pushes are ignored
-std::atomic<int> g_ext_inflight{0};
 Options g_opts;
 Stats g_stats;  // counters below are updated under g_proc_mu / g_pool_mu / atomics
-std::atomic<uint64_t> g_ext_push_errors{0};
 std::vector<std::string> g_enabled_kinds;
 
 // ---- buffer pool ---------------------------------------------------------------------------
@@ -93,206 +86,6 @@ void free_pool() {
   const uint64_t freed = g_free.size() * g_buffer_size_in_pool;
   g_pool_bytes = g_pool_bytes > freed ? g_pool_bytes - freed : 0;  // late returns: never below 0
   g_free.clear();
-}
-
-// ---- names ---------------------------------------------------------------------------------
-uint32_t intern(std::string_view s) { return StringTable::instance().intern(s); }
-
-// Kernel names: demangled once per distinct mangled name (abi::__cxa_demangle), then cached.
-struct NameHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
-std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> g_kernel_names;
-
-uint32_t kernel_name_id(const char* mangled) {
-  if (mangled == nullptr) mangled = "";
-  const std::string_view key(mangled);
-  auto it = g_kernel_names.find(key);
-  if (it != g_kernel_names.end()) return it->second;
-  uint32_t id;
-  int status = -1;
-  char* d = (key.size() > 2 && key[0] == '_' && key[1] == 'Z')
-                ? abi::__cxa_demangle(mangled, nullptr, nullptr, &status)
-                : nullptr;
-  if (d != nullptr && status == 0) {
-    id = intern(d);
-  } else {
-    id = intern(key);  // C names (extern "C" kernels) and anything that does not demangle
-  }
-  std::free(d);
-  g_kernel_names.emplace(std::string(key), id);
-  return id;
-}
-
-// Cached ids of short fixed names.
-std::unordered_map<std::string, uint32_t> g_fixed_names;
-uint32_t fixed_id(const std::string& s) {
-  auto it = g_fixed_names.find(s);
-  if (it != g_fixed_names.end()) return it->second;
-  const uint32_t id = intern(s);
-  g_fixed_names.emplace(s, id);
-  return id;
-}
-
-const char* memory_kind_name(uint8_t k) {
-  switch (k) {
-    case 1:
-      return "Pageable";
-    case 2:
-      return "Pinned";
-    case 3:
-      return "Device";
-    case 4:
-      return "Array";
-    case 5:
-      return "Managed";
-    case 6:
-      return "Device Static";
-    case 7:
-      return "Managed Static";
-    default:
-      return "Unknown";
-  }
-}
-
-const char* copy_kind_name(uint8_t k) {
-  switch (k) {
-    case 1:
-      return "HtoD";
-    case 2:
-      return "DtoH";
-    case 3:
-      return "HtoA";
-    case 4:
-      return "AtoH";
-    case 5:
-      return "AtoA";
-    case 6:
-      return "AtoD";
-    case 7:
-      return "DtoA";
-    case 8:
-      return "DtoD";
-    case 9:
-      return "HtoH";
-    case 10:
-      return "PtoP";
-    default:
-      return "Unknown";
-  }
-}
-
-// "Memcpy HtoD (Pinned -> Device)": the names Kineto uses, so the shared classifier sees them.
-uint32_t memcpy_name_id(uint8_t copy, uint8_t src, uint8_t dst) {
-  std::string s = "Memcpy ";
-  s += copy_kind_name(copy);
-  s += " (";
-  s += memory_kind_name(src);
-  s += " -> ";
-  s += memory_kind_name(dst);
-  s += ")";
-  return fixed_id(s);
-}
-
-const char* sync_name(int32_t t) {
-  switch (t) {
-    case kSyncEvent:
-      return "Event Sync";
-    case kSyncStreamWaitEvent:
-      return "Stream Wait Event";
-    case kSyncStream:
-      return "Stream Sync";
-    case kSyncContext:
-      return "Context Sync";
-    default:
-      return "Unknown Sync";
-  }
-}
-
-const char* overhead_name(int32_t k) {
-  switch (k) {
-    case 1:
-      return "Driver compiler";
-    case 1 << 16:
-      return "CUPTI buffer flush";
-    case 2 << 16:
-      return "CUPTI instrumentation";
-    case 3 << 16:
-      return "CUPTI resource";
-    case 4 << 16:
-      return "Runtime-triggered module loading";
-    case 5 << 16:
-      return "Lazy function loading";
-    case 6 << 16:
-      return "Command buffer full";
-    case 7 << 16:
-      return "Activity buffer request";
-    case 8 << 16:
-      return "UVM activity init";
-    default:
-      return "Unknown overhead";
-  }
-}
-
-// The runtime and driver calls kept ("RUNTIME trimmed to launch, copy and sync calls").
-struct ApiCall {
-  uint32_t cbid;
-  const char* name;
-};
-constexpr ApiCall kRuntimeCalls[] = {
-    {13, "cudaLaunch"},
-    {211, "cudaLaunchKernel"},
-    {214, "cudaLaunchKernel_ptsz"},
-    {269, "cudaLaunchCooperativeKernel"},
-    {270, "cudaLaunchCooperativeKernel_ptsz"},
-    {430, "cudaLaunchKernelExC"},
-    {431, "cudaLaunchKernelExC_ptsz"},
-    {311, "cudaGraphLaunch"},
-    {312, "cudaGraphLaunch_ptsz"},
-    {31, "cudaMemcpy"},
-    {32, "cudaMemcpy2D"},
-    {41, "cudaMemcpyAsync"},
-    {44, "cudaMemcpy2DAsync"},
-    {144, "cudaMemcpy3D"},
-    {145, "cudaMemcpy3DAsync"},
-    {160, "cudaMemcpyPeer"},
-    {161, "cudaMemcpyPeerAsync"},
-    {215, "cudaMemcpy_ptds"},
-    {225, "cudaMemcpyAsync_ptsz"},
-    {482, "cudaMemcpyBatchAsync"},
-    {509, "cudaMemcpyBatchAsync"},
-    {49, "cudaMemset"},
-    {51, "cudaMemsetAsync"},
-    {233, "cudaMemset_ptds"},
-    {235, "cudaMemsetAsync_ptsz"},
-    {126, "cudaThreadSynchronize"},
-    {131, "cudaStreamSynchronize"},
-    {239, "cudaStreamSynchronize_ptsz"},
-    {137, "cudaEventSynchronize"},
-    {147, "cudaStreamWaitEvent"},
-    {247, "cudaStreamWaitEvent_ptsz"},
-    {165, "cudaDeviceSynchronize"},
-};
-// Driver launches: NCCL and Triton launch through the driver API, not the runtime.
-constexpr ApiCall kDriverCalls[] = {
-    {307, "cuLaunchKernel"},
-    {442, "cuLaunchKernel_ptsz"},
-    {477, "cuLaunchCooperativeKernel"},
-    {478, "cuLaunchCooperativeKernel_ptsz"},
-    {514, "cuGraphLaunch"},
-    {515, "cuGraphLaunch_ptsz"},
-    {652, "cuLaunchKernelEx"},
-    {653, "cuLaunchKernelEx_ptsz"},
-};
-
-uint32_t api_name_id(bool driver, uint32_t cbid) {
-  const ApiCall* b = driver ? std::begin(kDriverCalls) : std::begin(kRuntimeCalls);
-  const ApiCall* e = driver ? std::end(kDriverCalls) : std::end(kRuntimeCalls);
-  for (const ApiCall* c = b; c != e; ++c) {
-    if (c->cbid == cbid) return fixed_id(c->name);
-  }
-  return fixed_id(std::string(driver ? "driver_cbid_" : "runtime_cbid_") + std::to_string(cbid));
 }
 
 // ---- correlation: CUPTI correlation id -> (step, region) -------------------------------------
@@ -378,57 +171,6 @@ int16_t device_of_context(uint32_t ctx) {
 }
 void note_context(uint32_t ctx, uint32_t device) {
   if (g_ctx_device.size() < 4096) g_ctx_device.emplace(ctx, static_cast<int16_t>(device));
-}
-
-// ---- CUPTI thread id -> OS thread id ---------------------------------------------------------
-// CUPTI's API, marker and overhead records name a thread by the low 32 bits of pthread_self()
-// (Linux); stallscope's host events use the kernel thread id. Threads that use stallscope's API
-// while CUPTI runs register the pair; an id that is already a thread of this process (older
-// CUPTI, or the fake) is kept; anything else stays as CUPTI wrote it.
-std::mutex g_thread_mu;
-std::unordered_map<uint32_t, int32_t> g_thread_map;  // pthread_self low 32 bits -> OS tid
-std::atomic<uint64_t> g_thread_map_gen{0};
-thread_local bool t_thread_registered = false;
-
-void register_thread() noexcept {
-  if (t_thread_registered) return;
-  t_thread_registered = true;
-  const pthread_t self = pthread_self();
-  uint32_t low = 0;
-  std::memcpy(&low, &self, sizeof low);
-  try {
-    std::lock_guard<std::mutex> lk(g_thread_mu);
-    g_thread_map[low] = current_lane();
-    g_thread_map_gen.fetch_add(1, std::memory_order_relaxed);
-  } catch (...) {  // allocation failure: the lane stays CUPTI's id
-  }
-}
-
-struct LaneCacheEntry {
-  int32_t lane;
-  uint64_t gen;  // map generation when a miss was cached (re-checked once the map grows)
-  bool hit;
-};
-std::unordered_map<uint32_t, LaneCacheEntry> g_lane_cache;  // under g_proc_mu
-
-int32_t lane_of_thread(uint32_t cupti_tid) {
-  const uint64_t gen = g_thread_map_gen.load(std::memory_order_relaxed);
-  auto it = g_lane_cache.find(cupti_tid);
-  if (it != g_lane_cache.end() && (it->second.hit || it->second.gen == gen)) {
-    return it->second.lane;
-  }
-  {
-    std::lock_guard<std::mutex> lk(g_thread_mu);
-    auto m = g_thread_map.find(cupti_tid);
-    if (m != g_thread_map.end()) {
-      g_lane_cache[cupti_tid] = {m->second, gen, true};
-      return m->second;
-    }
-  }
-  const std::string task = "/proc/self/task/" + std::to_string(cupti_tid);
-  const bool is_tid = access(task.c_str(), F_OK) == 0;
-  g_lane_cache[cupti_tid] = {static_cast<int32_t>(cupti_tid), gen, is_tid};
-  return static_cast<int32_t>(cupti_tid);
 }
 
 // ---- NVTX ranges: START and END records with one id ----------------------------------------
@@ -679,42 +421,15 @@ void CUPTI_complete(void* /*ctx*/, uint32_t /*stream*/, uint8_t* buffer, size_t 
 
 uint64_t CUPTI_timestamp() { return clock_now_ns_u64(); }
 
-const char* kind_name(int32_t k) {
-  switch (k) {
-    case kActConcurrentKernel:
-      return "CONCURRENT_KERNEL";
-    case kActMemcpy:
-      return "MEMCPY";
-    case kActMemcpy2:
-      return "MEMCPY2";
-    case kActMemset:
-      return "MEMSET";
-    case kActSynchronization:
-      return "SYNCHRONIZATION";
-    case kActExternalCorrelation:
-      return "EXTERNAL_CORRELATION";
-    case kActRuntime:
-      return "RUNTIME";
-    case kActDriver:
-      return "DRIVER";
-    case kActMarker:
-      return "MARKER";
-    case kActOverhead:
-      return "OVERHEAD";
-    default:
-      return "?";
-  }
-}
-
 std::vector<int32_t> g_kinds_on;  // kinds this session enabled, to disable at stop
 
 void disable_all() {
   for (int32_t k : g_kinds_on) api().ActivityDisable(k);
   g_kinds_on.clear();
   if (g_opts.runtime_api) {
-    for (const ApiCall& c : kRuntimeCalls) api().ActivityEnableRuntimeApi(c.cbid, 0);
+    for (const ApiCall& c : runtime_calls()) api().ActivityEnableRuntimeApi(c.cbid, 0);
     if (api().ActivityEnableDriverApi != nullptr) {
-      for (const ApiCall& c : kDriverCalls) api().ActivityEnableDriverApi(c.cbid, 0);
+      for (const ApiCall& c : driver_calls()) api().ActivityEnableDriverApi(c.cbid, 0);
     }
   }
 }
@@ -723,66 +438,13 @@ void noop_callback(void*, int, uint32_t, const void*) {}
 
 }  // namespace
 
-// ---- external correlation (hot path, slow half) ----------------------------------------------
-namespace {
-thread_local uint32_t t_step_session = 0;          // session in which this thread pushed a step
-thread_local uint32_t t_region_session[256] = {};  // per region depth: session of its push
-struct InflightGuard {
-  InflightGuard() { g_ext_inflight.fetch_add(1, std::memory_order_acq_rel); }
-  ~InflightGuard() { g_ext_inflight.fetch_sub(1, std::memory_order_acq_rel); }
-};
-}  // namespace
-
-void ext_step_slow(int64_t step_index) noexcept {
-  InflightGuard g;
-  register_thread();
-  if (!g_ext_on.load(std::memory_order_acquire)) return;
-  const uint32_t s = g_session.load(std::memory_order_relaxed);
-  const Api& a = api();
-  if (t_step_session == s) {
-    uint64_t last = 0;
-    if (a.ActivityPopExternalCorrelationId(kExtCustom0, &last) != kSuccess) g_ext_push_errors++;
-  }
-  if (a.ActivityPushExternalCorrelationId(kExtCustom0, static_cast<uint64_t>(step_index)) ==
-      kSuccess) {
-    t_step_session = s;
-  } else {
-    t_step_session = 0;
-    g_ext_push_errors++;
-  }
-}
-
-void ext_region_enter_slow(int depth, uint32_t name_id) noexcept {
-  if (depth < 0 || depth >= 256) return;
-  InflightGuard g;
-  register_thread();
-  t_region_session[depth] = 0;
-  if (!g_ext_on.load(std::memory_order_acquire)) return;
-  if (api().ActivityPushExternalCorrelationId(kExtCustom1, name_id) == kSuccess) {
-    t_region_session[depth] = g_session.load(std::memory_order_relaxed);
-  } else {
-    g_ext_push_errors++;
-  }
-}
-
-void ext_region_exit_slow(int depth) noexcept {
-  if (depth < 0 || depth >= 256) return;
-  InflightGuard g;
-  if (!g_ext_on.load(std::memory_order_acquire)) return;
-  if (t_region_session[depth] != g_session.load(std::memory_order_relaxed)) return;
-  t_region_session[depth] = 0;
-  uint64_t last = 0;
-  if (api().ActivityPopExternalCorrelationId(kExtCustom1, &last) != kSuccess) g_ext_push_errors++;
-}
-
 // ---- fork ------------------------------------------------------------------------------------
 namespace {
 // A fork() child inherits none of CUPTI's worker threads or device state: the backend is off
 // there (its steps and regions push nothing), and locks a parent thread held are reset.
 void after_fork_in_child() {
-  g_ext_on.store(false, std::memory_order_relaxed);
+  ext_after_fork();
   g_active.store(false, std::memory_order_relaxed);
-  g_ext_inflight.store(0, std::memory_order_relaxed);
   new (&g_ctl_mu) std::mutex();
   new (&g_pool_mu) std::mutex();
   new (&g_proc_mu) std::mutex();
@@ -841,11 +503,10 @@ StartResult start(const Options& opts) {
     // Buffers a previous session never got back (another tool took them) are not ours to count.
     g_pool_bytes = g_free.size() * g_buffer_size_in_pool;
     g_pool_peak = g_pool_bytes;
-    g_ext_push_errors = 0;
     std::memset(g_ext, 0, sizeof g_ext);
     g_details.clear();
     g_open_markers.clear();
-    g_lane_cache.clear();
+    reset_lane_cache();
   }
   // One time base: stallscope's clock, registered before any kind is enabled.
   CUptiResult r = a.ActivityRegisterTimestampCallback(CUPTI_timestamp);
@@ -892,7 +553,8 @@ StartResult start(const Options& opts) {
   if (opts.runtime_api) {
     // RUNTIME trimmed: only launch, copy and sync calls (the kind itself stays off).
     int ok = 0;
-    for (const ApiCall& c : kRuntimeCalls) ok += a.ActivityEnableRuntimeApi(c.cbid, 1) == kSuccess;
+    for (const ApiCall& c : runtime_calls())
+      ok += a.ActivityEnableRuntimeApi(c.cbid, 1) == kSuccess;
     if (ok > 0) {
       res.enabled.emplace_back("RUNTIME(launch,copy,sync)");
     } else {
@@ -900,7 +562,8 @@ StartResult start(const Options& opts) {
     }
     if (a.ActivityEnableDriverApi != nullptr) {
       int dok = 0;
-      for (const ApiCall& c : kDriverCalls) dok += a.ActivityEnableDriverApi(c.cbid, 1) == kSuccess;
+      for (const ApiCall& c : driver_calls())
+        dok += a.ActivityEnableDriverApi(c.cbid, 1) == kSuccess;
       if (dok > 0) res.enabled.emplace_back("DRIVER(launch)");
     }
   }
@@ -909,9 +572,8 @@ StartResult start(const Options& opts) {
   }
   g_enabled_kinds = res.enabled;
   register_thread();  // the thread that starts tracing usually launches the work
-  g_session.fetch_add(1, std::memory_order_acq_rel);
   g_active.store(true, std::memory_order_release);
-  if (opts.external_correlation) g_ext_on.store(true, std::memory_order_release);
+  ext_session_begin(opts.external_correlation);
   res.ok = true;
   return res;
 }
@@ -928,16 +590,7 @@ Stats stop(bool finalize) {
   std::lock_guard<std::mutex> lk(g_ctl_mu);
   if (!g_active.load()) return stats();
   const Api& a = api();
-  // No new external pushes; wait (bounded) for threads inside a push or pop to leave it.
-  g_ext_on.store(false, std::memory_order_release);
-  for (int i = 0; i < 100000 && g_ext_inflight.load(std::memory_order_acquire) != 0; ++i) {
-    std::this_thread::yield();
-  }
-  if (t_step_session == g_session.load()) {  // the stopping thread's own step id
-    uint64_t last = 0;
-    a.ActivityPopExternalCorrelationId(kExtCustom0, &last);
-    t_step_session = 0;
-  }
+  ext_session_end();
   disable_all();
   // Forced: every buffer comes back, incomplete ones included, before the trace's final drain.
   a.ActivityFlushAll(kFlushForced);
@@ -963,7 +616,7 @@ Stats stats() {
   {
     std::lock_guard<std::mutex> pk(g_proc_mu);
     s = g_stats;
-    s.distinct_kernel_names = g_kernel_names.size();
+    s.distinct_kernel_names = distinct_kernel_names();
   }
   {
     std::lock_guard<std::mutex> ok(g_pool_mu);
@@ -973,7 +626,7 @@ Stats stats() {
     s.pool_peak_bytes = g_pool_peak;
     s.buffers_outstanding = g_outstanding;
   }
-  s.ext_push_errors = g_ext_push_errors.load();
+  s.ext_push_errors = ext_push_errors();
   return s;
 }
 

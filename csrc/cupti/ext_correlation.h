@@ -15,6 +15,13 @@ void ext_step_slow(int64_t step_index) noexcept;
 void ext_region_enter_slow(int depth, uint32_t name_id) noexcept;
 void ext_region_exit_slow(int depth) noexcept;
 
+// Session control, for the backend: begin (pushes on when `on`), end (off, waits for threads in a
+// push, pops the calling thread's step id), push/pop errors, fork child reset.
+void ext_session_begin(bool on) noexcept;
+void ext_session_end() noexcept;
+uint64_t ext_push_errors() noexcept;
+void ext_after_fork() noexcept;
+
 inline void ext_step(int64_t step_index) noexcept {
   if (g_ext_on.load(std::memory_order_relaxed)) ext_step_slow(step_index);
 }
