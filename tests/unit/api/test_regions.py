@@ -17,9 +17,8 @@ def _load(path: Path) -> pl.DataFrame:
 
 
 def test_region_records_interval_with_category(tmp_path: Path) -> None:
-    with stallscope.trace(tmp_path):
-        with stallscope.region("fwd", category="compute") as r:
-            assert r.name == "fwd" and r.category == "compute"
+    with stallscope.trace(tmp_path), stallscope.region("fwd", category="compute") as r:
+        assert r.name == "fwd" and r.category == "compute"
     (row,) = _load(tmp_path).to_dicts()
     assert (row["kind"], row["category"], row["name"]) == ("region", "compute", "fwd")
     assert row["end_ns"] >= row["start_ns"] and row["device"] == -1 and row["lane"] > 0
@@ -40,11 +39,8 @@ def test_region_as_decorator_keeps_function_identity(tmp_path: Path) -> None:
 
 def test_nested_and_reused_regions_pair_correctly(tmp_path: Path) -> None:
     outer, inner = stallscope.region("outer"), stallscope.region("inner")
-    with stallscope.trace(tmp_path):
-        with outer:
-            with inner:
-                with inner:  # the same object re-entered
-                    pass
+    with stallscope.trace(tmp_path), outer, inner, inner:  # the same object re-entered
+        pass
     ev = _load(tmp_path)
     spans = {(r["name"], r["start_ns"], r["end_ns"]) for r in ev.to_dicts()}
     o = next(s for s in spans if s[0] == "outer")
@@ -55,9 +51,8 @@ def test_nested_and_reused_regions_pair_correctly(tmp_path: Path) -> None:
 
 
 def test_region_exit_on_exception_still_records(tmp_path: Path) -> None:
-    with stallscope.trace(tmp_path):
-        with pytest.raises(KeyError), stallscope.region("boom"):
-            raise KeyError("x")
+    with stallscope.trace(tmp_path), pytest.raises(KeyError), stallscope.region("boom"):
+        raise KeyError("x")
     assert _load(tmp_path)["name"].to_list() == ["boom"]
 
 
@@ -116,9 +111,13 @@ def test_loader_records_each_wait_and_marks_steps(tmp_path: Path) -> None:
     assert got == [0, 1, 2, 3, 4]
     ev = _load(tmp_path)
     waits = ev.filter(pl.col("kind") == "data_wait")
-    assert waits.height == 6 and set(waits["category"].to_list()) == {"data"}  # 5 items + the final StopIteration
+    assert waits.height == 6 and set(waits["category"].to_list()) == {
+        "data"
+    }  # 5 items + the final StopIteration
     windows = stallscope.analysis.step_windows(ev)
     assert windows["step"].to_list() == [1, 2, 3, 4, 5]
     # each step window opens with its batch wait
-    for w, d in zip(windows.iter_rows(named=True), waits.head(5).iter_rows(named=True), strict=True):
+    for w, d in zip(
+        windows.iter_rows(named=True), waits.head(5).iter_rows(named=True), strict=True
+    ):
         assert w["start_ns"] <= d["start_ns"] <= d["end_ns"] <= w["end_ns"]

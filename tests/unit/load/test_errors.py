@@ -37,14 +37,16 @@ def test_empty_run(tmp_path: Path) -> None:
 def test_empty_run_that_started_tracing(tmp_path: Path) -> None:
     with stallscope.trace(tmp_path):
         pass  # nothing recorded
-    with pytest.raises(RunDirError, match="run.json lists processes"):
+    with pytest.raises(RunDirError, match=r"run\.json lists processes"):
         stallscope.load(tmp_path)
 
 
 def test_truncated_parquet_names_the_file(run: Path) -> None:
     f = run / "rank-00000.parquet"
     f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
-    with pytest.raises(RunDirError, match=r"rank-00000\.parquet: truncated or not a Parquet file.*Move it aside"):
+    with pytest.raises(
+        RunDirError, match=r"rank-00000\.parquet: truncated or not a Parquet file.*Move it aside"
+    ):
         stallscope.load(run)
 
 
@@ -62,7 +64,7 @@ def test_corrupt_run_json_names_the_file(run: Path) -> None:
 
 def test_foreign_run_json(run: Path) -> None:
     (run / "run.json").write_text(json.dumps({"hello": 1}))
-    with pytest.raises(RunDirError, match="not a stallscope run.json"):
+    with pytest.raises(RunDirError, match=r"not a stallscope run\.json"):
         stallscope.load(run)
 
 
@@ -99,5 +101,7 @@ def test_clock_offsets_are_applied(run: Path) -> None:
     shift = (got["start_ns"] - raw["start_ns"]).to_list()
     expect = [1000 + round(2000 * (t - t0) / 1e9) for t in raw["start_ns"].to_list()]
     assert shift == expect
-    assert (got["end_ns"] - got["start_ns"]).to_list() == (raw["end_ns"] - raw["start_ns"]).to_list()
+    assert (got["end_ns"] - got["start_ns"]).to_list() == (
+        raw["end_ns"] - raw["start_ns"]
+    ).to_list()
     assert t1 >= t0
