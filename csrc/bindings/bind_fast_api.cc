@@ -65,8 +65,7 @@ int parse_category(PyObject* c, uint8_t* out) {
 }
 
 struct RegionObject {
-  PyObject_HEAD
-  PyObject* name;  // str
+  PyObject_HEAD PyObject* name;  // str
   uint32_t name_id;
   uint8_t category;
   uint8_t kind;
@@ -77,7 +76,8 @@ int region_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* name = nullptr;
   PyObject* cat = nullptr;
   int kind = static_cast<int>(Kind::kRegion);
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|Oi", const_cast<char**>(kw), &name, &cat, &kind)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|Oi", const_cast<char**>(kw), &name, &cat,
+                                   &kind)) {
     return -1;
   }
   auto* r = reinterpret_cast<RegionObject*>(self);
@@ -236,10 +236,12 @@ void bind_fast_api(py::module_& m) {
     m.add_object(f->ml_name, fn);
   }
   m.def("step_index", [] { return g_step.load(std::memory_order_relaxed); });
-  m.def("reset_step_index", [](int64_t v) { g_step.store(v, std::memory_order_relaxed); },
-        py::arg("value") = 0);
-  m.def("too_deep_drops", [] { return g_too_deep.load(std::memory_order_relaxed); },
-        "Region exits not recorded because nesting exceeded 256 levels.");
+  m.def(
+      "reset_step_index", [](int64_t v) { g_step.store(v, std::memory_order_relaxed); },
+      py::arg("value") = 0);
+  m.def(
+      "too_deep_drops", [] { return g_too_deep.load(std::memory_order_relaxed); },
+      "Region exits not recorded because nesting exceeded 256 levels.");
 }
 
 }  // namespace stallscope::bindings

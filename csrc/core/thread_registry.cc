@@ -180,7 +180,8 @@ namespace stallscope {
 bool recording() noexcept { return g_registry.enabled(); }
 
 int32_t current_lane() noexcept {
-  if (__builtin_expect(t_state.lane == 0, 0)) t_state.lane = static_cast<int32_t>(syscall(SYS_gettid));
+  if (__builtin_expect(t_state.lane == 0, 0))
+    t_state.lane = static_cast<int32_t>(syscall(SYS_gettid));
   return t_state.lane;
 }
 
