@@ -449,10 +449,15 @@ void after_fork_in_child() {
   new (&g_pool_mu) std::mutex();
   new (&g_proc_mu) std::mutex();
 }
-struct ForkHandlerInstaller {
-  ForkHandlerInstaller() { pthread_atfork(nullptr, nullptr, &after_fork_in_child); }
-};
-ForkHandlerInstaller g_fork_handler_installer;
+// Installed by the first start() (not a static initializer: the linker may drop objects of a
+// static library that nothing references).
+void install_fork_handler() {
+  static const bool installed = [] {
+    pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+    return true;
+  }();
+  (void)installed;
+}
 }  // namespace
 
 // ---- control ---------------------------------------------------------------------------------
@@ -471,6 +476,7 @@ StartResult start(const Options& opts) {
     res.error = "libcupti is not loaded";
     return res;
   }
+  install_fork_handler();
   if (g_active.load()) {
     res.error = "the CUPTI backend is already running in this process";
     return res;
