@@ -191,8 +191,10 @@ void emit(const EventRecord& e) {
   }
 }
 
-EventRecord gpu_event(Kind kind, Category cat, uint64_t start, uint64_t end, uint32_t device,
-                      uint32_t stream, uint32_t corr) {
+// GPU activity: its category is left to the one shared classifier (python/stallscope/
+// _classify.py), which the writer applies to rows marked kCategoryUnclassified.
+EventRecord gpu_event(Kind kind, uint64_t start, uint64_t end, uint32_t device, uint32_t stream,
+                      uint32_t corr) {
   EventRecord e{};
   e.start_ns = static_cast<int64_t>(start);
   e.end_ns = static_cast<int64_t>(end);
@@ -200,7 +202,7 @@ EventRecord gpu_event(Kind kind, Category cat, uint64_t start, uint64_t end, uin
   e.lane = static_cast<int32_t>(stream);
   e.device = static_cast<int16_t>(device);
   e.kind = static_cast<uint8_t>(kind);
-  e.category = static_cast<uint8_t>(cat);
+  e.category = kCategoryUnclassified;
   return e;
 }
 
@@ -218,8 +220,8 @@ void parse(const Activity* a) {
         return;
       }
       g_stats.kernels++;
-      EventRecord e = gpu_event(Kind::kKernel, Category::kCompute, k->start, k->end, k->device_id,
-                                k->stream_id, k->correlation_id);
+      EventRecord e =
+          gpu_event(Kind::kKernel, k->start, k->end, k->device_id, k->stream_id, k->correlation_id);
       e.name_id = kernel_name_id(k->name);
       e.detail_id = detail_id(k->correlation_id, 0);
       emit(e);
@@ -233,8 +235,8 @@ void parse(const Activity* a) {
         return;
       }
       g_stats.memcpys++;
-      EventRecord e = gpu_event(Kind::kMemcpy, Category::kMemcpy, m->start, m->end, m->device_id,
-                                m->stream_id, m->correlation_id);
+      EventRecord e =
+          gpu_event(Kind::kMemcpy, m->start, m->end, m->device_id, m->stream_id, m->correlation_id);
       e.bytes = static_cast<int64_t>(m->bytes);
       e.name_id = memcpy_name_id(m->copy_kind, m->src_kind, m->dst_kind);
       e.detail_id = detail_id(m->correlation_id, 0);
@@ -249,8 +251,8 @@ void parse(const Activity* a) {
         return;
       }
       g_stats.memcpys++;
-      EventRecord e = gpu_event(Kind::kMemcpy, Category::kMemcpy, m->start, m->end, m->device_id,
-                                m->stream_id, m->correlation_id);
+      EventRecord e =
+          gpu_event(Kind::kMemcpy, m->start, m->end, m->device_id, m->stream_id, m->correlation_id);
       e.bytes = static_cast<int64_t>(m->bytes);
       e.name_id = memcpy_name_id(10, m->src_kind, m->dst_kind);
       e.detail_id =
@@ -267,8 +269,8 @@ void parse(const Activity* a) {
         return;
       }
       g_stats.memsets++;
-      EventRecord e = gpu_event(Kind::kMemset, Category::kMemcpy, m->start, m->end, m->device_id,
-                                m->stream_id, m->correlation_id);
+      EventRecord e =
+          gpu_event(Kind::kMemset, m->start, m->end, m->device_id, m->stream_id, m->correlation_id);
       e.bytes = static_cast<int64_t>(m->bytes);
       e.name_id = fixed_id(std::string("Memset (") + memory_kind_name(m->memory_kind & 0xff) + ")");
       e.detail_id = detail_id(m->correlation_id, 0);
@@ -282,8 +284,8 @@ void parse(const Activity* a) {
         return;
       }
       g_stats.syncs++;
-      EventRecord e = gpu_event(Kind::kGpuSync, Category::kSync, s->start, s->end, 0, s->stream_id,
-                                s->correlation_id);
+      EventRecord e =
+          gpu_event(Kind::kGpuSync, s->start, s->end, 0, s->stream_id, s->correlation_id);
       e.device = device_of_context(s->context_id);
       if (s->stream_id == 0xffffffffu) e.lane = -1;  // context-wide
       e.name_id = fixed_id(sync_name(s->type));

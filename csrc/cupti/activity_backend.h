@@ -9,6 +9,10 @@
 
 namespace stallscope::cupti {
 
+// Category value of GPU events the backend leaves to the shared Python classifier: the writer
+// (python/stallscope/_writer.py, _UNCLASSIFIED) replaces it before anything is stored.
+inline constexpr uint8_t kCategoryUnclassified = 0xff;
+
 struct Options {
   uint64_t buffer_bytes = 4ull << 20;       // one host buffer handed to CUPTI
   uint64_t pool_limit_bytes = 64ull << 20;  // all buffers together; past it requests are declined

@@ -18,9 +18,10 @@ from stallscope._run_dir import final_path, part_path
 from stallscope._schema import CATEGORIES, KIND_ID, KINDS
 
 _COUNTER = KIND_ID["counter"]
-# GPU activity kinds: their category comes from the one shared classifier (_classify.py), in its
-# plain-Python form (no Polars here, see below), evaluated once per distinct name.
-_GPU_KINDS = np.array([KIND_ID[k] for k in ("kernel", "memcpy", "memset", "gpu_sync")], np.uint8)
+# GPU activity from the CUPTI backend arrives with this category (csrc/cupti/activity_backend.h
+# kCategoryUnclassified): its category comes from the one shared classifier (_classify.py), in
+# its plain-Python form (no Polars here, see below), evaluated once per distinct name.
+_UNCLASSIFIED = 0xFF
 _gpu_categories: dict[int, tuple[str, int]] = {}  # name id -> (name, category id)
 
 # zstd level 1: about as fast to write as lz4 here and a third smaller.
@@ -53,14 +54,14 @@ _CATEGORY_DICT = pa.array(list(CATEGORIES), pa.string())
 
 
 def _gpu_category_ids(
-    kind: np.ndarray, name_id: np.ndarray, category: np.ndarray, strings: StringCache
+    name_id: np.ndarray, category: np.ndarray, strings: StringCache
 ) -> np.ndarray:
-    """`category` with GPU activity rows (kernel, memcpy, memset, gpu_sync) reclassified from
-    their names by the shared classifier."""
-    is_gpu = np.isin(kind, _GPU_KINDS)
-    if not is_gpu.any():
+    """`category` with the rows the CUPTI backend left unclassified (kernels, copies, memsets,
+    syncs) classified from their names by the shared classifier."""
+    todo = category == _UNCLASSIFIED
+    if not todo.any():
         return category
-    ids = np.unique(name_id[is_gpu])
+    ids = np.unique(name_id[todo])
     cats = np.empty(len(ids), np.uint8)
     for j, i in enumerate(ids.tolist()):
         name = strings.names[i].as_py() or ""
@@ -70,7 +71,7 @@ def _gpu_category_ids(
             _gpu_categories[i] = hit
         cats[j] = hit[1]
     out = category.copy()
-    out[is_gpu] = cats[np.searchsorted(ids, name_id[is_gpu])]
+    out[todo] = cats[np.searchsorted(ids, name_id[todo])]
     return out
 
 
@@ -95,7 +96,7 @@ def chunk_to_table(
             "pid": pa.array(np.full(n, pid, np.int32)),
             "kind": pa.DictionaryArray.from_arrays(kind.view(np.int8), _KIND_DICT),
             "category": pa.DictionaryArray.from_arrays(
-                _gpu_category_ids(kind, name_id, cols["category"], strings).view(np.int8),
+                _gpu_category_ids(name_id, cols["category"], strings).view(np.int8),
                 _CATEGORY_DICT,
             ),
             "name": strings.names.take(name_id),
