@@ -104,6 +104,10 @@ const char* copy_kind_name(uint8_t k) {
 
 // "Memcpy HtoD (Pinned -> Device)": the names Kineto uses, so the shared classifier sees them.
 uint32_t memcpy_name_id(uint8_t copy, uint8_t src, uint8_t dst) {
+  // Copies can be frequent: ids cached by (copy kind, source, destination), each below 16.
+  static uint32_t cache[16][16][16] = {};
+  const bool small = copy < 16 && src < 16 && dst < 16;
+  if (small && cache[copy][src][dst] != 0) return cache[copy][src][dst];
   std::string s = "Memcpy ";
   s += copy_kind_name(copy);
   s += " (";
@@ -111,7 +115,9 @@ uint32_t memcpy_name_id(uint8_t copy, uint8_t src, uint8_t dst) {
   s += " -> ";
   s += memory_kind_name(dst);
   s += ")";
-  return fixed_id(s);
+  const uint32_t id = fixed_id(s);
+  if (small) cache[copy][src][dst] = id;
+  return id;
 }
 
 const char* sync_name(int32_t t) {
