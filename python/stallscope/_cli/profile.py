@@ -25,12 +25,17 @@ try:
 except Exception as _e:  # never stop the program
     print(f"stallscope profile: not tracing: {_e}", file=_sys.stderr)
 _here = _os.path.dirname(_os.path.abspath(__file__))
-_sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
-_sys.modules.pop("sitecustomize", None)
-try:
-    import sitecustomize  # noqa: F401  (the one we shadowed, if any)
-except ImportError:
-    pass
+try:  # run the sitecustomize this one shadows, if any
+    import importlib.machinery as _m
+    import importlib.util as _u
+
+    _others = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
+    _spec = _m.PathFinder.find_spec("sitecustomize", _others)
+    if _spec is not None and _spec.loader is not None:
+        _mod = _u.module_from_spec(_spec)
+        _spec.loader.exec_module(_mod)
+except Exception as _e:
+    print(f"stallscope profile: the shadowed sitecustomize failed: {_e}", file=_sys.stderr)
 '''
 
 
