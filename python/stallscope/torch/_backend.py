@@ -5,6 +5,7 @@ measures the offset again and writes both into run.json (entry["clock"]["offsets
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -15,7 +16,15 @@ from stallscope._clock_sync import DEFAULT_ROUNDS, Sample, measure_torch
 from stallscope._run_dir import read_run_json, update_process
 from stallscope.exceptions import StallscopeWarning
 
-CLOCK_TIMEOUT_S = 20.0  # per exchange step: bounds the wait on a dead or hung rank
+CLOCK_TIMEOUT_ENV = "STALLSCOPE_CLOCK_TIMEOUT_S"
+CLOCK_TIMEOUT_S = 20.0  # default per exchange step: bounds the wait on a dead or hung rank
+
+
+def _clock_timeout() -> float:
+    try:
+        return max(0.1, float(os.environ.get(CLOCK_TIMEOUT_ENV, CLOCK_TIMEOUT_S)))
+    except ValueError:
+        return CLOCK_TIMEOUT_S
 
 
 def _dist_ready() -> bool:
@@ -64,7 +73,7 @@ def _measure(trace: Any, when: str) -> Sample | None:
     else:
         with internal():
             s, probs = measure_torch(
-                _clock_group(), rank, world, _core.now_ns, rounds=DEFAULT_ROUNDS, timeout_s=CLOCK_TIMEOUT_S
+                _clock_group(), rank, world, _core.now_ns, rounds=DEFAULT_ROUNDS, timeout_s=_clock_timeout()
             )
     _state.problems += [f"{when}: {p}" for p in probs]
     for p in probs:
