@@ -29,22 +29,22 @@ typedef void (*ss_nccl_logger_t)(int level, unsigned long flags, const char* fil
 
 // Event type bits: the activation mask set by init, and the descriptor's `type`.
 enum {
-  ssNcclProfileGroup = 1 << 0,         // ncclGroupStart/End around one or more operations
-  ssNcclProfileColl = 1 << 1,          // one collective (stop = enqueued, not finished)
-  ssNcclProfileP2p = 1 << 2,           // one send or recv
-  ssNcclProfileProxyOp = 1 << 3,       // network proxy work of one channel for one operation
-  ssNcclProfileProxyStep = 1 << 4,     // one step of a proxy op
-  ssNcclProfileProxyCtrl = 1 << 5,     // proxy thread activity
-  ssNcclProfileKernelCh = 1 << 6,      // one channel of the kernel (GPU globaltimer, v4+)
-  ssNcclProfileNetPlugin = 1 << 7,     // network-plugin defined
-  ssNcclProfileGroupApi = 1 << 8,      // v5: the ncclGroupStart/End API calls
-  ssNcclProfileCollApi = 1 << 9,       // v5: the collective API call
-  ssNcclProfileP2pApi = 1 << 10,       // v5: the send/recv API call
-  ssNcclProfileKernelLaunch = 1 << 11, // v5: the kernel launch
-  ssNcclProfileCeColl = 1 << 12,       // v6: copy-engine collective
-  ssNcclProfileCeSync = 1 << 13,       // v6
-  ssNcclProfileCeBatch = 1 << 14,      // v6
-  ssNcclProfileKernelPhase = 1 << 15,  // v7: kernel barrier phase
+  ssNcclProfileGroup = 1 << 0,          // ncclGroupStart/End around one or more operations
+  ssNcclProfileColl = 1 << 1,           // one collective (stop = enqueued, not finished)
+  ssNcclProfileP2p = 1 << 2,            // one send or recv
+  ssNcclProfileProxyOp = 1 << 3,        // network proxy work of one channel for one operation
+  ssNcclProfileProxyStep = 1 << 4,      // one step of a proxy op
+  ssNcclProfileProxyCtrl = 1 << 5,      // proxy thread activity
+  ssNcclProfileKernelCh = 1 << 6,       // one channel of the kernel (GPU globaltimer, v4+)
+  ssNcclProfileNetPlugin = 1 << 7,      // network-plugin defined
+  ssNcclProfileGroupApi = 1 << 8,       // v5: the ncclGroupStart/End API calls
+  ssNcclProfileCollApi = 1 << 9,        // v5: the collective API call
+  ssNcclProfileP2pApi = 1 << 10,        // v5: the send/recv API call
+  ssNcclProfileKernelLaunch = 1 << 11,  // v5: the kernel launch
+  ssNcclProfileCeColl = 1 << 12,        // v6: copy-engine collective
+  ssNcclProfileCeSync = 1 << 13,        // v6
+  ssNcclProfileCeBatch = 1 << 14,       // v6
+  ssNcclProfileKernelPhase = 1 << 15,   // v7: kernel barrier phase
 };
 
 // ncclProfilerEventState_t (one enum for every version; values are stable).
@@ -68,13 +68,13 @@ typedef enum {
   ssNcclProxyCtrlWakeup = 16,
   ssNcclProxyCtrlAppend = 17,
   ssNcclProxyCtrlAppendEnd = 18,
-  ssNcclProxyOpInProgress = 19,     // v4
-  ssNcclProxyStepSendPeerWait = 20, // v4
+  ssNcclProxyOpInProgress = 19,      // v4
+  ssNcclProxyStepSendPeerWait = 20,  // v4
   ssNcclNetPluginUpdate = 21,
-  ssNcclKernelChStop = 22,          // args->kernelCh.pTimer = GPU globaltimer at channel end
-  ssNcclGroupApiState23 = 23,       // v5 group API states
+  ssNcclKernelChStop = 22,     // args->kernelCh.pTimer = GPU globaltimer at channel end
+  ssNcclGroupApiState23 = 23,  // v5 group API states
   ssNcclGroupApiState24 = 24,
-  ssNcclCeCollStart = 25,           // v6 copy-engine states
+  ssNcclCeCollStart = 25,  // v6 copy-engine states
   ssNcclCeCollComplete = 26,
   ssNcclCeSyncStart = 27,
   ssNcclCeSyncComplete = 28,
@@ -370,16 +370,16 @@ typedef struct {
   };
 } ss_nccl_descr_v7_t;
 
-#define SS_NCCL_PROFILER_TABLE(DESCR)                                                          \
-  struct {                                                                                     \
-    const char* name;                                                                          \
-    int (*init)(void** context, uint64_t commId, int* eActivationMask, const char* commName,   \
-                int nNodes, int nranks, int rank, ss_nccl_logger_t logfn);                     \
-    int (*startEvent)(void* context, void** eHandle, DESCR* eDescr);                          \
-    int (*stopEvent)(void* eHandle);                                                           \
-    int (*recordEventState)(void* eHandle, ss_nccl_state_t eState,                             \
-                            ss_nccl_state_args_t* eStateArgs);                                 \
-    int (*finalize)(void* context);                                                            \
+#define SS_NCCL_PROFILER_TABLE(DESCR)                                                        \
+  struct {                                                                                   \
+    const char* name;                                                                        \
+    int (*init)(void** context, uint64_t commId, int* eActivationMask, const char* commName, \
+                int nNodes, int nranks, int rank, ss_nccl_logger_t logfn);                   \
+    int (*startEvent)(void* context, void** eHandle, DESCR* eDescr);                         \
+    int (*stopEvent)(void* eHandle);                                                         \
+    int (*recordEventState)(void* eHandle, ss_nccl_state_t eState,                           \
+                            ss_nccl_state_args_t* eStateArgs);                               \
+    int (*finalize)(void* context);                                                          \
   }
 
 typedef SS_NCCL_PROFILER_TABLE(ss_nccl_descr_v5_t) ss_nccl_profiler_v5_t;

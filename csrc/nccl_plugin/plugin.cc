@@ -42,8 +42,8 @@ constexpr uint8_t kKindP2p = 12;         // stallscope::Kind::kP2p
 constexpr uint8_t kCatComm = 3;          // stallscope::Category::kComm
 constexpr uint8_t kCatOther = 8;         // stallscope::Category::kOther
 
-constexpr int kSlots = 4096;       // operations (groups, colls, p2ps) in flight per communicator
-constexpr int kChildSlots = 16384; // proxy ops / kernel channels in flight per communicator
+constexpr int kSlots = 4096;        // operations (groups, colls, p2ps) in flight per communicator
+constexpr int kChildSlots = 16384;  // proxy ops / kernel channels in flight per communicator
 constexpr int kDefaultMask = ssNcclProfileGroup | ssNcclProfileColl | ssNcclProfileP2p |
                              ssNcclProfileProxyOp | ssNcclProfileKernelCh;
 
@@ -119,13 +119,13 @@ size_t dtype_size(const char* t) {
     const char* name;
     size_t size;
   } kSizes[] = {
-      {"ncclInt8", 1},     {"ncclUint8", 1},    {"ncclInt32", 4},       {"ncclUint32", 4},
-      {"ncclInt64", 8},    {"ncclUint64", 8},   {"ncclFloat16", 2},     {"ncclFloat32", 4},
-      {"ncclFloat64", 8},  {"ncclBfloat16", 2}, {"ncclFloat8e4m3", 1},  {"ncclFloat8e5m2", 1},
-      {"int8", 1},         {"uint8", 1},        {"int32", 4},           {"uint32", 4},
-      {"int64", 8},        {"uint64", 8},       {"half", 2},            {"float16", 2},
-      {"float", 4},        {"float32", 4},      {"double", 8},          {"float64", 8},
-      {"bfloat16", 2},     {"fp8_e4m3", 1},     {"fp8_e5m2", 1},
+      {"ncclInt8", 1},    {"ncclUint8", 1},    {"ncclInt32", 4},      {"ncclUint32", 4},
+      {"ncclInt64", 8},   {"ncclUint64", 8},   {"ncclFloat16", 2},    {"ncclFloat32", 4},
+      {"ncclFloat64", 8}, {"ncclBfloat16", 2}, {"ncclFloat8e4m3", 1}, {"ncclFloat8e5m2", 1},
+      {"int8", 1},        {"uint8", 1},        {"int32", 4},          {"uint32", 4},
+      {"int64", 8},       {"uint64", 8},       {"half", 2},           {"float16", 2},
+      {"float", 4},       {"float32", 4},      {"double", 8},         {"float64", 8},
+      {"bfloat16", 2},    {"fp8_e4m3", 1},     {"fp8_e5m2", 1},
   };
   for (const auto& e : kSizes) {
     if (std::strcmp(t, e.name) == 0) return e.size;
@@ -238,7 +238,8 @@ void emit(Op* op, const char* why) {
     int src = send ? op->rank : op->peer, dst = send ? op->peer : op->rank;
     // NCCL does not say whether the peer shares this node: a pair in a multi-node communicator
     // counts as crossing nodes (an upper bound, flagged by nnodes_bound=1).
-    std::snprintf(buf, sizeof buf, "group=%llx:%d>%d;group_size=2;nnodes=%d;nnodes_bound=%d;peer=%d",
+    std::snprintf(buf, sizeof buf,
+                  "group=%llx:%d>%d;group_size=2;nnodes=%d;nnodes_bound=%d;peer=%d",
                   static_cast<unsigned long long>(c->comm_hash), src, dst, c->nnodes > 1 ? 2 : 1,
                   c->nnodes > 1 ? 1 : 0, op->peer);
     detail = std::string(buf) + ";comm=" + sanitize(c->comm_name.c_str()) +
@@ -366,7 +367,9 @@ View view(const ss_nccl_descr_v7_t* d) {
 // Handles: an Op* or a Child*; the low bit marks a child (both are at least 8-aligned).
 void* child_handle(Child* k) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(k) | 1); }
 bool is_child(void* h) { return (reinterpret_cast<uintptr_t>(h) & 1) != 0; }
-Child* as_child(void* h) { return reinterpret_cast<Child*>(reinterpret_cast<uintptr_t>(h) & ~1ULL); }
+Child* as_child(void* h) {
+  return reinterpret_cast<Child*>(reinterpret_cast<uintptr_t>(h) & ~1ULL);
+}
 
 int start_common(void* context, void** handle, const View& v) {
   if (handle == nullptr) return ssNcclSuccess;
@@ -375,8 +378,7 @@ int start_common(void* context, void** handle, const View& v) {
   const auto* api = g_api.load(std::memory_order_acquire);
   if (c == nullptr || api == nullptr) return ssNcclSuccess;
   int64_t now = api->now_ns();
-  if (v.type == ssNcclProfileGroup || v.type == ssNcclProfileColl ||
-      v.type == ssNcclProfileP2p) {
+  if (v.type == ssNcclProfileGroup || v.type == ssNcclProfileColl || v.type == ssNcclProfileP2p) {
     if (!api->recording()) return ssNcclSuccess;  // not tracing now: no handle, no children
     Op* op = &c->ops[c->next_op.fetch_add(1, std::memory_order_relaxed) % kSlots];
     if (!op->emitted.load() && op->stopped.load()) emit(op, "partial");  // slot reused
@@ -517,17 +519,17 @@ int start_v(void* ctx, void** handle, D* d) {
 }  // namespace
 
 SS_EXPORT ss_nccl_profiler_v4_t ncclProfiler_v4 = {
-    "stallscope", init_v4, start_v<ss_nccl_descr_v4_t>, stop_common, record_state_common,
-    finalize_common};
+    "stallscope",        init_v4,        start_v<ss_nccl_descr_v4_t>, stop_common,
+    record_state_common, finalize_common};
 SS_EXPORT ss_nccl_profiler_v5_t ncclProfiler_v5 = {
-    "stallscope", init_v5, start_v<ss_nccl_descr_v5_t>, stop_common, record_state_common,
-    finalize_common};
+    "stallscope",        init_v5,        start_v<ss_nccl_descr_v5_t>, stop_common,
+    record_state_common, finalize_common};
 SS_EXPORT ss_nccl_profiler_v6_t ncclProfiler_v6 = {
-    "stallscope", init_v5, start_v<ss_nccl_descr_v6_t>, stop_common, record_state_common,
-    finalize_common};
+    "stallscope",        init_v5,        start_v<ss_nccl_descr_v6_t>, stop_common,
+    record_state_common, finalize_common};
 SS_EXPORT ss_nccl_profiler_v7_t ncclProfiler_v7 = {
-    "stallscope", init_v5, start_v<ss_nccl_descr_v7_t>, stop_common, record_state_common,
-    finalize_common};
+    "stallscope",        init_v5,        start_v<ss_nccl_descr_v7_t>, stop_common,
+    record_state_common, finalize_common};
 
 // Emits every stopped operation still waiting for its transfer's end (call before a trace stops:
 // operations with no proxy or kernel-channel events, e.g. one-rank communicators, end there).

@@ -63,7 +63,9 @@ def client(
     return best_sample(ex)
 
 
-def server(send: Callable[[int], None], recv: Callable[[], int], now: Callable[[], int], rounds: int) -> None:
+def server(
+    send: Callable[[int], None], recv: Callable[[], int], now: Callable[[], int], rounds: int
+) -> None:
     """Rank 0's side for one client: answer each ping with the local clock."""
     for _ in range(rounds):
         recv()
@@ -76,7 +78,12 @@ def reference_sample(now: Callable[[], int]) -> Sample:
 
 
 def measure_torch(
-    group: Any, rank: int, world_size: int, now: Callable[[], int], *, rounds: int = DEFAULT_ROUNDS,
+    group: Any,
+    rank: int,
+    world_size: int,
+    now: Callable[[], int],
+    *,
+    rounds: int = DEFAULT_ROUNDS,
     timeout_s: float = 30.0,
 ) -> tuple[Sample | None, list[str]]:
     """Run the exchange over torch.distributed (`group`: a process group whose backend takes CPU
@@ -94,13 +101,17 @@ def measure_torch(
     def send_to(peer: int) -> Callable[[int], None]:
         def send(v: int) -> None:
             buf[0] = v
-            dist.isend(buf, dst=peer, group=group, tag=_TAG).wait(timeout)
+            work = dist.isend(buf, dst=peer, group=group, tag=_TAG)
+            if work is not None:  # None: this rank is not in `group`
+                work.wait(timeout)
 
         return send
 
     def recv_from(peer: int) -> Callable[[], int]:
         def recv() -> int:
-            dist.irecv(buf, src=peer, group=group, tag=_TAG).wait(timeout)
+            work = dist.irecv(buf, src=peer, group=group, tag=_TAG)
+            if work is not None:
+                work.wait(timeout)
             return int(buf[0])
 
         return recv

@@ -169,7 +169,9 @@ class Trace:
             self.backend_info.setdefault(b.name, {}).update(b.on_start(self) or {})
         except Exception as e:  # a backend problem never breaks training
             self.backend_info.setdefault(b.name, {})["error"] = f"on_start: {type(e).__name__}: {e}"
-            warnings.warn(f"stallscope backend {b.name} disabled: {e}", StallscopeWarning, stacklevel=2)
+            warnings.warn(
+                f"stallscope backend {b.name} disabled: {e}", StallscopeWarning, stacklevel=2
+            )
 
     def stop(self) -> Path | None:
         """Stop recording, write every buffered event, merge the part files. Returns the events

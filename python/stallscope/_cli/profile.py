@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-_SITECUSTOMIZE = '''\
+_SITECUSTOMIZE = """\
 # Written by `stallscope profile`: start tracing this process, then run any other sitecustomize.
 import os as _os
 import sys as _sys
@@ -36,7 +36,7 @@ try:  # run the sitecustomize this one shadows, if any
         _spec.loader.exec_module(_mod)
 except Exception as _e:
     print(f"stallscope profile: the shadowed sitecustomize failed: {_e}", file=_sys.stderr)
-'''
+"""
 
 
 def launcher_mode(command: tuple[str, ...]) -> bool:
@@ -53,9 +53,7 @@ def launcher_mode(command: tuple[str, ...]) -> bool:
     return False
 
 
-@click.command(
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
-)
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option(
     "--out",
     required=True,

@@ -4,4 +4,11 @@ from stallscope.analysis._capture_summary import capture_summary
 from stallscope.analysis._collectives import collectives, match_collectives, stragglers
 from stallscope.analysis._steps import assign_steps, step_windows
 
-__all__ = ["assign_steps", "capture_summary", "collectives", "match_collectives", "step_windows", "stragglers"]
+__all__ = [
+    "assign_steps",
+    "capture_summary",
+    "collectives",
+    "match_collectives",
+    "step_windows",
+    "stragglers",
+]

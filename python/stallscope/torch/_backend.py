@@ -73,7 +73,12 @@ def _measure(trace: Any, when: str) -> Sample | None:
     else:
         with internal():
             s, probs = measure_torch(
-                _clock_group(), rank, world, _core.now_ns, rounds=DEFAULT_ROUNDS, timeout_s=_clock_timeout()
+                _clock_group(),
+                rank,
+                world,
+                _core.now_ns,
+                rounds=DEFAULT_ROUNDS,
+                timeout_s=_clock_timeout(),
             )
     _state.problems += [f"{when}: {p}" for p in probs]
     for p in probs:

@@ -139,7 +139,8 @@ def _peer(op: str, a: dict[str, Any], group: Any) -> int | None:
     peer = a.get(key)
     gkey = "group_" + key
     if peer is None and a.get(gkey) is not None:
-        peer = dist.get_global_rank(group or dist.group.WORLD, a[gkey])
+        pg: Any = group or dist.group.WORLD
+        peer = dist.get_global_rank(pg, a[gkey])
     return None if peer is None else int(peer)
 
 
@@ -201,11 +202,23 @@ def _wrap(op: str, orig: Callable[..., Any]) -> Callable[..., Any]:
         on_nccl = "nccl" in g.backend
         kind = "p2p" if is_p2p else "collective"
         if on_nccl:  # the plugin records the transfer; this is the host-side enqueue
-            record("region", "host", f"c10d:{op}", t0, t1, correlation=seq, nbytes=nbytes, lane=lane, detail=detail)
+            record(
+                "region",
+                "host",
+                f"c10d:{op}",
+                t0,
+                t1,
+                correlation=seq,
+                nbytes=nbytes,
+                lane=lane,
+                detail=detail,
+            )
         elif asynchronous and result is not None and hasattr(result, "get_future"):
             _on_complete(result, kind, op, t0, seq, nbytes, lane, detail)
         else:
-            record(kind, "comm", op, t0, t1, correlation=seq, nbytes=nbytes, lane=lane, detail=detail)
+            record(
+                kind, "comm", op, t0, t1, correlation=seq, nbytes=nbytes, lane=lane, detail=detail
+            )
         return result
 
     wrapper.__stallscope_original__ = orig  # type: ignore[attr-defined]
@@ -213,21 +226,46 @@ def _wrap(op: str, orig: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _on_complete(
-    work: Any, kind: str, op: str, t0: int, seq: int, nbytes: int, lane: int, detail: dict[str, object]
+    work: Any,
+    kind: str,
+    op: str,
+    t0: int,
+    seq: int,
+    nbytes: int,
+    lane: int,
+    detail: dict[str, object],
 ) -> None:
     """Record when the work completes (the backend's completion thread calls back)."""
 
     def done(_fut: Any) -> None:
-        try:
-            record(kind, "comm", op, t0, _core.now_ns(), correlation=seq, nbytes=nbytes, lane=lane, detail=detail)
-        except Exception:  # a tracing problem never breaks training
-            pass
+        with contextlib.suppress(Exception):  # a tracing problem never breaks training
+            record(
+                kind,
+                "comm",
+                op,
+                t0,
+                _core.now_ns(),
+                correlation=seq,
+                nbytes=nbytes,
+                lane=lane,
+                detail=detail,
+            )
 
     try:
         work.get_future().add_done_callback(done)
     except Exception:  # backend without futures: the call's own return is all we know
         detail = {**detail, "timing": "issue"}
-        record(kind, "comm", op, t0, _core.now_ns(), correlation=seq, nbytes=nbytes, lane=lane, detail=detail)
+        record(
+            kind,
+            "comm",
+            op,
+            t0,
+            _core.now_ns(),
+            correlation=seq,
+            nbytes=nbytes,
+            lane=lane,
+            detail=detail,
+        )
 
 
 def patch() -> list[str]:

@@ -10,6 +10,7 @@ all-reduces: the same result as DDP's built-in path.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -44,10 +45,18 @@ def _timed(hook: Callable[..., Any], group_size: int) -> Callable[..., Any]:
             }
 
             def done(_f: Any) -> None:
-                try:
-                    record("bucket", "comm", f"bucket{idx}", t0, _core.now_ns(), correlation=idx, nbytes=nbytes, lane=lane, detail=detail)
-                except Exception:
-                    pass
+                with contextlib.suppress(Exception):
+                    record(
+                        "bucket",
+                        "comm",
+                        f"bucket{idx}",
+                        t0,
+                        _core.now_ns(),
+                        correlation=idx,
+                        nbytes=nbytes,
+                        lane=lane,
+                        detail=detail,
+                    )
 
             fut.add_done_callback(done)
         except Exception:  # a tracing problem never breaks training
@@ -72,10 +81,10 @@ def patch_class() -> None:
     global _patched_class
     if _patched_class:
         return
-    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.nn.parallel import DistributedDataParallel
 
-    orig_register = DDP.register_comm_hook
-    orig_init = DDP.__init__
+    orig_register = DistributedDataParallel.register_comm_hook
+    orig_init = DistributedDataParallel.__init__
 
     @functools.wraps(orig_register)
     def register_comm_hook(self: Any, state: object, hook: Callable[..., Any]) -> None:
@@ -84,25 +93,23 @@ def patch_class() -> None:
     @functools.wraps(orig_init)
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         orig_init(self, *args, **kwargs)
-        try:
+        with contextlib.suppress(Exception):
             arm(self)
-        except Exception:
-            pass
 
-    DDP.register_comm_hook = register_comm_hook
-    DDP.__init__ = init
+    DistributedDataParallel.register_comm_hook = register_comm_hook  # type: ignore[method-assign]
+    DistributedDataParallel.__init__ = init  # type: ignore[method-assign]
     _patched_class = True
 
 
 def arm(model: Any) -> bool:
     """Time `model`'s buckets: before its first forward, register torch's default all-reduce hook
     (wrapped) unless a hook was registered by then. False when `model` is not DDP."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.nn.parallel import DistributedDataParallel
 
     patch_class()
-    if not isinstance(model, DDP) or getattr(model, "_stallscope_armed", False):
+    if not isinstance(model, DistributedDataParallel) or getattr(model, "_stallscope_armed", False):
         return False
-    model._stallscope_armed = True
+    setattr(model, "_stallscope_armed", True)  # noqa: B010 - a torch Module attribute
     handle: Any = None
 
     def before_first_forward(module: Any, _inputs: Any) -> None:
@@ -111,10 +118,9 @@ def arm(model: Any) -> bool:
             return  # the user's hook (wrapped by register_comm_hook) times the buckets
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-        try:
+        # RuntimeError: a hook registered outside our patch (e.g. a built-in one): keep it
+        with contextlib.suppress(RuntimeError):
             module.register_comm_hook(module.process_group, allreduce_hook)
-        except RuntimeError:  # a hook registered outside our patch (e.g. built-in): keep it
-            pass
 
     handle = model.register_forward_pre_hook(before_first_forward)
     return True

@@ -46,8 +46,8 @@ def _patch_lifecycle() -> None:
     init_process_group.__stallscope_original__ = orig_init  # type: ignore[attr-defined]
     destroy_process_group.__stallscope_original__ = orig_destroy  # type: ignore[attr-defined]
     for mod in (c10d, dist):
-        mod.init_process_group = init_process_group
-        mod.destroy_process_group = destroy_process_group
+        setattr(mod, "init_process_group", init_process_group)  # noqa: B010
+        setattr(mod, "destroy_process_group", destroy_process_group)  # noqa: B010
     _lifecycle_patched = True
 
 

@@ -62,7 +62,8 @@ def _events() -> pl.DataFrame:
 def test_skew_sync_wait_and_transfer_per_rank() -> None:
     m = match_collectives(_events())
     first = m.filter(pl.col("seq") == 0).sort("rank")
-    assert first["members"].to_list() == [3, 3, 3] and first["complete"].all()
+    assert first["members"].to_list() == [3, 3, 3]
+    assert first["complete"].all()
     assert first["skew_ns"].to_list() == [5 * MS] * 3
     # ranks 0 and 1 waited for rank 2; every rank then transferred for 2 ms
     assert first["sync_wait_ns"].to_list() == [5 * MS, 5 * MS - 100_000, 0]

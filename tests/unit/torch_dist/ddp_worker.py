@@ -140,7 +140,7 @@ def run_subgroups(torch, dist, rank: int, world: int) -> None:  # type: ignore[n
     """Two-rank groups within and across the emulated nodes (STALLSCOPE_NODE_ID)."""
     pairs = [[0, 1], [1, 2]]
     groups = [dist.new_group(p) for p in pairs]  # collective: every rank creates every group
-    for g, ranks in zip(groups, pairs):
+    for g, ranks in zip(groups, pairs, strict=False):
         if rank in ranks:
             t = torch.ones(256)
             for _ in range(3):

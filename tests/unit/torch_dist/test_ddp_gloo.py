@@ -7,13 +7,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import run_job  # type: ignore[import-not-found]
 
 import stallscope
 import stallscope.analysis
-from stallscope._schema import parse_detail
 from stallscope.analysis import match_collectives, stragglers
-
-from conftest import run_job  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.torch
 
@@ -40,13 +38,15 @@ def test_every_all_reduce_is_seen_on_every_rank_and_matched(two_rank_run: Path) 
     ev = stallscope.load(two_rank_run)
     ar = ev.filter((pl.col("kind") == "collective") & (pl.col("name") == "all_reduce"))
     per_rank = ar.group_by("rank").agg(pl.col("correlation").sort())
-    seqs = dict(zip(per_rank["rank"], per_rank["correlation"].to_list()))
-    assert set(seqs) == {0, 1} and seqs[0] == seqs[1]
+    seqs = dict(zip(per_rank["rank"], per_rank["correlation"].to_list(), strict=False))
+    assert set(seqs) == {0, 1}
+    assert seqs[0] == seqs[1]
     # 5 steps of DDP: the first with DDP's initial bucket(s), then the rebuilt ones, plus 2 more
     assert len(seqs[0]) >= 5 + 2
     m = match_collectives(ev)
     assert m.height == ev.filter(pl.col("kind").is_in(["collective", "p2p"])).height
-    assert m["complete"].all() and (m["members"] == 2).all()
+    assert m["complete"].all()
+    assert (m["members"] == 2).all()
     # on each instance both ranks sent the same payload
     assert (m.group_by("group", "seq", "name").agg(pl.col("bytes").n_unique())["bytes"] == 1).all()
 
@@ -95,12 +95,14 @@ def test_each_collective_op_recorded_with_its_payload(two_rank_run: Path) -> Non
     p2p = match_collectives(ev.filter(pl.col("kind") == "p2p"))
     # rank 0 -> 1 and 1 -> 0, blocking and non-blocking: each transfer has its two sides
     assert set(p2p["group"]) == {"p2p:0>1", "p2p:1>0"}
-    assert (p2p["members"] == 2).all() and p2p.height == 8
+    assert (p2p["members"] == 2).all()
+    assert p2p.height == 8
 
 
 def test_clocks_aligned_within_the_stored_bound(two_rank_run: Path) -> None:
     clock = _clock(two_rank_run)
-    assert clock[0] and all(s["offset_ns"] == 0 and s["error_ns"] == 0 for s in clock[0])
+    assert clock[0]
+    assert all(s["offset_ns"] == 0 and s["error_ns"] == 0 for s in clock[0])
     assert len(clock[1]) == 2  # at start and at stop
     for s in clock[1]:
         # both ranks read the same CLOCK_MONOTONIC: the true offset is 0, which the measurement
