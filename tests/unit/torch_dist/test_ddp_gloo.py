@@ -122,7 +122,6 @@ def test_clocks_aligned_within_the_stored_bound(two_rank_run: Path) -> None:
     assert stragglers(ev).height > 0
 
 
-@pytest.mark.slow
 def test_alignment_moves_a_skewed_rank_onto_rank_0(two_rank_run: Path, tmp_path: Path) -> None:
     """Loading applies the offsets: shift rank 1's stored offsets and its events move by it."""
     import shutil
