@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import run_job  # type: ignore[import-not-found]
+from dist_jobs import run_job  # type: ignore[import-not-found]
 
 import stallscope
 import stallscope.analysis

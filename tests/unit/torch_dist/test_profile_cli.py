@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import free_port  # type: ignore[import-not-found]
+from dist_jobs import free_port  # type: ignore[import-not-found]
 
 import stallscope
 from stallscope._cli.profile import launcher_mode

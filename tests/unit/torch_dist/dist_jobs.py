@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch", reason="torch_dist tests need torch")
+
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 
