@@ -154,9 +154,19 @@ PyGetSetDef region_getset[] = {
 
 PyTypeObject RegionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-// step() -> int: records a step boundary, returns the new step index (1, 2, ...).
-PyObject* fast_step(PyObject*, PyObject*) {
-  const int64_t now = clock_now_ns();
+// step(at_ns=None) -> int: records a step boundary (now, or at the given process-clock time),
+// returns the new step index (1, 2, ...).
+PyObject* fast_step(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  int64_t now = 0;
+  if (nargs == 0 || args[0] == Py_None) {
+    now = clock_now_ns();
+  } else if (nargs == 1) {
+    now = PyLong_AsLongLong(args[0]);
+    if (now == -1 && PyErr_Occurred()) return nullptr;
+  } else {
+    PyErr_SetString(PyExc_TypeError, "step(at_ns: int | None = None)");
+    return nullptr;
+  }
   const int64_t idx = g_step.fetch_add(1, std::memory_order_relaxed) + 1;
   EventRecord e = host_event(Kind::kStep, Category::kHost, g_step_name, now, now);
   e.correlation = idx;
@@ -197,7 +207,8 @@ PyObject* fast_counter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 PyMethodDef fast_functions[] = {
-    {"step", fast_step, METH_NOARGS, "Record a step boundary; returns the step index."},
+    {"step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_step)), METH_FASTCALL,
+     "Record a step boundary (now, or at at_ns on the process clock); returns the step index."},
     {"mark", fast_mark, METH_O, "Record an instant marker."},
     {"counter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_counter)),
      METH_FASTCALL, "Record a counter sample."},

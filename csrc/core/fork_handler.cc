@@ -23,10 +23,16 @@ void after_fork_in_child() {
   reset_thread_lane_after_fork();
 }
 
-struct ForkHandlerInstaller {
-  ForkHandlerInstaller() { pthread_atfork(nullptr, nullptr, &after_fork_in_child); }
-};
-ForkHandlerInstaller g_fork_handler_installer;
-
 }  // namespace
+
+// Called from ThreadRegistry::configure(), i.e. before the first trace records. (Not a static
+// initializer: the linker drops unreferenced objects of a static library.)
+void install_fork_handler() noexcept {
+  static const bool installed = [] {
+    pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+    return true;
+  }();
+  (void)installed;
+}
+
 }  // namespace stallscope

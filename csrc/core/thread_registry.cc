@@ -39,6 +39,7 @@ uint64_t round_up_pow2(uint64_t v) {
 }  // namespace
 
 bool ThreadRegistry::configure(uint32_t max_threads, uint64_t ring_capacity) {
+  install_fork_handler();
   if (max_threads == 0) max_threads = 1;
   ring_capacity = round_up_pow2(ring_capacity < 16 ? 16 : ring_capacity);
   if (slots_ != nullptr && max_threads == num_slots_ && ring_capacity == ring_capacity_) {
@@ -58,8 +59,11 @@ bool ThreadRegistry::configure(uint32_t max_threads, uint64_t ring_capacity) {
     slots[i].ring.attach(reinterpret_cast<EventRecord*>(static_cast<char*>(mem) + i * ring_bytes),
                          ring_capacity);
   }
-  // The old pool is left mapped on purpose: a thread that raced past the enabled check may still
-  // be writing into it. Reconfiguring is rare (a new trace with a different ring size).
+  // The old pool stays mapped (a thread that raced past the enabled check may still write into
+  // it) but its pages are given back to the OS. Reconfiguring is rare (a new ring size).
+  if (pool_ != nullptr) madvise(pool_, pool_bytes_, MADV_DONTNEED);
+  pool_ = mem;
+  pool_bytes_ = ring_bytes * max_threads;
   slots_ = slots;
   num_slots_ = max_threads;
   ring_capacity_ = ring_capacity;

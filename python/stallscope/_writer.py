@@ -39,7 +39,7 @@ class StringCache:
             if new:
                 self._strings.extend(new)
                 self.names = pl.Series(self._strings, dtype=pl.String)
-                self.details = self.names.scatter(0, None)
+                self.details = self.names.clone().scatter(0, None)  # scatter is in place
 
 
 def chunk_to_frame(
@@ -130,15 +130,20 @@ class RankWriter:
         self._pending_rows = 0
 
     def _run(self) -> None:
-        last_write = time.monotonic()
-        while not self._stop.wait(self.poll_s):
+        # Parts are written on a fixed schedule (every flush_interval_s), so a SIGKILL loses at
+        # most the events of the interval in progress; drains in between keep the rings short.
+        next_write = time.monotonic() + self.flush_interval_s
+        while True:
+            wait = max(0.0, min(self.poll_s, next_write - time.monotonic()))
+            if self._stop.wait(wait):
+                return
             try:
                 with self._lock:
                     self._drain()
                     now = time.monotonic()
-                    if now - last_write >= self.flush_interval_s or self._pending_rows >= 4_000_000:
+                    if now >= next_write or self._pending_rows >= 4_000_000:
                         self._write_part()
-                        last_write = now
+                        next_write = now + self.flush_interval_s
             except BaseException as e:  # keep training alive; reported at stop
                 self.error = e
                 return
