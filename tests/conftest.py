@@ -14,7 +14,9 @@ SHARED = REPO.parent / "shared"
 
 
 def _has_gpu() -> bool:
-    return Path("/dev/nvidiactl").exists() or bool(shutil.which("nvidia-smi") and os.path.exists("/proc/driver/nvidia"))
+    return Path("/dev/nvidiactl").exists() or bool(
+        shutil.which("nvidia-smi") and os.path.exists("/proc/driver/nvidia")
+    )
 
 
 def _is_root() -> bool:
@@ -29,7 +31,10 @@ _SKIPS = {
     "gpu": (_has_gpu, "needs an NVIDIA GPU and driver; none here"),
     "root": (_is_root, "needs root"),
     "netns": (_has_netns, "needs root with iproute2 (ip, tc) for network namespaces"),
-    "torch": (lambda: importlib.util.find_spec("torch") is not None, "needs torch (pip install torch==2.13.0)"),
+    "torch": (
+        lambda: importlib.util.find_spec("torch") is not None,
+        "needs torch (pip install torch==2.13.0)",
+    ),
 }
 
 

@@ -116,9 +116,13 @@ def test_loader_records_each_wait_and_marks_steps(tmp_path: Path) -> None:
     assert got == [0, 1, 2, 3, 4]
     ev = _load(tmp_path)
     waits = ev.filter(pl.col("kind") == "data_wait")
-    assert waits.height == 6 and set(waits["category"].to_list()) == {"data"}  # 5 items + the final StopIteration
+    assert waits.height == 6 and set(waits["category"].to_list()) == {
+        "data"
+    }  # 5 items + the final StopIteration
     windows = stallscope.analysis.step_windows(ev)
     assert windows["step"].to_list() == [1, 2, 3, 4, 5]
     # each step window opens with its batch wait
-    for w, d in zip(windows.iter_rows(named=True), waits.head(5).iter_rows(named=True), strict=True):
+    for w, d in zip(
+        windows.iter_rows(named=True), waits.head(5).iter_rows(named=True), strict=True
+    ):
         assert w["start_ns"] <= d["start_ns"] <= d["end_ns"] <= w["end_ns"]

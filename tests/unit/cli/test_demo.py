@@ -16,8 +16,21 @@ import stallscope
 def test_demo_traces_real_training_and_prints_each_step(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     p = subprocess.run(
-        [sys.executable, "-m", "stallscope._cli.main", "demo", "--steps", "6", "--workers", "2", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "stallscope._cli.main",
+            "demo",
+            "--steps",
+            "6",
+            "--workers",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert p.returncode == 0, p.stderr
     assert "captured per step" in p.stdout and "0 events dropped" in p.stdout
@@ -32,6 +45,10 @@ def test_demo_traces_real_training_and_prints_each_step(tmp_path: Path) -> None:
 
 
 def test_cli_rejects_a_bad_flag_with_usage() -> None:
-    p = subprocess.run([sys.executable, "-m", "stallscope._cli.main", "demo", "--steps", "zero"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "stallscope._cli.main", "demo", "--steps", "zero"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and "Invalid value for '--steps'" in p.stderr

@@ -16,7 +16,9 @@ def _stats_for(tid: int) -> dict[str, int]:
 
 
 def _record_seq(first: int, n: int, name_id: int = 0) -> int:
-    return sum(_core.record(0, 0, name_id, i, i + 1, correlation=i) for i in range(first, first + n))
+    return sum(
+        _core.record(0, 0, name_id, i, i + 1, correlation=i) for i in range(first, first + n)
+    )
 
 
 @pytest.mark.usefixtures("small_pool")
@@ -57,8 +59,16 @@ def test_drained_columns_carry_every_field() -> None:
     _core.record(5, 1, nid, 100, 250, correlation=7, bytes=4096, lane=13, device=2, detail_id=did)
     c = _core.drain()
     assert {k: v.tolist() for k, v in c.items()} == {
-        "start_ns": [100], "end_ns": [250], "correlation": [7], "bytes": [4096], "name_id": [nid],
-        "detail_id": [did], "lane": [13], "device": [2], "kind": [5], "category": [1],
+        "start_ns": [100],
+        "end_ns": [250],
+        "correlation": [7],
+        "bytes": [4096],
+        "name_id": [nid],
+        "detail_id": [did],
+        "lane": [13],
+        "device": [2],
+        "kind": [5],
+        "category": [1],
     }
 
 
@@ -76,7 +86,7 @@ def test_interning_is_stable_and_dense() -> None:
     assert _core.intern("") == 0
     table = _core.strings_from(0)
     assert table[a] == "alpha-unique-name" and table[b] == "beta-unique-name" and table[0] == ""
-    assert _core.strings_from(a) [0] == "alpha-unique-name"
+    assert _core.strings_from(a)[0] == "alpha-unique-name"
     assert _core.intern("ünïcode ✓") == _core.intern("ünïcode ✓")
 
 

@@ -44,7 +44,9 @@ def test_empty_run_that_started_tracing(tmp_path: Path) -> None:
 def test_truncated_parquet_names_the_file(run: Path) -> None:
     f = run / "rank-00000.parquet"
     f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
-    with pytest.raises(RunDirError, match=r"rank-00000\.parquet: truncated or not a Parquet file.*Move it aside"):
+    with pytest.raises(
+        RunDirError, match=r"rank-00000\.parquet: truncated or not a Parquet file.*Move it aside"
+    ):
         stallscope.load(run)
 
 
@@ -99,5 +101,7 @@ def test_clock_offsets_are_applied(run: Path) -> None:
     shift = (got["start_ns"] - raw["start_ns"]).to_list()
     expect = [1000 + round(2000 * (t - t0) / 1e9) for t in raw["start_ns"].to_list()]
     assert shift == expect
-    assert (got["end_ns"] - got["start_ns"]).to_list() == (raw["end_ns"] - raw["start_ns"]).to_list()
+    assert (got["end_ns"] - got["start_ns"]).to_list() == (
+        raw["end_ns"] - raw["start_ns"]
+    ).to_list()
     assert t1 >= t0

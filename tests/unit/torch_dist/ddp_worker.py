@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 
 def main() -> None:
@@ -52,6 +53,8 @@ def main() -> None:
                 stallscope.step()
                 if rank == a.die_rank and s == a.die_step:
                     if a.die_how == "sigkill":
+                        # a kill loses at most one flush interval: give the writer a few
+                        time.sleep(4 * a.flush_interval + 0.5)
                         os.kill(os.getpid(), signal.SIGKILL)
                     os._exit(3)
                 x = torch.randn(32, 128)

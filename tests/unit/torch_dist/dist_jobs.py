@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 
-
 WORKER = Path(__file__).with_name("ddp_worker.py")
 
 

@@ -51,7 +51,10 @@ def test_start_stop_functions_and_idempotent_stop(tmp_path: Path) -> None:
 
 
 def test_second_concurrent_trace_is_refused(tmp_path: Path) -> None:
-    with stallscope.trace(tmp_path / "a"), pytest.raises(stallscope.TraceError, match="already recording"):
+    with (
+        stallscope.trace(tmp_path / "a"),
+        pytest.raises(stallscope.TraceError, match="already recording"),
+    ):
         stallscope.trace(tmp_path / "b").start()
 
 
@@ -67,11 +70,17 @@ def test_existing_rank_file_needs_overwrite(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("option", "match"),
-    [({"flush_interval": 0}, "flush_interval"), ({"ring_capacity": 3}, "ring_capacity"),
-     ({"max_threads": 0}, "max_threads"), ({"rank": 5, "world_size": 2}, "rank 5"),
-     ({"backends": ["no-such-backend"]}, "unknown backend")],
+    [
+        ({"flush_interval": 0}, "flush_interval"),
+        ({"ring_capacity": 3}, "ring_capacity"),
+        ({"max_threads": 0}, "max_threads"),
+        ({"rank": 5, "world_size": 2}, "rank 5"),
+        ({"backends": ["no-such-backend"]}, "unknown backend"),
+    ],
 )
-def test_bad_options_name_the_problem(tmp_path: Path, option: dict[str, object], match: str) -> None:
+def test_bad_options_name_the_problem(
+    tmp_path: Path, option: dict[str, object], match: str
+) -> None:
     with pytest.raises(stallscope.TraceError, match=match):
         stallscope.trace(tmp_path, **option)  # type: ignore[arg-type]
 

@@ -20,7 +20,9 @@ import stallscope
 def _child(code: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -60,7 +62,11 @@ def test_fork_child_starts_empty_and_never_writes_parent_file(tmp_path: Path) ->
     (child_file,) = tmp_path.glob("rank-00000.pid-*.parquet")
     assert pl.read_parquet(child_file)["name"].to_list() == ["child-traced"]
     both = stallscope.load(tmp_path)
-    assert sorted(both["name"].to_list()) == ["child-traced", "parent-after-fork", "parent-before-fork"]
+    assert sorted(both["name"].to_list()) == [
+        "child-traced",
+        "parent-after-fork",
+        "parent-before-fork",
+    ]
 
 
 KILL_CHILD = """

@@ -14,7 +14,14 @@ import stallscope
 from stallscope import _core
 from stallscope._schema import CATEGORIES, KIND_ID, KINDS
 
-NAMES = ["forward", "backward", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "Memcpy HtoD", "ünï ✓", ""]
+NAMES = [
+    "forward",
+    "backward",
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    "Memcpy HtoD",
+    "ünï ✓",
+    "",
+]
 DETAILS = [None, "group=pg0;nnodes=2", "a=1"]
 
 event = st.fixed_dictionaries(
@@ -34,14 +41,23 @@ event = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(events=st.lists(event, min_size=0, max_size=300))
-def test_events_round_trip_unchanged(tmp_path_factory: object, events: list[dict[str, object]]) -> None:
+def test_events_round_trip_unchanged(
+    tmp_path_factory: object, events: list[dict[str, object]]
+) -> None:
     out = Path(getattr(tmp_path_factory, "mktemp")("rt"))
     n = len(events)
     is_counter = np.array([e["kind"] == "counter" for e in events], dtype=bool)
     bytes_ = np.array(
-        [struct.unpack("<q", struct.pack("<d", e["value"]))[0] if e["kind"] == "counter" else e["bytes"] for e in events],
+        [
+            struct.unpack("<q", struct.pack("<d", e["value"]))[0]
+            if e["kind"] == "counter"
+            else e["bytes"]
+            for e in events
+        ],
         dtype=np.int64,
     )
     with stallscope.trace(out, flush_interval=0.05, rank=0, world_size=1):
@@ -51,7 +67,10 @@ def test_events_round_trip_unchanged(tmp_path_factory: object, events: list[dict
             np.array([e["correlation"] for e in events], dtype=np.int64),
             bytes_,
             np.array([_core.intern(str(e["name"])) for e in events], dtype=np.uint32),
-            np.array([0 if e["detail"] is None else _core.intern(str(e["detail"])) for e in events], dtype=np.uint32),
+            np.array(
+                [0 if e["detail"] is None else _core.intern(str(e["detail"])) for e in events],
+                dtype=np.uint32,
+            ),
             np.array([e["lane"] for e in events], dtype=np.int32),
             np.array([e["device"] for e in events], dtype=np.int16),
             np.array([KIND_ID[str(e["kind"])] for e in events], dtype=np.uint8),
