@@ -9,9 +9,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
-
 WORKER = Path(__file__).with_name("ddp_worker.py")
 
 
