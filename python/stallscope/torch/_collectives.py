@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stallscope import _core
+from stallscope._schema import format_detail
 from stallscope.torch._record import record
 from stallscope.torch._topology import Topology
 
@@ -144,6 +145,41 @@ def _peer(op: str, a: dict[str, Any], group: Any) -> int | None:
     return None if peer is None else int(peer)
 
 
+_me: list[int] = []  # this process's global rank, once known
+_details: dict[tuple[Any, ...], str] = {}  # formatted detail strings (they repeat every step)
+
+
+def _my_rank() -> int:
+    if not _me:
+        import torch.distributed as dist
+
+        _me.append(dist.get_rank())
+    return _me[0]
+
+
+def _detail(
+    g: GroupInfo, is_p2p: bool, src: int | None, dst: int | None, peer: int | None, asyn: bool
+) -> str:
+    key = (g.gid, is_p2p, src, dst, peer, asyn, id(topology))
+    text = _details.get(key)
+    if text is None:
+        if is_p2p:
+            d: dict[str, object] = {
+                "group": f"p2p:{'?' if src is None else src}>{dst}",
+                "group_size": 2,
+                "nnodes": topology.nodes_spanned([r for r in (src, dst) if r is not None]),
+                "peer": peer if peer is not None else "?",
+                "backend": g.backend,
+            }
+        else:
+            d = g.detail()
+        d["async"] = int(asyn)
+        d["source"] = "torch"
+        text = format_detail(d)
+        _details[key] = text
+    return text
+
+
 def _wrap(op: str, orig: Callable[..., Any]) -> Callable[..., Any]:
     sig = inspect.signature(orig)
     is_p2p = op in P2P
@@ -159,9 +195,8 @@ def _wrap(op: str, orig: Callable[..., Any]) -> Callable[..., Any]:
             g = group_info(group)
         except Exception:  # unusual call: let torch report it
             return orig(*args, **kwargs)
-        import torch.distributed as dist
-
-        me = dist.get_rank()
+        me = _my_rank()
+        peer = src = dst = None
         if is_p2p:
             peer = _peer(op, a, group)
             src, dst = (me, peer) if op in ("send", "isend") else (peer, me)
@@ -184,24 +219,12 @@ def _wrap(op: str, orig: Callable[..., Any]) -> Callable[..., Any]:
         if not _core.recording():
             return result
         nbytes = _nbytes(a.get(_PAYLOAD[op])) if _PAYLOAD[op] else 0
-        if is_p2p:
-            if op == "recv" and src is None and isinstance(result, int):
-                src = result
-            detail: dict[str, object] = {
-                "group": f"p2p:{'?' if src is None else src}>{dst}",
-                "group_size": 2,
-                "nnodes": topology.nodes_spanned([r for r in (src, dst) if r is not None]),
-                "peer": peer if peer is not None else "?",
-                "backend": g.backend,
-            }
-        else:
-            detail = g.detail()
+        if op == "recv" and src is None and isinstance(result, int):
+            src = result
         asynchronous = always_async or bool(a.get("async_op", False))
-        detail["async"] = int(asynchronous)
-        detail["source"] = "torch"
-        on_nccl = "nccl" in g.backend
+        detail = _detail(g, is_p2p, src, dst, peer, asynchronous)
         kind = "p2p" if is_p2p else "collective"
-        if on_nccl:  # the plugin records the transfer; this is the host-side enqueue
+        if "nccl" in g.backend:  # the plugin records the transfer; this is the host-side enqueue
             record(
                 "region",
                 "host",
@@ -211,13 +234,21 @@ def _wrap(op: str, orig: Callable[..., Any]) -> Callable[..., Any]:
                 correlation=seq,
                 nbytes=nbytes,
                 lane=lane,
-                detail=detail,
+                detail_text=detail,
             )
         elif asynchronous and result is not None and hasattr(result, "get_future"):
             _on_complete(result, kind, op, t0, seq, nbytes, lane, detail)
         else:
             record(
-                kind, "comm", op, t0, t1, correlation=seq, nbytes=nbytes, lane=lane, detail=detail
+                kind,
+                "comm",
+                op,
+                t0,
+                t1,
+                correlation=seq,
+                nbytes=nbytes,
+                lane=lane,
+                detail_text=detail,
             )
         return result
 
@@ -233,7 +264,7 @@ def _on_complete(
     seq: int,
     nbytes: int,
     lane: int,
-    detail: dict[str, object],
+    detail: str,
 ) -> None:
     """Record when the work completes (the backend's completion thread calls back)."""
 
@@ -248,13 +279,13 @@ def _on_complete(
                 correlation=seq,
                 nbytes=nbytes,
                 lane=lane,
-                detail=detail,
+                detail_text=detail,
             )
 
     try:
         work.get_future().add_done_callback(done)
     except Exception:  # backend without futures: the call's own return is all we know
-        detail = {**detail, "timing": "issue"}
+        detail += ";timing=issue"
         record(
             kind,
             "comm",
@@ -264,7 +295,7 @@ def _on_complete(
             correlation=seq,
             nbytes=nbytes,
             lane=lane,
-            detail=detail,
+            detail_text=detail,
         )
 
 
@@ -306,6 +337,8 @@ def unpatch() -> None:
 def reset_groups() -> None:
     """Forget cached group info (after destroy_process_group, new groups reuse ids)."""
     _groups.clear()
+    _details.clear()
+    _me.clear()
     with _state_lock:
         _seq.clear()
         _p2p_seq.clear()

@@ -34,7 +34,12 @@ def record(
     nbytes: int = 0,
     lane: int = 0,
     detail: dict[str, object] | None = None,
+    detail_text: str | None = None,
 ) -> bool:
+    """One event into the calling thread's ring; `detail_text` (an already formatted detail
+    string) saves formatting on hot paths."""
+    if detail_text is None and detail:
+        detail_text = format_detail(detail)
     return _core.record(
         KIND_ID[kind],
         CATEGORY_ID[category],
@@ -45,5 +50,5 @@ def record(
         bytes=nbytes,
         lane=lane,
         device=-1,
-        detail_id=intern(format_detail(detail)) if detail else 0,
+        detail_id=intern(detail_text) if detail_text else 0,
     )
