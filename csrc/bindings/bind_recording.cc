@@ -31,7 +31,8 @@ uint64_t record_columns(const arr<int64_t>& start_ns, const arr<int64_t>& end_ns
   for (const py::ssize_t m :
        {end_ns.size(), correlation.size(), bytes.size(), name_id.size(), detail_id.size(),
         lane.size(), device.size(), kind.size(), category.size()}) {
-    if (m != n) throw std::invalid_argument("record_columns: every column must have the same length");
+    if (m != n)
+      throw std::invalid_argument("record_columns: every column must have the same length");
   }
   const int64_t* s = start_ns.data();
   const int64_t* e = end_ns.data();
@@ -107,7 +108,8 @@ void bind_recording(py::module_& m) {
       "record",
       [](uint8_t kind, uint8_t category, uint32_t name_id, int64_t start_ns, int64_t end_ns,
          int64_t correlation, int64_t bytes, int32_t lane, int16_t device, uint32_t detail_id) {
-        EventRecord r{start_ns, end_ns, correlation, bytes, name_id, detail_id, lane, device, kind, category};
+        EventRecord r{start_ns,  end_ns, correlation, bytes, name_id,
+                      detail_id, lane,   device,      kind,  category};
         return record(r);
       },
       py::arg("kind"), py::arg("category"), py::arg("name_id"), py::arg("start_ns"),

@@ -11,8 +11,6 @@
 
 namespace stallscope {
 
-void reset_thread_lane_after_fork() noexcept;  // thread_registry.cc
-
 namespace {
 
 void after_fork_in_child() {
@@ -20,7 +18,6 @@ void after_fork_in_child() {
   new (&Collector::lock()) std::mutex();
   StringTable::instance().reinit_after_fork();
   g_registry.reset_after_fork();
-  reset_thread_lane_after_fork();
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ enum class SlotState : int { kFree = 0, kClaiming = 1, kOwned = 2, kRetired = 3 
 
 struct ThreadSlot {
   std::atomic<int> state{static_cast<int>(SlotState::kFree)};
-  int32_t tid = 0;        // OS thread id of the owner
+  int32_t tid = 0;  // OS thread id of the owner
   char thread_name[16] = {};
   uint64_t pushed_base = 0;   // ring.pushed() when stats were last reset
   uint64_t dropped_base = 0;  // ring.dropped() when stats were last reset

@@ -17,9 +17,8 @@ def _load(path: Path) -> pl.DataFrame:
 
 
 def test_region_records_interval_with_category(tmp_path: Path) -> None:
-    with stallscope.trace(tmp_path):
-        with stallscope.region("fwd", category="compute") as r:
-            assert r.name == "fwd" and r.category == "compute"
+    with stallscope.trace(tmp_path), stallscope.region("fwd", category="compute") as r:
+        assert r.name == "fwd" and r.category == "compute"
     (row,) = _load(tmp_path).to_dicts()
     assert (row["kind"], row["category"], row["name"]) == ("region", "compute", "fwd")
     assert row["end_ns"] >= row["start_ns"] and row["device"] == -1 and row["lane"] > 0
@@ -40,11 +39,8 @@ def test_region_as_decorator_keeps_function_identity(tmp_path: Path) -> None:
 
 def test_nested_and_reused_regions_pair_correctly(tmp_path: Path) -> None:
     outer, inner = stallscope.region("outer"), stallscope.region("inner")
-    with stallscope.trace(tmp_path):
-        with outer:
-            with inner:
-                with inner:  # the same object re-entered
-                    pass
+    with stallscope.trace(tmp_path), outer, inner, inner:  # the same object re-entered
+        pass
     ev = _load(tmp_path)
     spans = {(r["name"], r["start_ns"], r["end_ns"]) for r in ev.to_dicts()}
     o = next(s for s in spans if s[0] == "outer")
@@ -55,9 +51,8 @@ def test_nested_and_reused_regions_pair_correctly(tmp_path: Path) -> None:
 
 
 def test_region_exit_on_exception_still_records(tmp_path: Path) -> None:
-    with stallscope.trace(tmp_path):
-        with pytest.raises(KeyError), stallscope.region("boom"):
-            raise KeyError("x")
+    with stallscope.trace(tmp_path), pytest.raises(KeyError), stallscope.region("boom"):
+        raise KeyError("x")
     assert _load(tmp_path)["name"].to_list() == ["boom"]
 
 

@@ -37,7 +37,7 @@ def test_empty_run(tmp_path: Path) -> None:
 def test_empty_run_that_started_tracing(tmp_path: Path) -> None:
     with stallscope.trace(tmp_path):
         pass  # nothing recorded
-    with pytest.raises(RunDirError, match="run.json lists processes"):
+    with pytest.raises(RunDirError, match=r"run\.json lists processes"):
         stallscope.load(tmp_path)
 
 
@@ -64,7 +64,7 @@ def test_corrupt_run_json_names_the_file(run: Path) -> None:
 
 def test_foreign_run_json(run: Path) -> None:
     (run / "run.json").write_text(json.dumps({"hello": 1}))
-    with pytest.raises(RunDirError, match="not a stallscope run.json"):
+    with pytest.raises(RunDirError, match=r"not a stallscope run\.json"):
         stallscope.load(run)
 
 

@@ -48,7 +48,7 @@ event = st.fixed_dictionaries(
 def test_events_round_trip_unchanged(
     tmp_path_factory: object, events: list[dict[str, object]]
 ) -> None:
-    out = Path(getattr(tmp_path_factory, "mktemp")("rt"))
+    out = Path(tmp_path_factory.mktemp("rt"))
     n = len(events)
     is_counter = np.array([e["kind"] == "counter" for e in events], dtype=bool)
     bytes_ = np.array(
