@@ -85,9 +85,11 @@ def measure_torch(
     *,
     rounds: int = DEFAULT_ROUNDS,
     timeout_s: float = 30.0,
+    peers: list[int] | None = None,
 ) -> tuple[Sample | None, list[str]]:
     """Run the exchange over torch.distributed (`group`: a process group whose backend takes CPU
-    tensors, e.g. gloo). Every rank of the world must call it at the same point. Returns this
+    tensors, e.g. gloo). Every rank in `peers` (default: all) must call it at the same point;
+    rank 0 serves the other ranks in `peers`, one after the other. Returns this
     rank's sample (None when its exchange failed) and the problems met (a dead peer, a timeout):
     a failed exchange never raises."""
     import datetime
@@ -118,7 +120,9 @@ def measure_torch(
 
     problems: list[str] = []
     if rank == 0:
-        for r in range(1, world_size):
+        for r in peers if peers is not None else range(world_size):
+            if r == 0:
+                continue
             try:
                 server(send_to(r), recv_from(r), now, rounds)
             except Exception as e:  # a dead or hung rank: serve the others

@@ -5,6 +5,7 @@ measures the offset again and writes both into run.json (entry["clock"]["offsets
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -43,6 +44,33 @@ class _State:
         self.problems: list[str] = []
         self.sync_group: Any = None
         self.finished = True
+        self.generation = -1  # traces started in this process (keys of the store rendezvous)
+        self.all_present = False
+
+
+def _rendezvous(phase: str, payload: str) -> dict[int, str]:
+    """Every tracing rank posts `payload` in the job's store and reads the others'. Ranks that
+    do not post within the clock timeout (not tracing, dead) are left out and reported: a rank
+    that traces alone never hangs in a collective waiting for the others."""
+    import datetime
+
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    store = c10d._get_default_store()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    prefix = f"stallscope/{_state.generation}/{phase}/"
+    store.set(prefix + str(rank), payload)
+    keys = [prefix + str(r) for r in range(world)]
+    with contextlib.suppress(Exception):  # some rank never came: take who did
+        store.wait(keys, datetime.timedelta(seconds=_clock_timeout()))
+    present = {r: store.get(k).decode() for r, k in enumerate(keys) if store.check([k])}
+    missing = sorted(set(range(world)) - set(present))
+    if missing:
+        msg = f"{phase}: ranks {missing} did not take part within {_clock_timeout():.0f} s"
+        _state.problems.append(msg)
+        warnings.warn(f"stallscope: {msg}", StallscopeWarning, stacklevel=3)
+    return present
 
 
 _state = _State()
@@ -56,30 +84,44 @@ def _clock_group() -> Any:
     if "gloo" in backend or "mpi" in backend:
         return None  # the default group
     if _state.sync_group is None:
+        if not _state.all_present:
+            raise RuntimeError("not every rank traces: no gloo side group for the clock exchange")
         _state.sync_group = dist.new_group(backend="gloo")  # collective: every rank calls it
     return _state.sync_group
 
 
-def _measure(trace: Any, when: str) -> Sample | None:
+def _measure(trace: Any, when: str, peers: list[int] | None = None) -> Sample | None:
     import torch.distributed as dist
 
     from stallscope.torch._collectives import internal
     from stallscope.torch._record import record
 
     rank, world = dist.get_rank(), dist.get_world_size()
+    s: Sample | None = None
+    probs: list[str] = []
     if world == 1:
-        s: Sample | None = Sample(_core.now_ns(), 0, 0, 0)
-        probs: list[str] = []
+        s = Sample(_core.now_ns(), 0, 0, 0)
     else:
-        with internal():
-            s, probs = measure_torch(
-                _clock_group(),
-                rank,
-                world,
-                _core.now_ns,
-                rounds=DEFAULT_ROUNDS,
-                timeout_s=_clock_timeout(),
-            )
+        if peers is None:
+            peers = sorted(_rendezvous(f"clock-{when}", ""))
+        if 0 not in peers:
+            probs.append("rank 0 does not trace: no clock reference")
+        else:
+            try:
+                group = _clock_group()
+            except Exception as e:
+                probs.append(str(e))
+            else:
+                with internal():
+                    s, probs = measure_torch(
+                        group,
+                        rank,
+                        world,
+                        _core.now_ns,
+                        rounds=DEFAULT_ROUNDS,
+                        timeout_s=_clock_timeout(),
+                        peers=peers,
+                    )
     _state.problems += [f"{when}: {p}" for p in probs]
     for p in probs:
         warnings.warn(f"stallscope clock sync: {p}", StallscopeWarning, stacklevel=3)
@@ -142,12 +184,16 @@ class TorchDistBackend:
         ops = instrument(None)
         with _state.lock:
             _state.trace, _state.samples, _state.problems, _state.finished = trace, [], [], False
-        with _collectives.internal():
-            _collectives.topology = _topology.gather()
-            _collectives._groups.clear()  # nnodes now known
+            _state.generation += 1
+        import json
+
+        posted = _rendezvous("topology", json.dumps(_topology.this_rank()))
+        _state.all_present = len(posted) == dist.get_world_size()
+        _collectives.topology = _topology.from_posts(posted, dist.get_world_size())
+        _collectives._groups.clear()  # nnodes now known
         topo = _collectives.topology.as_json(dist.get_rank())
         update_process(trace.out_dir, trace.stem, {"topology": topo})
-        _measure(trace, "start")
+        _measure(trace, "start", peers=sorted(posted))
         return {"ops": ops, "backend": str(dist.get_backend()), "nnodes": topo["nnodes"]}
 
     def on_stop(self, trace: Any) -> dict[str, Any] | None:

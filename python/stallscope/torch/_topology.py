@@ -58,12 +58,21 @@ def from_rows(rows: list[tuple[str, str, int]]) -> Topology:
     )
 
 
-def gather(group: Any = None) -> Topology:
-    """Every rank's (host, node, local rank), exchanged over the process group (collective)."""
-    import torch.distributed as dist
+def this_rank() -> tuple[str, str, int]:
+    """(host, node key, local rank) of this process."""
+    return (socket.gethostname(), node_key(), int(os.environ.get("LOCAL_RANK", "0") or 0))
 
-    local = int(os.environ.get("LOCAL_RANK", "0") or 0)
-    mine = (socket.gethostname(), node_key(), local)
-    rows: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(rows, mine, group=group)
-    return from_rows([tuple(r) for r in rows])
+
+def from_posts(posts: dict[int, str], world: int) -> Topology:
+    """Topology from each rank's JSON-posted this_rank(); ranks that posted nothing count as one
+    unknown node ("?")."""
+    import json
+
+    rows = []
+    for r in range(world):
+        if r in posts:
+            h, k, lr = json.loads(posts[r])
+            rows.append((str(h), str(k), int(lr)))
+        else:
+            rows.append(("?", "?", -1))
+    return from_rows(rows)

@@ -4,6 +4,7 @@ the way torchrun starts ranks). Writes what DDP itself reports to <out>/ddp-rank
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -22,6 +23,7 @@ def main() -> None:
     p.add_argument("--flush-interval", type=float, default=1.0)
     p.add_argument("--all-ops", action="store_true", help="also run every collective once")
     p.add_argument("--subgroups", action="store_true")
+    p.add_argument("--trace-ranks", default="", help="comma list; default: every rank traces")
     a = p.parse_args()
 
     import torch
@@ -47,7 +49,9 @@ def main() -> None:
     ops: dict[str, int] = {}
     fi = 60.0 if rank == a.die_rank and a.die_how == "exit" else a.flush_interval
     failed = None
-    with stallscope.trace(a.out, flush_interval=fi):
+    traced = a.trace_ranks == "" or str(rank) in a.trace_ranks.split(",")
+    tr = stallscope.trace(a.out, flush_interval=fi) if traced else contextlib.nullcontext()
+    with tr:
         try:
             for s in range(a.steps):
                 stallscope.step()

@@ -117,3 +117,24 @@ def test_a_killed_rank_leaves_its_flushed_events_and_the_others_loadable(tmp_pat
     assert ev.filter((pl.col("rank") == 1) & (pl.col("kind") == "step")).height == 4
     m = match_collectives(ev).filter((pl.col("members") == 2) & (pl.col("rank") == 1))
     assert m.height >= 3
+
+
+def test_a_rank_tracing_alone_does_not_hang_and_says_who_is_missing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = run_job(2, out, "--steps", "3", "--trace-ranks", "0", timeout=150)
+    for r in res:
+        assert r.returncode == 0, r.stdout[-2000:]
+    doc = json.loads((out / "run.json").read_text())
+    (p,) = doc["processes"].values()
+    assert p["rank"] == 0
+    assert any("ranks [1] did not take part" in x for x in p["clock"]["problems"])
+    assert p["topology"]["node_of_rank"][0] == 0
+    assert p["clock"]["offsets"][0]["offset_ns"] == 0
+    info = stallscope.run_info(out)
+    assert info.missing_ranks == [1]
+    with pytest.warns(stallscope.StallscopeWarning, match="rank 1"):
+        ev = stallscope.load(out)
+    # rank 0's side of every all-reduce is there, and matching says it is incomplete
+    m = match_collectives(ev)
+    assert m.height >= 3
+    assert not m["complete"].any()
