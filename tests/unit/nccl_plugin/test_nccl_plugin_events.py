@@ -203,3 +203,47 @@ def test_plugin_without_a_stallscope_core_is_harmless() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+_RANK = """
+import ctypes, sys, time
+sys.path.insert(0, {helper!r})
+import stallscope
+from stallscope.torch._nccl import plugin_path
+from nccl_abi import KERNEL_CH_STOP, Plugin
+rank = {rank}
+p = Plugin(ctypes.CDLL(str(plugin_path())), 5)
+with stallscope.trace({out!r}, rank=rank, world_size=2):
+    _, ctx, _ = p.init("world", 0xFEED, 1, 2, rank)
+    for seq in range(10):
+        c = p.start(ctx, p.coll(rank, 0, seq, b"AllReduce", 4096, b"ncclFloat32"))
+        p.stop(c)
+        k = p.start(ctx, p.kernel_ch(rank, c, 0, time.monotonic_ns()))
+        p.state(k, KERNEL_CH_STOP, time.monotonic_ns())
+        p.stop(k)
+    peer = 1 - rank
+    h = p.start(ctx, p.p2p(rank, 0, b"Send" if rank == 0 else b"Recv", peer, 64, b"ncclInt8"))
+    p.stop(h)
+    k = p.start(ctx, p.proxy_op(rank, h, 0, peer))
+    p.stop(k)
+    p.finalize(ctx)
+"""
+
+
+def test_plugin_events_of_two_ranks_match_across_ranks(tmp_path: Path) -> None:
+    from stallscope.analysis import match_collectives
+
+    out = tmp_path / "run"
+    for rank in (0, 1):
+        code = _RANK.format(helper=str(Path(__file__).parent), rank=rank, out=str(out))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    m = match_collectives(stallscope.load(out))
+    coll = m.filter(pl.col("kind") == "collective")
+    assert coll.height == 20
+    assert coll["complete"].all()
+    assert (coll["members"] == 2).all()
+    p2p = m.filter(pl.col("kind") == "p2p").sort("rank")
+    assert p2p["name"].to_list() == ["Send", "Recv"]
+    assert p2p["group"].to_list() == ["feed:0>1", "feed:0>1"]
+    assert p2p["complete"].all()
