@@ -21,9 +21,9 @@ import importlib
 from typing import Any, Protocol
 
 # name -> module defining BACKEND. Add a line per backend.
-BACKEND_MODULES: dict[str, str] = {
-    "cupti": "stallscope._cupti",
-}
+BACKEND_MODULES: dict[str, str] = {}
+BACKEND_MODULES["torch_dist"] = "stallscope.torch._backend"  # issue 4: collectives, clock sync
+BACKEND_MODULES["cupti"] = "stallscope._cupti"  # issue 3: GPU activity through CUPTI
 
 
 class Backend(Protocol):

@@ -1,7 +1,14 @@
 """Analysis of events: functions take and return Polars frames; they never print or plot."""
 
 from stallscope.analysis._capture_summary import capture_summary
-from stallscope.analysis._collectives import collectives, match_collectives
+from stallscope.analysis._collectives import collectives, match_collectives, stragglers
 from stallscope.analysis._steps import assign_steps, step_windows
 
-__all__ = ["assign_steps", "capture_summary", "collectives", "match_collectives", "step_windows"]
+__all__ = [
+    "assign_steps",
+    "capture_summary",
+    "collectives",
+    "match_collectives",
+    "step_windows",
+    "stragglers",
+]
