@@ -154,3 +154,21 @@ def test_fork_child_has_cupti_off(fake: Fake, tmp_path: Path) -> None:
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert stallscope._core.cupti_active()
+
+
+def test_without_runtime_records_steps_come_from_gpu_time(fake: Fake, tmp_path: Path) -> None:
+    _cupti.configure(runtime_api=False, external_correlation=False)
+    run = tmp_path / "run"
+    with stallscope.trace(run, backends=["cupti"]):
+        assert fake.runtime_enabled_count() == 0
+        for _ in range(2):
+            stallscope.step()
+            fake.kernel(K, delay_ns=1_000, duration_ns=1_000)
+            fake.sync(4, 0, 0)  # the step waits for its kernel
+    ev = stallscope.load(run)
+    assert ev.filter(pl.col("kind") == "runtime").height == 0
+    assert ev.filter(pl.col("kind") == "kernel")["detail"].to_list() == [None, None]
+    lt = _cupti.launches(ev).sort("start_ns")
+    assert lt["launch_end_ns"].to_list() == [None, None]
+    assert lt["queue_depth"].to_list() == [None, None]
+    assert lt["step"].to_list() == [1, 2]  # by the GPU start time, in the host step windows
