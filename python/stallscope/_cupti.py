@@ -209,6 +209,7 @@ def other_tools() -> list[str]:
 
 
 _last_start_error: dict[str, Any] = {}
+_set_env: list[str] = []  # environment variables on_start set, removed again at stop
 
 
 def _no_libcupti(tried: list[str]) -> tuple[bool, str]:
@@ -281,6 +282,7 @@ class CuptiBackend:
         if _options.markers and not nvtx:
             os.environ["NVTX_INJECTION64_PATH"] = r.path
             nvtx = r.path
+            _set_env.append("NVTX_INJECTION64_PATH")
         o = _options
         flush_ms = int(getattr(trace, "flush_interval", 1.0) * 1000)
         res = _core.cupti_start(
@@ -313,6 +315,8 @@ class CuptiBackend:
 
     def on_stop(self, trace: Any) -> dict[str, Any]:
         stats = _core.cupti_stop(finalize=_options.finalize)
+        while _set_env:  # processes started after the trace do not inherit the injection
+            os.environ.pop(_set_env.pop(), None)
         meta: dict[str, Any] = {}
         if stats["buffers_outstanding"]:
             # Our buffers completed to someone else's callback: another tool re-registered

@@ -4,6 +4,7 @@ markers, CUPTI overhead; one clock; forced flush and finalize at stop; what is e
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,8 @@ def test_enabled_kinds_and_timestamp_callback_first(fake: Fake, tmp_path: Path) 
     assert "CONCURRENT_KERNEL" in meta["enabled"]
     assert meta["refused"] == []
     assert meta["library"] == str(fake.path)
-    assert meta["nvtx_injection"]  # NVTX ranges can reach CUPTI
+    assert meta["nvtx_injection"] == str(fake.path)  # NVTX ranges can reach CUPTI
+    assert not os.environ.get("NVTX_INJECTION64_PATH")  # removed again at stop
     # After stop: everything disabled, CUPTI finalized.
     assert not fake.kind_enabled(10)
     assert fake.runtime_enabled_count() == 0
