@@ -276,13 +276,6 @@ class CuptiBackend:
                 "CUPTI capture not started, to leave another tool's data intact: "
                 + "; ".join(others)
             )
-        # NVTX ranges reach CUPTI only when NVTX's injection points at the libcupti in use; NVTX
-        # reads it once, at its first call in the process (so set it before NCCL/torch use NVTX).
-        nvtx = os.environ.get("NVTX_INJECTION64_PATH")
-        if _options.markers and not nvtx:
-            os.environ["NVTX_INJECTION64_PATH"] = r.path
-            nvtx = r.path
-            _set_env.append("NVTX_INJECTION64_PATH")
         o = _options
         flush_ms = int(getattr(trace, "flush_interval", 1.0) * 1000)
         res = _core.cupti_start(
@@ -299,6 +292,13 @@ class CuptiBackend:
         if not res["ok"]:
             _last_start_error.update(res)
             raise StallscopeError(f"CUPTI capture not started: {res['error']}")
+        # NVTX ranges reach CUPTI only when NVTX's injection points at the libcupti in use; NVTX
+        # reads it once, at its first call in the process (so set it before NCCL/torch use NVTX).
+        nvtx = os.environ.get("NVTX_INJECTION64_PATH")
+        if o.markers and not nvtx:
+            os.environ["NVTX_INJECTION64_PATH"] = r.path
+            nvtx = r.path
+            _set_env.append("NVTX_INJECTION64_PATH")
         return {
             "library": r.path,
             "cupti_api_version": r.version,
