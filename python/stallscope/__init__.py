@@ -29,6 +29,7 @@ from stallscope._api import counter, loader, mark, region, step
 from stallscope._load import RunInfo, load, run_info, scan
 from stallscope._schema import CATEGORIES, KINDS, SCHEMA
 from stallscope._trace import Trace, active, start, stop, trace
+from stallscope.analysis import stall_summary, stall_table
 from stallscope.exceptions import (
     RunDirError,
     StallscopeError,
@@ -62,6 +63,8 @@ __all__ = [
     "scan",
     "start",
     "step",
+    "stall_summary",
+    "stall_table",
     "stop",
     "trace",
 ]
