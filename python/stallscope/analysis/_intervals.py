@@ -32,14 +32,21 @@ def merge(intervals: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
     return merge_sorted(intervals.lazy().select(_S, _E).filter(_E > _S).sort("start"))
 
 
-def measure_before(merged: pl.LazyFrame, points: pl.LazyFrame, at: str = "t") -> pl.LazyFrame:
-    """`points` with a column ``measure``: the total length (ns) of the union `merged` (disjoint,
-    sorted, from `merge`) that lies before each point ``at`` (points sorted by ``at``). The
-    measure of the union inside ``[a, b)`` is then ``measure(b) - measure(a)``."""
+def cumulative(merged: pl.LazyFrame) -> pl.LazyFrame:
+    """`merged` (disjoint, sorted, from `merge`) prepared for `measure_before`: columns _s, _e
+    and _before (total length of the intervals before this one). Collect it once to reuse it."""
     length = _E - _S
-    cum = merged.select(
-        pl.col("start").alias("_s"), pl.col("end").alias("_e"), _before=length.cum_sum() - length
-    )
+    return merged.select(_s=_S, _e=_E, _before=length.cum_sum() - length)
+
+
+def measure_before(
+    merged: pl.LazyFrame, points: pl.LazyFrame, at: str = "t", *, prepared: bool = False
+) -> pl.LazyFrame:
+    """`points` with a column ``measure``: the total length (ns) of the union `merged` (disjoint,
+    sorted, from `merge`; or `cumulative` of it with `prepared`) that lies before each point
+    ``at`` (points sorted by ``at``). The measure of the union inside ``[a, b)`` is then
+    ``measure(b) - measure(a)``."""
+    cum = merged if prepared else cumulative(merged)
     joined = points.join_asof(
         cum, left_on=at, right_on="_s", strategy="backward", check_sortedness=False
     )
@@ -49,12 +56,15 @@ def measure_before(merged: pl.LazyFrame, points: pl.LazyFrame, at: str = "t") ->
     )
 
 
-def measure_within(merged: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+def measure_within(
+    merged: pl.LazyFrame, windows: pl.LazyFrame, *, prepared: bool = False
+) -> pl.LazyFrame:
     """`windows` (disjoint, sorted by ``start``) with a column ``measure``: the length of the union
-    `merged` inside each window."""
+    `merged` (or its `cumulative` with `prepared`) inside each window."""
+    cum = merged if prepared else cumulative(merged)
     w = windows.with_row_index("_w")
-    a = measure_before(merged, w.select("_w", t=_S)).select("_w", _a="measure")
-    b = measure_before(merged, w.select("_w", t=_E)).select("_w", _b="measure")
+    a = measure_before(cum, w.select("_w", t=_S), prepared=True).select("_w", _a="measure")
+    b = measure_before(cum, w.select("_w", t=_E), prepared=True).select("_w", _b="measure")
     # Windows are disjoint and sorted, so their ends are sorted too: row order is kept.
     return (
         w.join(a, on="_w", how="left", maintain_order="left")
@@ -64,9 +74,9 @@ def measure_within(merged: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def difference(a: pl.LazyFrame, b: pl.LazyFrame, cuts: pl.LazyFrame | None = None) -> pl.LazyFrame:
-    """``a \\ b`` for two unions of disjoint intervals: disjoint intervals sorted by start.
-    With `cuts` (a frame with a column ``t``), the result is also split at those times."""
+def _sweep(
+    a: pl.LazyFrame, b: pl.LazyFrame, keep: int, cuts: pl.LazyFrame | None
+) -> pl.LazyFrame:
     edges = [
         a.select(t=_S, d=pl.lit(1, pl.Int32)),
         a.select(t=_E, d=pl.lit(-1, pl.Int32)),
@@ -82,9 +92,51 @@ def difference(a: pl.LazyFrame, b: pl.LazyFrame, cuts: pl.LazyFrame | None = Non
         .sort("t")
         .with_columns(state=pl.col("d").cum_sum(), nxt=pl.col("t").shift(-1))
     )
-    # state = (inside a) + 2 * (inside b): exactly 1 means in a and not in b.
-    return sweep.filter((pl.col("state") == 1) & (pl.col("nxt") > pl.col("t"))).select(
+    # state = (inside a) + 2 * (inside b)
+    return sweep.filter((pl.col("state") == keep) & (pl.col("nxt") > pl.col("t"))).select(
         start="t", end="nxt"
+    )
+
+
+def difference(a: pl.LazyFrame, b: pl.LazyFrame, cuts: pl.LazyFrame | None = None) -> pl.LazyFrame:
+    """``a \\ b`` for two unions of disjoint intervals: disjoint intervals sorted by start.
+    With `cuts` (a frame with a column ``t``), the result is also split at those times."""
+    return _sweep(a, b, 1, cuts)
+
+
+def intersect(a: pl.LazyFrame, b: pl.LazyFrame, cuts: pl.LazyFrame | None = None) -> pl.LazyFrame:
+    """``a ∩ b`` for two unions of disjoint intervals: disjoint intervals sorted by start, split
+    where either has a boundary (and at `cuts`)."""
+    return _sweep(a, b, 3, cuts)
+
+
+def exclusive(
+    labelled: pl.LazyFrame, labels: int, cuts: pl.LazyFrame | None = None
+) -> pl.LazyFrame:
+    """The timeline of `labelled` intervals (columns label in 0 .. labels - 1, start, end; any
+    order) cut into disjoint segments, each given the smallest label active over it: columns
+    label, start, end, sorted by start. Instants where no interval is active are left out.
+    With `cuts` (a column ``t``), segments are also split at those times."""
+    lab = pl.col("label")
+    edges = [
+        labelled.select("label", t=_S, d=pl.lit(1, pl.Int32)),
+        labelled.select("label", t=_E, d=pl.lit(-1, pl.Int32)),
+    ]
+    if cuts is not None:
+        edges.append(cuts.select(label=pl.lit(None, pl.Int32), t="t", d=pl.lit(0, pl.Int32)))
+    active = [
+        pl.when(lab == j).then(pl.col("d")).otherwise(0).cum_sum().alias(f"_c{j}")
+        for j in range(labels)
+    ]
+    winner = pl.coalesce([pl.when(pl.col(f"_c{j}") > 0).then(pl.lit(j, pl.Int32)) for j in range(labels)])
+    # After the sort, the last edge at a time t holds the state from t on; the others give
+    # empty segments, dropped by nxt > t.
+    return (
+        pl.concat([e.with_columns(lab.cast(pl.Int32)) for e in edges])
+        .sort("t")
+        .with_columns(*active, nxt=pl.col("t").shift(-1))
+        .select(label=winner, start="t", end="nxt")
+        .filter(lab.is_not_null() & (_E > _S))
     )
 
 

@@ -32,16 +32,18 @@ therefore sum exactly to the step time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 import polars as pl
 
-from stallscope._schema import conform
+from stallscope._schema import CATEGORIES, KINDS, conform
 from stallscope.analysis._collectives import collectives, match_collectives
 from stallscope.analysis._intervals import (
-    difference,
+    cumulative,
+    exclusive,
     flatten_offsets,
-    measure_within,
+    measure_before,
     merge_sorted,
 )
 from stallscope.analysis._steps import step_windows
@@ -71,8 +73,16 @@ _COMM_TRANSFER: Final = 100  # placeholder label: network or interconnect by the
 _DATA_CATS: Final = ("data", "data_fetch", "data_prep")
 
 
+_NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation", "detail")
+
+
 def _lazy_events(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
-    return conform(events)
+    """The events in the schema; a lazy source (stallscope.scan) is read once, only the
+    columns the stall table needs."""
+    lf = conform(events)
+    if isinstance(events, pl.LazyFrame):
+        return lf.select(_NEEDED).collect().lazy()
+    return lf
 
 
 def is_gpu_run(events: pl.DataFrame | pl.LazyFrame) -> bool:
@@ -81,44 +91,40 @@ def is_gpu_run(events: pl.DataFrame | pl.LazyFrame) -> bool:
     return bool(hit)
 
 
+def _label_of(kind: str, category: str, gpu: bool) -> int | None:
+    """The priority label of a non-collective event (None: claims no time); the rules of the
+    module docstring."""
+    region = kind == "region"
+    if kind == "data_wait" or (region and category in _DATA_CATS):
+        return _P[category] if category in _DATA_CATS else _P["data"]
+    if gpu:
+        if kind == "kernel":
+            return {"comm": _COMM_TRANSFER, "memcpy": _P["memcpy"], "sync": None}.get(
+                category, _P["compute"]
+            )
+        return _P["memcpy"] if kind in ("memcpy", "memset") else None
+    if region and category in ("compute", "memcpy"):
+        return _P[category]
+    if kind == "bucket" or (region and category == "comm"):
+        return _COMM_TRANSFER
+    return None
+
+
+def _label_table(gpu: bool) -> pl.Series:
+    """Label by ``kind_code * len(CATEGORIES) + category_code`` (the Enums' physical codes)."""
+    return pl.Series(
+        [_label_of(k, c, gpu) for k in KINDS for c in CATEGORIES], dtype=pl.Int32
+    )
+
+
 def _labelled(ev: pl.LazyFrame, gpu: bool) -> pl.LazyFrame:
     """rank, label, start_ns, end_ns of the non-collective sources (label = priority, or
-    _COMM_TRANSFER)."""
-    kind, cat = pl.col("kind"), pl.col("category")
-    region = kind == "region"
-    data_label = (
-        pl.when(cat == "data_fetch")
-        .then(pl.lit(_P["data_fetch"]))
-        .when(cat == "data_prep")
-        .then(pl.lit(_P["data_prep"]))
-        .otherwise(pl.lit(_P["data"]))
-    )
-    is_data = (kind == "data_wait") | (region & cat.is_in(_DATA_CATS))
-    if gpu:
-        kernel = kind == "kernel"
-        label = (
-            pl.when(kernel & ~cat.is_in(("comm", "memcpy", "sync")))
-            .then(pl.lit(_P["compute"]))
-            .when(kind.is_in(("memcpy", "memset")) | (kernel & (cat == "memcpy")))
-            .then(pl.lit(_P["memcpy"]))
-            .when(kernel & (cat == "comm"))
-            .then(pl.lit(_COMM_TRANSFER))
-            .when(is_data)
-            .then(data_label)
-        )
-    else:
-        label = (
-            pl.when(region & (cat == "compute"))
-            .then(pl.lit(_P["compute"]))
-            .when(region & (cat == "memcpy"))
-            .then(pl.lit(_P["memcpy"]))
-            .when((kind == "bucket") | (region & (cat == "comm")))
-            .then(pl.lit(_COMM_TRANSFER))
-            .when(is_data)
-            .then(data_label)
-        )
+    _COMM_TRANSFER). A table lookup on the Enum codes: no string comparison per row."""
+    code = pl.col("kind").to_physical().cast(pl.Int32) * len(CATEGORIES) + pl.col(
+        "category"
+    ).to_physical().cast(pl.Int32)
     return (
-        ev.select("rank", label.cast(pl.Int32).alias("label"), "start_ns", "end_ns")
+        ev.select("rank", pl.lit(_label_table(gpu)).gather(code).alias("label"), "start_ns", "end_ns")
         .filter(pl.col("label").is_not_null() & (pl.col("end_ns") > pl.col("start_ns")))
     )
 
@@ -147,21 +153,33 @@ def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]
     return out, per_rank
 
 
-def _prepare(
-    events: pl.DataFrame | pl.LazyFrame,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(intervals on the flat timeline sorted by start: label, start, end;
-    windows: rank, step, start_ns, end_ns, step_ns, start, end (flat), offset)."""
+@dataclass
+class _Prepared:
+    """Intervals on the flat timeline (ranks laid end to end, clipped to their steps)."""
+
+    compute: pl.DataFrame  # start, end of priority 0, sorted by start: the bulk of the events
+    rest: pl.DataFrame  # label, start, end of priorities 1.., sorted by start
+    windows: pl.DataFrame  # rank, step, start_ns, end_ns, step_ns, start, end (flat), offset
+
+
+def _per_rank(rank: pl.Expr, bounds: pl.DataFrame, col: str) -> pl.Expr:
+    """`bounds[col]` for each row's rank, by position (ranks are small non-negative ints)."""
+    top = int(bounds["rank"].max() or 0)
+    lut = pl.Series([None] * (top + 1), dtype=pl.Int64).scatter(
+        bounds["rank"].cast(pl.Int64), bounds[col]
+    )
+    return pl.lit(lut).gather(rank.clip(0, top))
+
+
+def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     ev = _lazy_events(events)
     windows = step_windows(ev).select(
         pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns", "step_ns"
     )
+    empty = pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64})
     if windows.height == 0:
-        return pl.DataFrame(schema={"label": pl.Int32, "start": pl.Int64, "end": pl.Int64}), (
-            windows.with_columns(
-                start=pl.col("start_ns"), end=pl.col("end_ns"), offset=pl.col("start_ns")
-            )
-        )
+        w = windows.with_columns(start="start_ns", end="end_ns", offset=pl.lit(0, pl.Int64))
+        return _Prepared(empty, empty.with_columns(label=pl.lit(0, pl.Int32)), w)
     gpu = is_gpu_run(ev)
     bounds = flatten_offsets(
         windows.group_by("rank")
@@ -180,19 +198,32 @@ def _prepare(
         "start_ns",
         "end_ns",
     )
-    sources = pl.concat([base.filter(pl.col("label") != _COMM_TRANSFER), comm, coll])
-    b = bounds.lazy().select("rank", "lo", "hi", "offset")
-    flat = (
-        sources.join(b, on="rank", how="inner")
-        .select(
-            "label",
-            start=pl.col("start_ns").clip(pl.col("lo"), pl.col("hi")) + pl.col("offset"),
-            end=pl.col("end_ns").clip(pl.col("lo"), pl.col("hi")) + pl.col("offset"),
+
+    def flat(lf: pl.LazyFrame, *keep: str) -> pl.LazyFrame:
+        r = pl.col("rank")
+        lo, hi = _per_rank(r, bounds, "lo"), _per_rank(r, bounds, "hi")
+        off = _per_rank(r, bounds, "offset")
+        known = r.is_in(bounds["rank"].implode())
+        return (
+            lf.filter(known)
+            .select(
+                *keep,
+                start=pl.col("start_ns").clip(lo, hi) + off,
+                end=pl.col("end_ns").clip(lo, hi) + off,
+            )
+            .filter(pl.col("end") > pl.col("start"))
+            .sort("start")
         )
-        .filter(pl.col("end") > pl.col("start"))
-        .sort("start")
-        .collect()
+
+    compute = flat(base.filter(pl.col("label") == _P["compute"]))
+    others = pl.concat(
+        [
+            base.filter((pl.col("label") != _P["compute"]) & (pl.col("label") != _COMM_TRANSFER)),
+            comm,
+            coll,
+        ]
     )
+    compute_df, rest_df = pl.collect_all([compute, flat(others, "label")])
     w = (
         windows.join(bounds.select("rank", "offset"), on="rank")
         .with_columns(
@@ -200,16 +231,7 @@ def _prepare(
         )
         .sort("start")
     )
-    return flat, w
-
-
-def _unions(flat: pl.DataFrame) -> list[pl.LazyFrame]:
-    """U_k for k = 0 .. len(ATTRIBUTED) - 1: the union of the intervals of priority <= k."""
-    lf = flat.lazy()
-    return [
-        merge_sorted(lf.filter(pl.col("label") <= k).select("start", "end"))
-        for k in range(len(ATTRIBUTED))
-    ]
+    return _Prepared(compute_df, rest_df, w)
 
 
 def _empty_table() -> pl.DataFrame:
@@ -224,6 +246,24 @@ def _empty_table() -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
+def _locate(segments: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """`segments` (sorted by start, none crossing a window boundary) with the index ``_w`` of the
+    window holding each; segments outside every window are dropped."""
+    return (
+        segments.join_asof(
+            windows.filter(pl.col("end") > pl.col("start")).select(
+                "_w", _ws="start", _we="end"
+            ),
+            left_on="start",
+            right_on="_ws",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("start") < pl.col("_we"))
+        .drop("_ws", "_we")
+    )
+
+
 def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank and step: rank, step, start_ns, end_ns, step_ns and the time (ns) of
     each stall category (`STALL_COLUMNS`: compute_ns, memcpy_ns, sync_wait_ns, network_ns,
@@ -231,22 +271,53 @@ def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
 
     `events` is what stallscope.load / scan or stallscope.import_kineto returns. Steps are the
     windows of step_windows; a run without step markers gives an empty table."""
-    flat, w = _prepare(events)
+    p = _prepare(events)
+    w = p.windows
     if w.height == 0:
         return _empty_table()
-    windows = w.lazy().select("start", "end")
-    measures = pl.collect_all(
-        [measure_within(u, windows).select(pl.col("measure")) for u in _unions(flat)]
+    windows = w.lazy().select("start", "end").with_row_index("_w")
+    # Compute (the bulk) is merged once (U_0). The other intervals (few) are cut into segments
+    # that each carry the highest priority active over them (and never cross a step boundary);
+    # a segment of priority k counts for category k where U_0 does not cover it. Every length
+    # of U_0 needed (inside each step, inside each segment) comes from one as-of lookup of all
+    # the boundaries into U_0's cumulative lengths.
+    cuts = pl.concat([windows.select(t="start"), windows.select(t="end")])
+    cum0 = cumulative(merge_sorted(p.compute.lazy()))
+    segs = _locate(exclusive(p.rest.lazy(), len(ATTRIBUTED), cuts), windows)
+    cum0_df, segs_df = pl.collect_all([cum0, segs])
+    spans = pl.concat(
+        [
+            windows.with_columns(label=pl.lit(0, pl.Int32)),
+            segs_df.lazy().select("_w", "start", "end", "label"),
+        ],
+        how="diagonal",
+    ).with_row_index("_i")
+    points = pl.concat(
+        [spans.select("_i", t="start", side=pl.lit(0)), spans.select("_i", t="end", side=pl.lit(1))]
+    ).sort("t")
+    at = measure_before(cum0_df.lazy(), points, prepared=True)
+    f_start = at.filter(pl.col("side") == 0).select("_i", _a="measure")
+    f_end = at.filter(pl.col("side") == 1).select("_i", _b="measure")
+    u0 = pl.col("_b") - pl.col("_a")
+    # label 0 rows are the steps (U_0's length inside); the others segments (outside U_0)
+    v = pl.when(pl.col("label") == 0).then(u0).otherwise(pl.col("end") - pl.col("start") - u0)
+    per = (
+        spans.join(f_start, on="_i", how="left")
+        .join(f_end, on="_i", how="left")
+        .group_by("_w")
+        .agg(
+            [
+                v.filter(pl.col("label") == k).sum().alias(f"{c}_ns")
+                for k, c in enumerate(ATTRIBUTED)
+            ]
+        )
+        .sort("_w")
+        .collect()
     )
-    cum = [m.to_series().alias(f"_u{k}") for k, m in enumerate(measures)]
-    out = w.with_columns(cum)
-    cols = [
-        (pl.col(f"_u{k}") - (pl.col(f"_u{k - 1}") if k else 0)).alias(f"{c}_ns")
-        for k, c in enumerate(ATTRIBUTED)
-    ]
-    last = f"_u{len(ATTRIBUTED) - 1}"
+    claimed = pl.sum_horizontal([pl.col(f"{c}_ns") for c in ATTRIBUTED])
     return (
-        out.with_columns(*cols, host_ns=pl.col("step_ns") - pl.col(last))
+        pl.concat([w, per.drop("_w")], how="horizontal")
+        .with_columns(host_ns=pl.col("step_ns") - claimed)
         .select("rank", "step", "start_ns", "end_ns", "step_ns", *STALL_COLUMNS)
         .sort("rank", "step")
     )
@@ -257,7 +328,8 @@ def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     end_ns, sorted by rank and start. The intervals of a rank are disjoint, cover each of its
     steps exactly and never cross a step boundary; their lengths summed per rank, step and
     category give stall_table."""
-    flat, w = _prepare(events)
+    p = _prepare(events)
+    w = p.windows
     schema = {
         "rank": pl.Int32(),
         "step": pl.Int64(),
@@ -267,32 +339,26 @@ def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     }
     if w.height == 0:
         return pl.DataFrame(schema=schema)
-    windows = w.lazy().select("start", "end")
+    windows = w.lazy().select("start", "end").with_row_index("_w")
     cuts = pl.concat([windows.select(t="start"), windows.select(t="end")])
-    unions = _unions(flat)
-    parts = []
-    prev: pl.LazyFrame | None = None
-    for k, u in enumerate(unions):
-        seg = difference(u, prev, cuts) if prev is not None else difference(u, u.head(0), cuts)
-        parts.append(seg.with_columns(category=pl.lit(ATTRIBUTED[k])))
-        prev = u
-    assert prev is not None
-    parts.append(difference(windows, prev, cuts).with_columns(category=pl.lit("host")))
-    segs = pl.concat(parts).sort("start")
-    located = segs.join_asof(
-        w.lazy().select(
-            "rank", "step", "offset", pl.col("start").alias("_ws"), pl.col("end").alias("_we")
-        ),
-        left_on="start",
-        right_on="_ws",
-        strategy="backward",
-        check_sortedness=False,
-    ).filter(pl.col("start") < pl.col("_we"))
+    host = len(ATTRIBUTED)
+    everything = pl.concat(
+        [
+            p.compute.lazy().with_columns(label=pl.lit(0, pl.Int32)),
+            p.rest.lazy(),
+            windows.select("start", "end", label=pl.lit(host, pl.Int32)),
+        ],
+        how="diagonal",
+    )
+    segs = _locate(exclusive(everything, host + 1, cuts), windows)
+    names = pl.Series(list(STALL_CATEGORIES), dtype=schema["category"])
+    info = w.lazy().with_row_index("_w").select("_w", "rank", "step", "offset")
     return (
-        located.select(
+        segs.join(info, on="_w", how="left")
+        .select(
             "rank",
             "step",
-            pl.col("category").cast(schema["category"]),
+            pl.lit(names).gather(pl.col("label")).alias("category"),
             start_ns=pl.col("start") - pl.col("offset"),
             end_ns=pl.col("end") - pl.col("offset"),
         )

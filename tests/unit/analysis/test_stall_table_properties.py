@@ -143,7 +143,7 @@ def test_categories_sum_to_step_and_match_oracle(rows: list[dict[str, Any]]) -> 
 
 
 @pytest.mark.slow
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=event_sets())
 def test_categories_sum_to_step_and_match_oracle_many(rows: list[dict[str, Any]]) -> None:
     check(rows)
