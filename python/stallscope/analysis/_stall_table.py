@@ -73,16 +73,19 @@ _COMM_TRANSFER: Final = 100  # placeholder label: network or interconnect by the
 _DATA_CATS: Final = ("data", "data_fetch", "data_prep")
 
 
-_NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation", "detail")
+_NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation")
 
 
-def _lazy_events(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
-    """The events in the schema; a lazy source (stallscope.scan) is read once, only the
-    columns the stall table needs."""
+def _sources(events: pl.DataFrame | pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """(every event, only the columns the table needs; the collective / p2p events, every
+    column). A lazy source (stallscope.scan) is read once for each: names and details are
+    read for the collectives only."""
     lf = conform(events)
+    coll = lf.filter(pl.col("kind").is_in(("collective", "p2p")))
     if isinstance(events, pl.LazyFrame):
-        return lf.select(_NEEDED).collect().lazy()
-    return lf
+        ev, c = pl.collect_all([lf.select(_NEEDED), coll])
+        return ev.lazy(), c.lazy()
+    return lf.select(_NEEDED), coll
 
 
 def is_gpu_run(events: pl.DataFrame | pl.LazyFrame) -> bool:
@@ -172,7 +175,7 @@ def _per_rank(rank: pl.Expr, bounds: pl.DataFrame, col: str) -> pl.Expr:
 
 
 def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
-    ev = _lazy_events(events)
+    ev, coll_events = _sources(events)
     windows = step_windows(ev).select(
         pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns", "step_ns"
     )
@@ -186,7 +189,7 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         .agg(lo=pl.col("start_ns").min(), hi=pl.col("end_ns").max())
         .sort("rank")
     )
-    coll, per_rank = _collective_intervals(ev)
+    coll, per_rank = _collective_intervals(coll_events)
     base = _labelled(ev, gpu)
     comm = base.filter(pl.col("label") == _COMM_TRANSFER)
     comm = comm.join(per_rank, on="rank", how="left").select(
