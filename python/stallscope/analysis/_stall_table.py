@@ -354,6 +354,17 @@ def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         how="diagonal",
     )
     segs = _locate(exclusive(everything, host + 1, cuts), windows)
+    # Neighbouring segments of one category in one step become one interval.
+    new = (
+        (pl.col("label") != pl.col("label").shift(1))
+        | (pl.col("start") != pl.col("end").shift(1))
+        | (pl.col("_w") != pl.col("_w").shift(1))
+    ).fill_null(True)  # noqa: FBT003 - a Polars literal
+    segs = (
+        segs.with_columns(_g=new.cum_sum())
+        .group_by("_g")
+        .agg(pl.col("_w", "label").first(), pl.col("start").min(), pl.col("end").max())
+    )
     names = pl.Series(list(STALL_CATEGORIES), dtype=schema["category"])
     info = w.lazy().with_row_index("_w").select("_w", "rank", "step", "offset")
     return (
