@@ -53,7 +53,9 @@ def rank_frame(rank: int, steps: int, rng: np.random.Generator) -> pl.DataFrame:
         n = s.size
         cols["kind"].append(np.full(n, kind, dtype=object))
         cols["cat"].append(np.full(n, cat, dtype=object))
-        cols["name"].append(name if isinstance(name, np.ndarray) else np.full(n, name, dtype=object))
+        cols["name"].append(
+            name if isinstance(name, np.ndarray) else np.full(n, name, dtype=object)
+        )
         cols["s"].append(s.ravel())
         cols["e"].append(e.ravel())
         cols["lane"].append(np.broadcast_to(lane, s.shape).ravel().astype(np.int32))
@@ -84,8 +86,16 @@ def rank_frame(rank: int, steps: int, rng: np.random.Generator) -> pl.DataFrame:
     ke = ks + rng.integers(slot // 4, slot, ks.shape)
     corr = np.arange(steps * KERNELS, dtype=np.int64).reshape(steps, KERNELS) + 1
     knames = np.array([f"void gemm_kernel_{i}<float>" for i in range(40)], dtype=object)
-    add("kernel", "compute", knames[rng.integers(0, 40, ks.size)], ks, ke, 7 + (corr % 2),
-        corr=corr, device=rank % 8)
+    add(
+        "kernel",
+        "compute",
+        knames[rng.integers(0, 40, ks.size)],
+        ks,
+        ke,
+        7 + (corr % 2),
+        corr=corr,
+        device=rank % 8,
+    )
     launch = ks - rng.integers(5_000, 20_000, ks.shape)
     add("runtime", "host", "cudaLaunchKernel", launch, launch + 4_000, main, corr=corr)
     # Buckets: all-reduce over 2 nodes, arrivals skewed per rank, NCCL kernel alongside.
@@ -93,12 +103,29 @@ def rank_frame(rank: int, steps: int, rng: np.random.Generator) -> pl.DataFrame:
     cs = cs + rng.integers(0, 500_000, cs.shape)
     ce = (b0[:, None] + np.arange(COLLECTIVES)[None, :] * 4_000_000) + 3_000_000
     seq = np.arange(steps * COLLECTIVES, dtype=np.int64).reshape(steps, COLLECTIVES)
-    add("collective", "comm", "all_reduce", cs, ce, main, corr=seq, nbytes=25 << 20,
-        detail="group=world;group_size=8;nnodes=2")
+    add(
+        "collective",
+        "comm",
+        "all_reduce",
+        cs,
+        ce,
+        main,
+        corr=seq,
+        nbytes=25 << 20,
+        detail="group=world;group_size=8;nnodes=2",
+    )
     add("kernel", "comm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", cs, ce, 13, device=rank % 8)
     ms = t0[:, None] + 95_000_000 + np.arange(COPIES)[None, :] * 200_000
-    add("memcpy", "memcpy", "Memcpy DtoH (Device -> Pinned)", ms, ms + 100_000, 9,
-        nbytes=1 << 20, device=rank % 8)
+    add(
+        "memcpy",
+        "memcpy",
+        "Memcpy DtoH (Device -> Pinned)",
+        ms,
+        ms + 100_000,
+        9,
+        nbytes=1 << 20,
+        device=rank % 8,
+    )
     n = sum(a.size for a in cols["s"])
     frame = pl.DataFrame(
         {
@@ -150,8 +177,13 @@ def measure(run: Path, mode: str) -> dict[str, float]:
         table = stall_table(stallscope.scan(run))
     t2 = time.perf_counter()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"total_s": t2 - t0, "load_s": t1 - t0, "table_s": t2 - t1, "peak_rss": rss,
-            "rows": table.height}
+    return {
+        "total_s": t2 - t0,
+        "load_s": t1 - t0,
+        "table_s": t2 - t1,
+        "peak_rss": rss,
+        "rows": table.height,
+    }
 
 
 def main() -> None:
@@ -161,7 +193,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/ss-bench-10m"))
     ap.add_argument("--threads", type=int, default=2, help="POLARS_MAX_THREADS for measurements")
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "stall_table_10m.json")
+    ap.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "stall_table_10m.json"
+    )
     ap.add_argument("--measure", choices=["load", "scan"], help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.measure:
@@ -179,12 +213,17 @@ def main() -> None:
         for mode in results:  # interleaved, so load shifts hit both modes alike
             out = subprocess.run(
                 [sys.executable, __file__, "--dir", str(a.dir), "--measure", mode],
-                env=env, check=True, capture_output=True, text=True,
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
             )
             r = json.loads(out.stdout.strip().splitlines()[-1])
             results[mode].append(r)
-            print(f"run {i} {mode}: total {r['total_s']:.3f} s (load {r['load_s']:.3f}, "
-                  f"table {r['table_s']:.3f}), peak RSS {r['peak_rss'] / 2**20:.0f} MiB")
+            print(
+                f"run {i} {mode}: total {r['total_s']:.3f} s (load {r['load_s']:.3f}, "
+                f"table {r['table_s']:.3f}), peak RSS {r['peak_rss'] / 2**20:.0f} MiB"
+            )
     summary = {
         mode: {
             "median_total_s": statistics.median(r["total_s"] for r in rs),
@@ -197,11 +236,18 @@ def main() -> None:
     }
     doc = {
         "benchmark": "stall_table_10m",
-        "events": info["events"], "ranks": info["ranks"], "steps_per_rank": info["steps"],
-        "runs": a.runs, "polars_max_threads": a.threads, "cpus": os.cpu_count(),
+        "events": info["events"],
+        "ranks": info["ranks"],
+        "steps_per_rank": info["steps"],
+        "runs": a.runs,
+        "polars_max_threads": a.threads,
+        "cpus": os.cpu_count(),
         "loadavg_1m_at_end": os.getloadavg()[0],
-        "machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-        "polars": pl.__version__, "summary": summary, "runs_detail": results,
+        "machine": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "polars": pl.__version__,
+        "summary": summary,
+        "runs_detail": results,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=2) + "\n")

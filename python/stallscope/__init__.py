@@ -61,10 +61,10 @@ __all__ = [
     "region",
     "run_info",
     "scan",
-    "start",
-    "step",
     "stall_summary",
     "stall_table",
+    "start",
+    "step",
     "stop",
     "trace",
 ]

@@ -84,8 +84,8 @@ def perfetto_json(events: pl.DataFrame | pl.LazyFrame, *, stalls: bool = True) -
             slices,
             [
                 pl.lit("X").alias("ph"),
-                "pid",
-                "tid",
+                pl.col("pid"),
+                pl.col("tid"),
                 _us(pl.col("_ts")).alias("ts"),
                 _us(pl.col("end_ns") - pl.col("start_ns")).alias("dur"),
                 name.alias("name"),
@@ -97,8 +97,8 @@ def perfetto_json(events: pl.DataFrame | pl.LazyFrame, *, stalls: bool = True) -
             base.filter(instant),
             [
                 pl.lit("i").alias("ph"),
-                "pid",
-                "tid",
+                pl.col("pid"),
+                pl.col("tid"),
                 _us(pl.col("_ts")).alias("ts"),
                 pl.lit("t").alias("s"),
                 name.alias("name"),
@@ -110,7 +110,7 @@ def perfetto_json(events: pl.DataFrame | pl.LazyFrame, *, stalls: bool = True) -
             base.filter(is_counter),
             [
                 pl.lit("C").alias("ph"),
-                "pid",
+                pl.col("pid"),
                 _us(pl.col("_ts")).alias("ts"),
                 name.alias("name"),
                 pl.struct(value=pl.col("value").fill_null(0.0)).alias("args"),
@@ -124,8 +124,8 @@ def perfetto_json(events: pl.DataFrame | pl.LazyFrame, *, stalls: bool = True) -
                 asyncs.with_columns(_ts=at, _order=pl.lit(1 if ph == "b" else 0)),
                 [
                     pl.lit(ph).alias("ph"),
-                    "pid",
-                    "tid",
+                    pl.col("pid"),
+                    pl.col("tid"),
                     _us(pl.col("_ts")).alias("ts"),
                     pl.format("0x{}", pl.col("_id")).alias("id"),
                     name.alias("name"),
@@ -206,7 +206,14 @@ def _metadata(ev: pl.DataFrame, stalls: bool) -> list[str]:
         gpu = device >= 0
         name = f"GPU {device} stream {lane}" if gpu else f"thread {lane}"
         out.append(_meta(pid, tid, "thread_name", {"name": name}))
-        out.append(_meta(pid, tid, "thread_sort_index", {"sort_index": (1 if gpu else 0) * 10**9 + tid % 10**9}))
+        out.append(
+            _meta(
+                pid,
+                tid,
+                "thread_sort_index",
+                {"sort_index": (1 if gpu else 0) * 10**9 + tid % 10**9},
+            )
+        )
     return out
 
 

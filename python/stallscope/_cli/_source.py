@@ -15,7 +15,7 @@ def _is_json(p: Path) -> bool:
 
 
 def describe(path: Path) -> str:
-    """"native" for a run directory, "kineto" for Kineto JSON traces; ClickException else."""
+    """ "native" for a run directory, "kineto" for Kineto JSON traces; ClickException else."""
     if path.is_dir():
         if any(path.glob("rank-*.parquet")):
             return "native"

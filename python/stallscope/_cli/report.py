@@ -73,7 +73,9 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
     for n in notes:
         click.echo(f"warning: {n}", err=True)
     ranks = events["rank"].n_unique() if events.height else 0
-    click.echo(f"{run} ({source}): {events.height:,} events, {ranks} ranks, {table.height} rank-steps")
+    click.echo(
+        f"{run} ({source}): {events.height:,} events, {ranks} ranks, {table.height} rank-steps"
+    )
     if table.height == 0:
         click.echo(
             "no steps: the run has no step markers (call stallscope.step() each iteration, or "

@@ -22,7 +22,7 @@ def merge_sorted(intervals: pl.LazyFrame) -> pl.LazyFrame:
     x = intervals.select(_S, _prev=prev, _last=running_end.last())
     # A new merged interval starts where the start lies beyond every earlier end; the previous
     # merged interval ends at the running maximum just before that start.
-    heads = x.filter(pl.col("_prev").is_null() | (_S > pl.col("_prev")))
+    heads = x.filter(pl.col("_prev").is_null() | (pl.col("_prev") < _S))
     return heads.select(_S, end=pl.col("_prev").shift(-1).fill_null(pl.col("_last")))
 
 
@@ -74,9 +74,7 @@ def measure_within(
     )
 
 
-def _sweep(
-    a: pl.LazyFrame, b: pl.LazyFrame, keep: int, cuts: pl.LazyFrame | None
-) -> pl.LazyFrame:
+def _sweep(a: pl.LazyFrame, b: pl.LazyFrame, keep: int, cuts: pl.LazyFrame | None) -> pl.LazyFrame:
     edges = [
         a.select(t=_S, d=pl.lit(1, pl.Int32)),
         a.select(t=_E, d=pl.lit(-1, pl.Int32)),
@@ -128,7 +126,9 @@ def exclusive(
         pl.when(lab == j).then(pl.col("d")).otherwise(0).cum_sum().alias(f"_c{j}")
         for j in range(labels)
     ]
-    winner = pl.coalesce([pl.when(pl.col(f"_c{j}") > 0).then(pl.lit(j, pl.Int32)) for j in range(labels)])
+    winner = pl.coalesce(
+        [pl.when(pl.col(f"_c{j}") > 0).then(pl.lit(j, pl.Int32)) for j in range(labels)]
+    )
     # After the sort, the last edge at a time t holds the state from t on; the others give
     # empty segments, dropped by nxt > t.
     return (

@@ -42,9 +42,9 @@ def stall_summary(events_or_table: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         t.lazy()
         .group_by("step")
         .agg(
-            ranks=pl.len().cast(pl.Int32),
-            slowest_rank=slowest,
-            step_max_ns=pl.col("step_ns").max(),
+            pl.len().cast(pl.Int32).alias("ranks"),
+            slowest.alias("slowest_rank"),
+            pl.col("step_ns").max().alias("step_max_ns"),
             *med,
             *mx,
         )

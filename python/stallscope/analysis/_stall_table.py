@@ -115,9 +115,7 @@ def _label_of(kind: str, category: str, gpu: bool) -> int | None:
 
 def _label_table(gpu: bool) -> pl.Series:
     """Label by ``kind_code * len(CATEGORIES) + category_code`` (the Enums' physical codes)."""
-    return pl.Series(
-        [_label_of(k, c, gpu) for k in KINDS for c in CATEGORIES], dtype=pl.Int32
-    )
+    return pl.Series([_label_of(k, c, gpu) for k in KINDS for c in CATEGORIES], dtype=pl.Int32)
 
 
 def _labelled(ev: pl.LazyFrame, gpu: bool) -> pl.LazyFrame:
@@ -126,16 +124,18 @@ def _labelled(ev: pl.LazyFrame, gpu: bool) -> pl.LazyFrame:
     code = pl.col("kind").to_physical().cast(pl.Int32) * len(CATEGORIES) + pl.col(
         "category"
     ).to_physical().cast(pl.Int32)
-    return (
-        ev.select("rank", pl.lit(_label_table(gpu)).gather(code).alias("label"), "start_ns", "end_ns")
-        .filter(pl.col("label").is_not_null() & (pl.col("end_ns") > pl.col("start_ns")))
-    )
+    return ev.select(
+        "rank", pl.lit(_label_table(gpu)).gather(code).alias("label"), "start_ns", "end_ns"
+    ).filter(pl.col("label").is_not_null() & (pl.col("end_ns") > pl.col("start_ns")))
 
 
 def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(intervals of collectives: rank, label, start_ns, end_ns; per rank ``multi_node``)."""
-    transfer = pl.when(pl.col("nnodes").fill_null(1) > 1).then(_P["network"])
-    transfer = transfer.otherwise(_P["interconnect"])
+    transfer = (
+        pl.when(pl.col("nnodes").fill_null(1) > 1)
+        .then(pl.lit(_P["network"]))
+        .otherwise(pl.lit(_P["interconnect"]))
+    )
     matched = match_collectives(ev).lazy()
     wait_end = pl.col("start_ns") + pl.col("sync_wait_ns")
     waits = matched.select(
@@ -147,9 +147,7 @@ def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]
     lone = all_c.filter(pl.col("group").is_null()).select(
         "rank", label=transfer, start_ns="start_ns", end_ns="end_ns"
     )
-    per_rank = all_c.group_by("rank").agg(
-        multi_node=(pl.col("nnodes").fill_null(1) > 1).any()
-    )
+    per_rank = all_c.group_by("rank").agg(multi_node=(pl.col("nnodes").fill_null(1) > 1).any())
     out = pl.concat(
         [f.with_columns(pl.col("label").cast(pl.Int32)) for f in (waits, rest, lone)]
     ).filter(pl.col("end_ns") > pl.col("start_ns"))
@@ -167,7 +165,7 @@ class _Prepared:
 
 def _per_rank(rank: pl.Expr, bounds: pl.DataFrame, col: str) -> pl.Expr:
     """`bounds[col]` for each row's rank, by position (ranks are small non-negative ints)."""
-    top = int(bounds["rank"].max() or 0)
+    top = int(bounds["rank"].cast(pl.Int64).max() or 0)  # type: ignore[arg-type]
     lut = pl.Series([None] * (top + 1), dtype=pl.Int64).scatter(
         bounds["rank"].cast(pl.Int64), bounds[col]
     )
@@ -194,7 +192,7 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     comm = base.filter(pl.col("label") == _COMM_TRANSFER)
     comm = comm.join(per_rank, on="rank", how="left").select(
         "rank",
-        pl.when(pl.col("multi_node").fill_null(False))  # noqa: FBT003 - a Polars literal
+        pl.when(pl.col("multi_node").fill_null(False))
         .then(pl.lit(_P["network"], pl.Int32))
         .otherwise(pl.lit(_P["interconnect"], pl.Int32))
         .alias("label"),
@@ -254,9 +252,7 @@ def _locate(segments: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     window holding each; segments outside every window are dropped."""
     return (
         segments.join_asof(
-            windows.filter(pl.col("end") > pl.col("start")).select(
-                "_w", _ws="start", _we="end"
-            ),
+            windows.filter(pl.col("end") > pl.col("start")).select("_w", _ws="start", _we="end"),
             left_on="start",
             right_on="_ws",
             strategy="backward",
@@ -359,7 +355,7 @@ def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         (pl.col("label") != pl.col("label").shift(1))
         | (pl.col("start") != pl.col("end").shift(1))
         | (pl.col("_w") != pl.col("_w").shift(1))
-    ).fill_null(True)  # noqa: FBT003 - a Polars literal
+    ).fill_null(True)
     segs = (
         segs.with_columns(_g=new.cum_sum())
         .group_by("_g")

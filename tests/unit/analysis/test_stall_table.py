@@ -73,9 +73,7 @@ def test_cpu_run_priority_compute_over_memcpy_over_comm_over_data() -> None:
         ]
     )
     # memcpy 0-10, compute 10-20, memcpy 20-30, comm 30-50 (interconnect), data 50-70, host.
-    assert row(stall_table(ev)) == expect(
-        compute=10, memcpy=20, interconnect=20, data=20, host=30
-    )
+    assert row(stall_table(ev)) == expect(compute=10, memcpy=20, interconnect=20, data=20, host=30)
 
 
 def test_gpu_run_uses_streams_not_host_regions() -> None:
@@ -92,9 +90,7 @@ def test_gpu_run_uses_streams_not_host_regions() -> None:
             (0, "kernel", "comm", 80, 95, 0, None, 10),  # NCCL kernel, no collective info
         ]
     )
-    assert row(stall_table(ev)) == expect(
-        compute=30, memcpy=30, interconnect=15, host=25
-    )
+    assert row(stall_table(ev)) == expect(compute=30, memcpy=30, interconnect=15, host=25)
 
 
 def test_late_rank_makes_sync_wait_on_early_rank() -> None:
@@ -151,9 +147,7 @@ def test_data_wait_split_into_fetch_and_prep() -> None:
             (0, "region", "compute", 35, 60),
         ]
     )
-    assert row(stall_table(ev)) == expect(
-        data_fetch=15, data_prep=15, data=5, compute=25, host=40
-    )
+    assert row(stall_table(ev)) == expect(data_fetch=15, data_prep=15, data=5, compute=25, host=40)
 
 
 def test_intervals_crossing_step_boundaries_are_split() -> None:
@@ -225,7 +219,7 @@ def test_stall_intervals_cover_steps_and_sum_to_table() -> None:
         ]
     )
     iv = stall_intervals(ev)
-    for (rank, step), g in iv.group_by("rank", "step"):
+    for _, g in iv.group_by("rank", "step"):
         g = g.sort("start_ns")
         ends, starts = g["end_ns"].to_list(), g["start_ns"].to_list()
         assert ends[:-1] == starts[1:], "disjoint and gap-free within a step"

@@ -5,6 +5,7 @@ priority rules puts it."""
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 from typing import Any
 
 import polars as pl
@@ -46,8 +47,14 @@ def event_sets(draw: Any) -> list[dict[str, Any]]:
     for r in range(nranks):
         marks = sorted(set(draw(st.lists(st.integers(0, T), min_size=0, max_size=4))))
         rows += [
-            {"rank": r, "kind": "step", "category": "host", "start_ns": t, "end_ns": t,
-             "correlation": i}
+            {
+                "rank": r,
+                "kind": "step",
+                "category": "host",
+                "start_ns": t,
+                "end_ns": t,
+                "correlation": i,
+            }
             for i, t in enumerate(marks)
         ]
         for _ in range(draw(st.integers(0, 10))):
@@ -94,14 +101,15 @@ def oracle(rows: list[dict[str, Any]]) -> dict[tuple[int, int], Counter[str]]:
     for c in colls:
         g = key(c, "group")
         if g is not None:
-            last[(g, c["correlation"])] = max(last.get((g, c["correlation"]), -(10**9)),
-                                              c["start_ns"])
+            last[(g, c["correlation"])] = max(
+                last.get((g, c["correlation"]), -(10**9)), c["start_ns"]
+            )
     multi = {r["rank"] for r in colls if int(key(r, "nnodes") or 1) > 1}
     out: dict[tuple[int, int], Counter[str]] = {}
     for rank in {r["rank"] for r in rows}:
         mine = [r for r in rows if r["rank"] == rank]
         marks = sorted((r["start_ns"], r["correlation"]) for r in mine if r["kind"] == "step")
-        for (t0, step), (t1, _) in zip(marks, marks[1:], strict=False):
+        for (t0, step), (t1, _) in pairwise(marks):
             cnt: Counter[str] = Counter()
             for t in range(t0, t1):
                 cats = set()

@@ -33,7 +33,8 @@ def test_report_json_of_a_traced_run(run_dir: Path) -> None:
     res = CliRunner().invoke(cli, ["report", str(run_dir), "--json"])
     assert res.exit_code == 0, res.output
     doc = orjson.loads(res.stdout)
-    assert doc["source"] == "native" and doc["ranks"] == [0]
+    assert doc["source"] == "native"
+    assert doc["ranks"] == [0]
     steps = doc["steps"]
     assert len(steps) >= 5
     for s in steps:
@@ -44,7 +45,7 @@ def test_report_json_of_a_traced_run(run_dir: Path) -> None:
         assert s["compute_ns"] >= 2_000_000
         assert s["host_ns"] >= 1_000_000
         assert s["data_ns"] > 0  # each step starts by waiting for its batch
-    assert [r["category"] for r in doc["run"]][0] == "compute"
+    assert doc["run"][0]["category"] == "compute"
     assert sum(r["total_ns"] for r in doc["run"]) == sum(s["step_ns"] for s in steps)
     assert {r["step"] for r in doc["across_ranks"]} == {s["step"] for s in steps}
 
@@ -67,12 +68,35 @@ def test_export_perfetto(run_dir: Path, tmp_path: Path) -> None:
 
 def _fake_kineto_events() -> pl.DataFrame:
     rows = [
-        {"rank": 0, "kind": "step", "category": "host", "name": "ProfilerStep#3", "start_ns": 0,
-         "end_ns": 1000, "correlation": 3},
-        {"rank": 0, "kind": "kernel", "category": "compute", "name": "gemm", "start_ns": 100,
-         "end_ns": 400, "device": 0, "lane": 7},
-        {"rank": 0, "kind": "memcpy", "category": "memcpy", "name": "Memcpy HtoD", "start_ns": 400,
-         "end_ns": 500, "device": 0, "lane": 7},
+        {
+            "rank": 0,
+            "kind": "step",
+            "category": "host",
+            "name": "ProfilerStep#3",
+            "start_ns": 0,
+            "end_ns": 1000,
+            "correlation": 3,
+        },
+        {
+            "rank": 0,
+            "kind": "kernel",
+            "category": "compute",
+            "name": "gemm",
+            "start_ns": 100,
+            "end_ns": 400,
+            "device": 0,
+            "lane": 7,
+        },
+        {
+            "rank": 0,
+            "kind": "memcpy",
+            "category": "memcpy",
+            "name": "Memcpy HtoD",
+            "start_ns": 400,
+            "end_ns": 500,
+            "device": 0,
+            "lane": 7,
+        },
     ]
     return conform(pl.DataFrame(rows)).collect()
 
@@ -104,7 +128,8 @@ def test_report_kineto_without_importer_is_a_clear_error(
     monkeypatch.delattr(stallscope, "import_kineto", raising=False)
     res = CliRunner().invoke(cli, ["report", str(tmp_path / "trace.json.gz")])
     assert res.exit_code != 0
-    assert "import_kineto" in res.output and "Traceback" not in res.output
+    assert "import_kineto" in res.output
+    assert "Traceback" not in res.output
 
 
 def test_report_on_a_folder_without_traces(tmp_path: Path) -> None:
