@@ -145,8 +145,11 @@ def rank_frame(rank: int, steps: int, rng: np.random.Generator) -> pl.DataFrame:
         },
         strict=False,
     )
-    # The native writer emits rows per drained chunk, roughly in time order per thread.
-    return frame.cast(SCHEMA).sort("start_ns")  # type: ignore[arg-type]
+    # Row order as the native writer leaves it: one chunk per flush interval (1 s), in it the
+    # rings of each thread one after another, each in recording order (a region is recorded
+    # when it ends): not sorted by start.
+    chunk = (pl.col("end_ns") - int(t0[0])) // 1_000_000_000
+    return frame.cast(SCHEMA).sort(chunk, "lane", "end_ns")  # type: ignore[arg-type]
 
 
 def generate(run: Path, events: int, ranks: int) -> int:
@@ -163,10 +166,20 @@ def generate(run: Path, events: int, ranks: int) -> int:
     return total
 
 
+def peak_rss() -> int:
+    """Peak resident memory (bytes) of this process (VmHWM: unlike ru_maxrss, not inherited
+    from the parent across exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def measure(run: Path, mode: str) -> dict[str, float]:
     import stallscope
     from stallscope.analysis import stall_table
 
+    c0 = time.process_time()
     t0 = time.perf_counter()
     if mode == "load":
         events = stallscope.load(run)
@@ -176,12 +189,14 @@ def measure(run: Path, mode: str) -> dict[str, float]:
         t1 = t0
         table = stall_table(stallscope.scan(run))
     t2 = time.perf_counter()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    cpu = time.process_time() - c0  # every thread of the process
+    rss = peak_rss()
     return {
         "total_s": t2 - t0,
         "load_s": t1 - t0,
         "table_s": t2 - t1,
         "peak_rss": rss,
+        "cpu_s": cpu,
         "rows": table.height,
     }
 
@@ -222,7 +237,7 @@ def main() -> None:
             results[mode].append(r)
             print(
                 f"run {i} {mode}: total {r['total_s']:.3f} s (load {r['load_s']:.3f}, "
-                f"table {r['table_s']:.3f}), peak RSS {r['peak_rss'] / 2**20:.0f} MiB"
+                f"table {r['table_s']:.3f}), cpu {r['cpu_s']:.3f} s, peak RSS {r['peak_rss'] / 2**20:.0f} MiB"
             )
     summary = {
         mode: {
@@ -230,6 +245,7 @@ def main() -> None:
             "median_load_s": statistics.median(r["load_s"] for r in rs),
             "median_table_s": statistics.median(r["table_s"] for r in rs),
             "min_total_s": min(r["total_s"] for r in rs),
+            "median_cpu_s": statistics.median(r["cpu_s"] for r in rs),
             "peak_rss_mib": max(r["peak_rss"] for r in rs) / 2**20,
         }
         for mode, rs in results.items()
@@ -252,7 +268,10 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=2) + "\n")
     for mode, s in summary.items():
-        print(f"{mode}: median {s['median_total_s']:.3f} s, peak RSS {s['peak_rss_mib']:.0f} MiB")
+        print(
+            f"{mode}: median {s['median_total_s']:.3f} s (cpu {s['median_cpu_s']:.3f} s), "
+            f"peak RSS {s['peak_rss_mib']:.0f} MiB"
+        )
     print(f"wrote {a.out}")
 
 

@@ -8,10 +8,23 @@ sort, a cumulative maximum, a filter or an as-of join).
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 _S = pl.col("start")
 _E = pl.col("end")
+
+
+def sort_by_start(intervals: pl.DataFrame) -> pl.DataFrame:
+    """`intervals` (columns start, end) sorted by start, flagged sorted. A stable NumPy sort
+    (timsort): much cheaper than a general sort on the long ordered runs of real captures
+    (each thread's and stream's events come in order)."""
+    start = intervals["start"].to_numpy()
+    order = np.argsort(start, kind="stable")
+    return pl.DataFrame(
+        {"start": start[order], "end": intervals["end"].to_numpy()[order]},
+        schema={"start": pl.Int64, "end": pl.Int64},
+    ).with_columns(pl.col("start").set_sorted())
 
 
 def merge_sorted(intervals: pl.LazyFrame) -> pl.LazyFrame:

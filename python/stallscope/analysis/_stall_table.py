@@ -42,9 +42,9 @@ from stallscope.analysis._collectives import collectives, match_collectives
 from stallscope.analysis._intervals import (
     cumulative,
     exclusive,
-    flatten_offsets,
     measure_before,
     merge_sorted,
+    sort_by_start,
 )
 from stallscope.analysis._steps import step_windows
 
@@ -77,15 +77,17 @@ _NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation
 
 
 def _sources(events: pl.DataFrame | pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """(every event, only the columns the table needs; the collective / p2p events, every
-    column). A lazy source (stallscope.scan) is read once for each: names and details are
-    read for the collectives only."""
+    """(every event, only the columns the table needs; the collective / p2p events). A lazy
+    source (stallscope.scan) is read once, without the names (collectives get null names)."""
     lf = conform(events)
-    coll = lf.filter(pl.col("kind").is_in(("collective", "p2p")))
+    is_coll = pl.col("kind").is_in(("collective", "p2p"))
     if isinstance(events, pl.LazyFrame):
-        ev, c = pl.collect_all([lf.select(_NEEDED), coll])
-        return ev.lazy(), c.lazy()
-    return lf.select(_NEEDED), coll
+        ev = lf.select(*_NEEDED, "detail").collect().lazy()
+        coll = ev.filter(is_coll).with_columns(
+            name=pl.lit(None, pl.String), bytes=pl.lit(0, pl.Int64)
+        )
+        return ev, coll.collect().lazy()
+    return lf.select(_NEEDED), lf.filter(is_coll).collect().lazy()
 
 
 def is_gpu_run(events: pl.DataFrame | pl.LazyFrame) -> bool:
@@ -163,15 +165,6 @@ class _Prepared:
     windows: pl.DataFrame  # rank, step, start_ns, end_ns, step_ns, start, end (flat), offset
 
 
-def _per_rank(rank: pl.Expr, bounds: pl.DataFrame, col: str) -> pl.Expr:
-    """`bounds[col]` for each row's rank, by position (ranks are small non-negative ints)."""
-    top = int(bounds["rank"].cast(pl.Int64).max() or 0)  # type: ignore[arg-type]
-    lut = pl.Series([None] * (top + 1), dtype=pl.Int64).scatter(
-        bounds["rank"].cast(pl.Int64), bounds[col]
-    )
-    return pl.lit(lut).gather(rank.clip(0, top))
-
-
 def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     ev, coll_events = _sources(events)
     windows = step_windows(ev).select(
@@ -182,51 +175,56 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         w = windows.with_columns(start="start_ns", end="end_ns", offset=pl.lit(0, pl.Int64))
         return _Prepared(empty, empty.with_columns(label=pl.lit(0, pl.Int32)), w)
     gpu = is_gpu_run(ev)
-    bounds = flatten_offsets(
-        windows.group_by("rank")
-        .agg(lo=pl.col("start_ns").min(), hi=pl.col("end_ns").max())
-        .sort("rank")
-    )
-    coll, per_rank = _collective_intervals(coll_events)
-    base = _labelled(ev, gpu)
-    comm = base.filter(pl.col("label") == _COMM_TRANSFER)
-    comm = comm.join(per_rank, on="rank", how="left").select(
-        "rank",
-        pl.when(pl.col("multi_node").fill_null(False))
-        .then(pl.lit(_P["network"], pl.Int32))
-        .otherwise(pl.lit(_P["interconnect"], pl.Int32))
-        .alias("label"),
-        "start_ns",
-        "end_ns",
-    )
-
-    def flat(lf: pl.LazyFrame, *keep: str) -> pl.LazyFrame:
-        r = pl.col("rank")
-        lo, hi = _per_rank(r, bounds, "lo"), _per_rank(r, bounds, "hi")
-        off = _per_rank(r, bounds, "offset")
-        known = r.is_in(bounds["rank"].implode())
-        return (
-            lf.filter(known)
-            .select(
-                *keep,
-                start=pl.col("start_ns").clip(lo, hi) + off,
-                end=pl.col("end_ns").clip(lo, hi) + off,
-            )
-            .filter(pl.col("end") > pl.col("start"))
-            .sort("start")
+    lo_all, hi_all = int(windows["start_ns"].min()), int(windows["end_ns"].max())  # type: ignore[arg-type]
+    span = hi_all - lo_all + 1
+    low, top = int(windows["rank"].min()), int(windows["rank"].max())  # type: ignore[arg-type]
+    if low < 0 or (top + 1) * span >= 2**62:
+        raise ValueError(
+            f"ranks {low}..{top} over {span} ns do not fit one int64 "
+            "timeline; ranks must be non-negative and the run shorter than 2**62 / ranks ns"
         )
+    coll, per_rank = _collective_intervals(coll_events)
 
-    compute = flat(base.filter(pl.col("label") == _P["compute"]))
-    others = pl.concat(
-        [
-            base.filter((pl.col("label") != _P["compute"]) & (pl.col("label") != _COMM_TRANSFER)),
-            comm,
-            coll,
-        ]
+    def flat(lf: pl.LazyFrame) -> pl.LazyFrame:
+        """rank, label, start, end on the flat timeline: rank r's time t is at
+        r * span + t - lo_all (clipped to the run's steps, so ranks never meet; what lies
+        outside the rank's own steps is never measured)."""
+        shift = pl.col("rank").cast(pl.Int64) * span - lo_all
+        return lf.select(
+            "rank",
+            "label",
+            start=pl.col("start_ns").clip(lo_all, hi_all) + shift,
+            end=pl.col("end_ns").clip(lo_all, hi_all) + shift,
+        ).filter(pl.col("end") > pl.col("start"))
+
+    base, coll_flat = pl.collect_all([flat(_labelled(ev, gpu)), flat(coll)])  # one pass
+    label = pl.col("label")
+    comm = (
+        base.lazy()
+        .filter(label == _COMM_TRANSFER)
+        .join(per_rank, on="rank", how="left")
+        .with_columns(
+            label=pl.when(pl.col("multi_node").fill_null(False))
+            .then(pl.lit(_P["network"], pl.Int32))
+            .otherwise(pl.lit(_P["interconnect"], pl.Int32))
+        )
     )
-    compute_df, rest_df = pl.collect_all([compute, flat(others, "label")])
+    rest_df = (
+        pl.concat(
+            [
+                base.lazy().filter((label != _P["compute"]) & (label != _COMM_TRANSFER)),
+                comm.select(base.columns),
+                coll_flat.lazy(),
+            ]
+        )
+        .select("label", "start", "end")
+        .sort("start")
+        .collect()
+    )
+    compute_df = sort_by_start(base.filter(label == _P["compute"]).select("start", "end"))
+    offset = pl.col("rank").cast(pl.Int64) * span - lo_all
     w = (
-        windows.join(bounds.select("rank", "offset"), on="rank")
+        windows.with_columns(offset=offset)
         .with_columns(
             start=pl.col("start_ns") + pl.col("offset"), end=pl.col("end_ns") + pl.col("offset")
         )
