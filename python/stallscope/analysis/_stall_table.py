@@ -120,15 +120,18 @@ def _label_table(gpu: bool) -> pl.Series:
     return pl.Series([_label_of(k, c, gpu) for k in KINDS for c in CATEGORIES], dtype=pl.Int32)
 
 
-def _labelled(ev: pl.LazyFrame, gpu: bool) -> pl.LazyFrame:
-    """rank, label, start_ns, end_ns of the non-collective sources (label = priority, or
-    _COMM_TRANSFER). A table lookup on the Enum codes: no string comparison per row."""
+def _labelled(ev: pl.LazyFrame, gpu: bool, compute: bool) -> pl.LazyFrame:
+    """rank, label, start_ns, end_ns of the non-collective sources of priority 0 (`compute`)
+    or of the others (label = priority, or _COMM_TRANSFER). A table lookup on the Enum codes:
+    no string comparison per row."""
     code = pl.col("kind").to_physical().cast(pl.Int32) * len(CATEGORIES) + pl.col(
         "category"
     ).to_physical().cast(pl.Int32)
-    return ev.select(
-        "rank", pl.lit(_label_table(gpu)).gather(code).alias("label"), "start_ns", "end_ns"
-    ).filter(pl.col("label").is_not_null() & (pl.col("end_ns") > pl.col("start_ns")))
+    label = pl.lit(_label_table(gpu)).gather(code)
+    keep = (label == _P["compute"]) if compute else (label != _P["compute"])
+    return ev.filter(keep & (pl.col("end_ns") > pl.col("start_ns"))).select(
+        "rank", label.alias("label"), "start_ns", "end_ns"
+    )
 
 
 def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
@@ -197,7 +200,10 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
             end=pl.col("end_ns").clip(lo_all, hi_all) + shift,
         ).filter(pl.col("end") > pl.col("start"))
 
-    base, coll_flat = pl.collect_all([flat(_labelled(ev, gpu)), flat(coll)])  # one pass
+    compute_lf = flat(_labelled(ev, gpu, compute=True)).select("start", "end")
+    base, coll_flat, compute_df = pl.collect_all(
+        [flat(_labelled(ev, gpu, compute=False)), flat(coll), compute_lf]
+    )
     label = pl.col("label")
     comm = (
         base.lazy()
@@ -212,7 +218,7 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     rest_df = (
         pl.concat(
             [
-                base.lazy().filter((label != _P["compute"]) & (label != _COMM_TRANSFER)),
+                base.lazy().filter(label != _COMM_TRANSFER),
                 comm.select(base.columns),
                 coll_flat.lazy(),
             ]
@@ -221,7 +227,7 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         .sort("start")
         .collect()
     )
-    compute_df = sort_by_start(base.filter(label == _P["compute"]).select("start", "end"))
+    compute_df = sort_by_start(compute_df)
     offset = pl.col("rank").cast(pl.Int64) * span - lo_all
     w = (
         windows.with_columns(offset=offset)
