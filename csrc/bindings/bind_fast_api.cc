@@ -28,11 +28,26 @@ std::atomic<uint64_t> g_too_deep{0};
 std::atomic<int64_t> g_step{0};
 uint32_t g_step_name = 0;
 
+// str -> id cache in front of the string table: a dict lookup under the GIL (the str's hash is
+// cached in the object), so recording a known name takes no lock. Only a name seen for the first
+// time goes to StringTable::intern (lock + allocation).
+PyObject* g_name_ids = nullptr;
+
 uint32_t intern_str(PyObject* s) {
+  PyObject* cached = PyDict_GetItemWithError(g_name_ids, s);  // borrowed
+  if (cached != nullptr) return static_cast<uint32_t>(PyLong_AsUnsignedLong(cached));
+  if (PyErr_Occurred()) return UINT32_MAX;
   Py_ssize_t len = 0;
   const char* p = PyUnicode_AsUTF8AndSize(s, &len);
   if (p == nullptr) return UINT32_MAX;
-  return StringTable::instance().intern(std::string_view(p, static_cast<size_t>(len)));
+  const uint32_t id = StringTable::instance().intern(std::string_view(p, static_cast<size_t>(len)));
+  PyObject* v = PyLong_FromUnsignedLong(id);
+  if (v == nullptr || PyDict_SetItem(g_name_ids, s, v) < 0) {
+    Py_XDECREF(v);
+    return UINT32_MAX;
+  }
+  Py_DECREF(v);
+  return id;
 }
 
 int parse_category(PyObject* c, uint8_t* out) {
@@ -65,8 +80,7 @@ int parse_category(PyObject* c, uint8_t* out) {
 }
 
 struct RegionObject {
-  PyObject_HEAD
-  PyObject* name;  // str
+  PyObject_HEAD PyObject* name;  // str
   uint32_t name_id;
   uint8_t category;
   uint8_t kind;
@@ -77,7 +91,8 @@ int region_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* name = nullptr;
   PyObject* cat = nullptr;
   int kind = static_cast<int>(Kind::kRegion);
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|Oi", const_cast<char**>(kw), &name, &cat, &kind)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|Oi", const_cast<char**>(kw), &name, &cat,
+                                   &kind)) {
     return -1;
   }
   auto* r = reinterpret_cast<RegionObject*>(self);
@@ -154,9 +169,19 @@ PyGetSetDef region_getset[] = {
 
 PyTypeObject RegionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-// step() -> int: records a step boundary, returns the new step index (1, 2, ...).
-PyObject* fast_step(PyObject*, PyObject*) {
-  const int64_t now = clock_now_ns();
+// step(at_ns=None) -> int: records a step boundary (now, or at the given process-clock time),
+// returns the new step index (1, 2, ...).
+PyObject* fast_step(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  int64_t now = 0;
+  if (nargs == 0 || args[0] == Py_None) {
+    now = clock_now_ns();
+  } else if (nargs == 1) {
+    now = PyLong_AsLongLong(args[0]);
+    if (now == -1 && PyErr_Occurred()) return nullptr;
+  } else {
+    PyErr_SetString(PyExc_TypeError, "step(at_ns: int | None = None)");
+    return nullptr;
+  }
   const int64_t idx = g_step.fetch_add(1, std::memory_order_relaxed) + 1;
   EventRecord e = host_event(Kind::kStep, Category::kHost, g_step_name, now, now);
   e.correlation = idx;
@@ -197,7 +222,8 @@ PyObject* fast_counter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 PyMethodDef fast_functions[] = {
-    {"step", fast_step, METH_NOARGS, "Record a step boundary; returns the step index."},
+    {"step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_step)), METH_FASTCALL,
+     "Record a step boundary (now, or at at_ns on the process clock); returns the step index."},
     {"mark", fast_mark, METH_O, "Record an instant marker."},
     {"counter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_counter)),
      METH_FASTCALL, "Record a counter sample."},
@@ -207,6 +233,8 @@ PyMethodDef fast_functions[] = {
 
 void bind_fast_api(py::module_& m) {
   g_step_name = StringTable::instance().intern("step");
+  g_name_ids = PyDict_New();
+  if (g_name_ids == nullptr) throw py::error_already_set();
   RegionType.tp_name = "stallscope._core.Region";
   RegionType.tp_basicsize = sizeof(RegionObject);
   RegionType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
@@ -225,10 +253,12 @@ void bind_fast_api(py::module_& m) {
     m.add_object(f->ml_name, fn);
   }
   m.def("step_index", [] { return g_step.load(std::memory_order_relaxed); });
-  m.def("reset_step_index", [](int64_t v) { g_step.store(v, std::memory_order_relaxed); },
-        py::arg("value") = 0);
-  m.def("too_deep_drops", [] { return g_too_deep.load(std::memory_order_relaxed); },
-        "Region exits not recorded because nesting exceeded 256 levels.");
+  m.def(
+      "reset_step_index", [](int64_t v) { g_step.store(v, std::memory_order_relaxed); },
+      py::arg("value") = 0);
+  m.def(
+      "too_deep_drops", [] { return g_too_deep.load(std::memory_order_relaxed); },
+      "Region exits not recorded because nesting exceeded 256 levels.");
 }
 
 }  // namespace stallscope::bindings

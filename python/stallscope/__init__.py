@@ -25,6 +25,7 @@ from stallscope import _core
 # Lets backends outside this extension (the NCCL profiler plugin) attach to this very core.
 _os.environ.setdefault("STALLSCOPE_CORE_LIBRARY", _core.__file__ or "")
 
+from stallscope import analysis
 from stallscope._api import counter, loader, mark, region, step
 from stallscope._load import RunInfo, load, run_info, scan
 from stallscope._schema import CATEGORIES, KINDS, SCHEMA
@@ -53,6 +54,7 @@ __all__ = [
     "TraceImportError",
     "__version__",
     "active",
+    "analysis",
     "counter",
     "load",
     "loader",
