@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from _guard import check
 
 STEP_NS = 100_000_000  # 100 ms per step
 LAYERS = 20
@@ -223,6 +224,7 @@ def main() -> None:
         print(f"generated {n:,} events in {time.perf_counter() - t:.1f} s into {a.dir}")
     info = json.loads(meta.read_text())
     env = {**os.environ, "POLARS_MAX_THREADS": str(a.threads)}
+    guards = [check("before")]
     results: dict[str, list[dict[str, float]]] = {"load": [], "scan": []}
     for i in range(a.runs):
         for mode in results:  # interleaved, so load shifts hit both modes alike
@@ -239,6 +241,7 @@ def main() -> None:
                 f"run {i} {mode}: total {r['total_s']:.3f} s (load {r['load_s']:.3f}, "
                 f"table {r['table_s']:.3f}), cpu {r['cpu_s']:.3f} s, peak RSS {r['peak_rss'] / 2**20:.0f} MiB"
             )
+    guards.append(check("after"))
     summary = {
         mode: {
             "median_total_s": statistics.median(r["total_s"] for r in rs),
@@ -262,6 +265,8 @@ def main() -> None:
         "machine": platform.processor() or platform.machine(),
         "python": platform.python_version(),
         "polars": pl.__version__,
+        "noise_guard": guards,
+        "valid": all(g["quiet"] for g in guards),
         "summary": summary,
         "runs_detail": results,
     }
