@@ -127,7 +127,7 @@ def perfetto_json(events: pl.DataFrame | pl.LazyFrame, *, stalls: bool = True) -
                     pl.col("pid"),
                     pl.col("tid"),
                     _us(pl.col("_ts")).alias("ts"),
-                    pl.format("0x{}", pl.col("_id")).alias("id"),
+                    pl.concat_str(pl.lit("0x"), pl.col("_id").cast(pl.String)).alias("id"),
                     name.alias("name"),
                     cat.alias("cat"),
                     args.alias("args"),
@@ -139,11 +139,9 @@ def perfetto_json(events: pl.DataFrame | pl.LazyFrame, *, stalls: bool = True) -
     meta = _metadata(ev, stalls)
     # Sorted by time; at one time ends before begins, then longer slices first (parents before
     # their children).
-    body = (
-        pl.concat(parts)
-        .sort("_ts", "_order", "_len", descending=[False, False, True], maintain_order=True)
-        .collect()["json"]
-    )
+    body = pl.concat(pl.collect_all(parts)).sort(
+        "_ts", "_order", "_len", descending=[False, False, True], maintain_order=True
+    )["json"]
     other = {"time_base_ns": t0, "skipped_events": skipped, "generator": "stallscope"}
     head = b'{"displayTimeUnit":"ns","otherData":' + orjson.dumps(other) + b',"traceEvents":[\n'
     lines = [*meta, *body.to_list()]
@@ -172,7 +170,7 @@ def _stall_parts(ev: pl.DataFrame, t0: int) -> list[pl.LazyFrame]:
         )
         for frame, tid, label, cat in (
             (iv, STALLS_TID, pl.col("category").cast(pl.String), "stall"),
-            (steps, STEPS_TID, pl.format("step {}", pl.col("step")), "step"),
+            (steps, STEPS_TID, pl.concat_str(pl.lit("step "), pl.col("step").cast(pl.String)), "step"),
         )
     ]
 

@@ -253,3 +253,47 @@ def test_real_traced_run(tmp_path: Path) -> None:
     doc = load(perfetto_json(stallscope.load(run)))
     names = {e["name"] for e in doc["traceEvents"]}
     assert {"forward", "layer", "next_batch", "compute", "host", "process_name"} <= names
+
+
+def test_imported_profiler_step_ranges() -> None:
+    # Kineto-style: ProfilerStep#N ranges, GPU kernels, a collective with NCCL metadata.
+    rows: list[dict[str, Any]] = [
+        {
+            "rank": 0,
+            "kind": "step",
+            "category": "host",
+            "name": f"ProfilerStep#{n}",
+            "start_ns": 1_000_000 * i,
+            "end_ns": 1_000_000 * i + 900_000,
+            "correlation": n,
+        }
+        for i, n in enumerate((4, 5, 6))
+    ]
+    rows += [
+        {
+            "rank": 0,
+            "kind": "kernel",
+            "category": "compute",
+            "name": "gemm",
+            "device": 0,
+            "lane": 7,
+            "start_ns": 100_000,
+            "end_ns": 300_000,
+        },
+        {
+            "rank": 0,
+            "kind": "collective",
+            "category": "comm",
+            "name": "allreduce",
+            "start_ns": 1_100_000,
+            "end_ns": 1_400_000,
+            "correlation": 1,
+            "detail": "group=0:0,1;group_size=2;nnodes=1",
+        },
+    ]
+    doc = load(perfetto_json(events(rows)))
+    steps = sorted(
+        e["name"] for e in doc["traceEvents"] if e.get("tid") == STEPS_TID and e["ph"] == "X"
+    )
+    assert steps == ["step 4", "step 5", "step 6"]
+    assert {e["ph"] for e in doc["traceEvents"]} >= {"X", "b", "e", "M"}
