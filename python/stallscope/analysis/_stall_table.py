@@ -23,11 +23,15 @@ A run is a GPU run when it holds any GPU activity (kernel, memcpy, memset, gpu_s
 then only GPU activity counts as compute and memcpy. GPU sync rows (Stream Sync, Event Sync ...)
 do no work: their time falls to the categories below (usually host or data).
 
-How: every source interval gets the number of its category (0 = compute ... 7 = data); ranks are
-laid out one after another on one timeline (intervals clipped to the rank's steps); with a
-single sort, the union U_k of the intervals of categories 0..k is built for every k, and the
-time of category k in a step is |U_k ∩ step| - |U_(k-1) ∩ step|, host the rest. The categories
-therefore sum exactly to the step time.
+How: every source interval gets the number of its category (0 = compute ... 7 = data) by a
+table lookup on the kind / category codes; ranks are laid out one after another on one int64
+timeline (rank r's time t at r * span + t - start of the run), so nothing is grouped by rank.
+The compute intervals (the bulk: every kernel) are sorted once and merged into their union U_0;
+the other intervals (few) are cut into segments that each carry the highest priority active over
+them and never cross a step boundary. Compute in a step is |U_0 ∩ step|; a segment of priority k
+adds its length outside U_0 to category k (every length of U_0 comes from one as-of lookup into
+U_0's cumulative lengths); host is the step minus all of these, so the categories sum exactly to
+the step time. stall_intervals gives the same attribution as a timeline.
 """
 
 from __future__ import annotations
