@@ -124,17 +124,34 @@ def _label_table(gpu: bool) -> pl.Series:
     return pl.Series([_label_of(k, c, gpu) for k in KINDS for c in CATEGORIES], dtype=pl.Int32)
 
 
+def _is_compute(gpu: bool) -> pl.Expr:
+    """Events of priority 0 (the same rules as _label_of, as Enum comparisons: cheap)."""
+    kind, cat = pl.col("kind"), pl.col("category")
+    if gpu:
+        return (kind == "kernel") & ~cat.is_in(("comm", "memcpy", "sync"))
+    return (kind == "region") & (cat == "compute")
+
+
 def _labelled(ev: pl.LazyFrame, gpu: bool, compute: bool) -> pl.LazyFrame:
     """rank, label, start_ns, end_ns of the non-collective sources of priority 0 (`compute`)
-    or of the others (label = priority, or _COMM_TRANSFER). A table lookup on the Enum codes:
-    no string comparison per row."""
+    or of the others (label = priority, or _COMM_TRANSFER; by a table lookup on the Enum codes
+    of the few rows that can carry one)."""
+    real = pl.col("end_ns") > pl.col("start_ns")
+    if compute:
+        return ev.filter(_is_compute(gpu) & real).select(
+            "rank", pl.lit(_P["compute"], pl.Int32).alias("label"), "start_ns", "end_ns"
+        )
+    kinds: tuple[str, ...] = ("kernel", "memcpy", "memset", "data_wait", "region")
+    if not gpu:
+        kinds = ("region", "bucket", "data_wait")
     code = pl.col("kind").to_physical().cast(pl.Int32) * len(CATEGORIES) + pl.col(
         "category"
     ).to_physical().cast(pl.Int32)
     label = pl.lit(_label_table(gpu)).gather(code)
-    keep = (label == _P["compute"]) if compute else (label != _P["compute"])
-    return ev.filter(keep & (pl.col("end_ns") > pl.col("start_ns"))).select(
-        "rank", label.alias("label"), "start_ns", "end_ns"
+    return (
+        ev.filter(pl.col("kind").is_in(kinds) & ~_is_compute(gpu) & real)
+        .select("rank", label.alias("label"), "start_ns", "end_ns")
+        .filter(pl.col("label").is_not_null())
     )
 
 
