@@ -170,7 +170,12 @@ def _stall_parts(ev: pl.DataFrame, t0: int) -> list[pl.LazyFrame]:
         )
         for frame, tid, label, cat in (
             (iv, STALLS_TID, pl.col("category").cast(pl.String), "stall"),
-            (steps, STEPS_TID, pl.concat_str(pl.lit("step "), pl.col("step").cast(pl.String)), "step"),
+            (
+                steps,
+                STEPS_TID,
+                pl.concat_str(pl.lit("step "), pl.col("step").cast(pl.String)),
+                "step",
+            ),
         )
     ]
 
