@@ -7,6 +7,7 @@ import click
 from stallscope import __version__
 from stallscope._cli.demo import demo
 from stallscope._cli.export import export
+from stallscope._cli.profile import profile
 from stallscope._cli.report import report
 
 
@@ -16,7 +17,7 @@ def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""
 
 
-for _command in (demo,):
+for _command in (demo, profile):
     cli.add_command(_command)
 cli.add_command(report)
 cli.add_command(export)
