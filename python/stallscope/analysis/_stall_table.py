@@ -82,14 +82,14 @@ _NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation
 
 def _sources(events: pl.DataFrame | pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(every event, only the columns the table needs; the collective / p2p events). A lazy
-    source (stallscope.scan) is read once, without the names (collectives get null names)."""
+    source (stallscope.scan) is read once, without payload sizes (the table does not use them;
+    collectives get 0)."""
     lf = conform(events)
     is_coll = pl.col("kind").is_in(("collective", "p2p"))
     if isinstance(events, pl.LazyFrame):
-        ev = lf.select(*_NEEDED, "detail").collect().lazy()
-        coll = ev.filter(is_coll).with_columns(
-            name=pl.lit(None, pl.String), bytes=pl.lit(0, pl.Int64)
-        )
+        # Names and details are needed for the collectives only (matched by group, op, seq).
+        ev = lf.select(*_NEEDED, "name", "detail").collect().lazy()
+        coll = ev.filter(is_coll).with_columns(bytes=pl.lit(0, pl.Int64))
         return ev, coll.collect().lazy()
     return lf.select(_NEEDED), lf.filter(is_coll).collect().lazy()
 

@@ -241,3 +241,24 @@ def test_stall_intervals_cover_steps_and_sum_to_table() -> None:
 def test_bad_input_names_missing_column() -> None:
     with pytest.raises(ValueError, match="start_ns"):
         stall_table(pl.DataFrame({"kind": ["step"], "name": ["s"], "end_ns": [0]}))
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_collectives_matched_by_operation_too(lazy: bool) -> None:
+    # NCCL numbers collectives per operation: AllReduce #0 and AllGather #0 are different
+    # instances; a lazy source (scan) must keep the names the matching needs.
+    rows = [*steps(0, 0, 100), *steps(1, 0, 100)]
+    rows += [coll(0, 10, 40), coll(1, 30, 40)]  # AllReduce #0: rank 1 arrives last
+    rows += [coll(0, 50, 70), coll(1, 50, 70)]  # AllGather #0: both at 50
+    ev = events(rows).with_columns(
+        name=pl.when(pl.col("kind") == "collective")
+        .then(
+            pl.when(pl.col("start_ns") < 50)
+            .then(pl.lit("AllReduce"))
+            .otherwise(pl.lit("AllGather"))
+        )
+        .otherwise(pl.col("name"))
+    )
+    t = stall_table(ev.lazy() if lazy else ev)
+    assert row(t, 0) == expect(sync_wait=20, interconnect=30, host=50)
+    assert row(t, 1) == expect(interconnect=30, host=70)
