@@ -31,6 +31,7 @@ from stallscope._backends import backends
 from stallscope._load import RunInfo, load, run_info, scan
 from stallscope._schema import CATEGORIES, KINDS, SCHEMA
 from stallscope._trace import Trace, active, start, stop, trace
+from stallscope.analysis import stall_summary, stall_table
 from stallscope.exceptions import (
     RunDirError,
     StallscopeError,
@@ -64,6 +65,8 @@ __all__ = [
     "region",
     "run_info",
     "scan",
+    "stall_summary",
+    "stall_table",
     "start",
     "step",
     "stop",

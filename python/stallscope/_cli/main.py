@@ -6,7 +6,9 @@ import click
 
 from stallscope import __version__
 from stallscope._cli.demo import demo
+from stallscope._cli.export import export
 from stallscope._cli.profile import profile
+from stallscope._cli.report import report
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,6 +19,8 @@ def cli() -> None:
 
 for _command in (demo, profile):
     cli.add_command(_command)
+cli.add_command(report)
+cli.add_command(export)
 
 
 def main() -> None:

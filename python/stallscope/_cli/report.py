@@ -1,0 +1,101 @@
+"""`stallscope report RUN`: the stall tables of a native run or of Kineto traces."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import click
+import polars as pl
+
+MS = 1e6  # ns per ms
+
+
+def _ms(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+    return df.with_columns(
+        [(pl.col(c) / MS).round(3).alias(c.removesuffix("_ns") + "_ms") for c in cols]
+    ).drop(cols)
+
+
+def _nonzero(table: pl.DataFrame, cols: tuple[str, ...]) -> list[str]:
+    """The category columns that are not zero everywhere (to keep terminal tables narrow)."""
+    return [c for c in cols if table.height and int(table[c].abs().max()) > 0]  # type: ignore[arg-type]
+
+
+@click.command()
+@click.argument("run", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the tables as JSON (ns) for scripts.")
+@click.option(
+    "--max-rows",
+    type=click.IntRange(1, 1_000_000),
+    default=40,
+    show_default=True,
+    help="Rows shown of the per step and rank table.",
+)
+def report(run: Path, as_json: bool, max_rows: int) -> None:
+    """Where each step's time goes: stall tables per step and rank, per step across ranks,
+    and for the whole run. RUN is a run directory or a folder (or file) of PyTorch profiler
+    traces."""
+    from stallscope._cli._source import load_events
+    from stallscope.analysis import (
+        STALL_COLUMNS,
+        stall_run_summary,
+        stall_summary,
+        stall_table,
+    )
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        events, source = load_events(run)
+    notes = [str(w.message) for w in caught]
+    table = stall_table(events)
+    across = stall_summary(table)
+    whole = stall_run_summary(table)
+    if as_json:
+        import orjson
+
+        doc = {
+            "path": str(run),
+            "source": source,
+            "events": events.height,
+            "ranks": sorted(int(r) for r in events["rank"].unique().to_list()),
+            "warnings": notes,
+            "steps": table.to_dicts(),
+            "across_ranks": across.to_dicts(),
+            "run": whole.with_columns(pl.col("category").cast(pl.String)).to_dicts(),
+        }
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+
+    from stallscope._cli.render import print_frame
+
+    for n in notes:
+        click.echo(f"warning: {n}", err=True)
+    ranks = events["rank"].n_unique() if events.height else 0
+    click.echo(
+        f"{run} ({source}): {events.height:,} events, {ranks} ranks, {table.height} rank-steps"
+    )
+    if table.height == 0:
+        click.echo(
+            "no steps: the run has no step markers (call stallscope.step() each iteration, or "
+            "profile with torch.profiler's schedule so traces carry ProfilerStep#N)"
+        )
+        return
+    cats = _nonzero(table, STALL_COLUMNS)
+    per = _ms(table.select("rank", "step", "step_ns", *cats), ["step_ns", *cats])
+    print_frame(per, title="stalls per step and rank (ms)", max_rows=max_rows)
+    maxes = [c.removesuffix("_ns") + "_max_ns" for c in cats]
+    a = across.select("step", "ranks", "slowest_rank", "step_max_ns", "step_median_ns", *maxes)
+    print_frame(
+        _ms(a, ["step_max_ns", "step_median_ns", *maxes]),
+        title="per step across ranks (ms; max over ranks unless median)",
+        max_rows=max_rows,
+    )
+    w = whole.select(
+        pl.col("category").cast(pl.String),
+        (pl.col("total_ns") / MS).round(3).alias("total_ms"),
+        (pl.col("share") * 100).round(1).alias("share_%"),
+        (pl.col("per_step_ns") / MS).round(3).alias("per_step_ms"),
+    )
+    print_frame(w, title="whole run")

@@ -1,0 +1,402 @@
+"""The stall table: where each step's time goes, per rank, in DESIGN.md's categories.
+
+Every instant of a step goes to exactly one category, the first that applies:
+
+1. ``compute``: a compute kernel runs on some GPU stream (on a CPU-only run: a region of
+   category compute runs on some thread).
+2. ``memcpy``: a copy or memset runs (kinds memcpy / memset, kernels classified memcpy; on a
+   CPU-only run: regions of category memcpy).
+3. communication, when a collective, p2p transfer or comm kernel runs:
+   ``sync_wait`` while the rank waits for the last member of the collective's group to arrive
+   (collectives matched across ranks by group and sequence number, see match_collectives),
+   then ``network`` when the group spans more than one node, else ``interconnect``. Comm
+   kernels, DDP buckets (CPU-only runs) and comm regions (CPU-only runs) carry no arrival
+   information: they count as transfer, network when any collective of the rank spans more
+   than one node.
+4. data, while the host waits for the next batch (``data_wait`` events and regions of the data
+   categories): ``data_fetch`` and ``data_prep`` where the loader reports them, ``data`` for the
+   rest of the wait (the unsplit data wait).
+5. ``host``: everything else (the device is idle for another reason: launch overhead, Python,
+   CPU-side work).
+
+A run is a GPU run when it holds any GPU activity (kernel, memcpy, memset, gpu_sync events);
+then only GPU activity counts as compute and memcpy. GPU sync rows (Stream Sync, Event Sync ...)
+do no work: their time falls to the categories below (usually host or data).
+
+How: every source interval gets the number of its category (0 = compute ... 7 = data) by a
+table lookup on the kind / category codes; ranks are laid out one after another on one int64
+timeline (rank r's time t at r * span + t - start of the run), so nothing is grouped by rank.
+The compute intervals (the bulk: every kernel) are sorted once and merged into their union U_0;
+the other intervals (few) are cut into segments that each carry the highest priority active over
+them and never cross a step boundary. Compute in a step is |U_0 ∩ step|; a segment of priority k
+adds its length outside U_0 to category k (every length of U_0 comes from one as-of lookup into
+U_0's cumulative lengths); host is the step minus all of these, so the categories sum exactly to
+the step time. stall_intervals gives the same attribution as a timeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import polars as pl
+
+from stallscope._schema import CATEGORIES, KINDS, conform
+from stallscope.analysis._collectives import collectives, match_collectives
+from stallscope.analysis._intervals import (
+    cumulative,
+    exclusive,
+    measure_before,
+    merge_sorted,
+    sort_by_start,
+)
+from stallscope.analysis._steps import step_windows
+
+ATTRIBUTED: Final[tuple[str, ...]] = (
+    "compute",
+    "memcpy",
+    "sync_wait",
+    "network",
+    "interconnect",
+    "data_fetch",
+    "data_prep",
+    "data",
+)
+"""Categories claimed by intervals, in priority order (position = priority, 0 highest)."""
+
+STALL_CATEGORIES: Final[tuple[str, ...]] = (*ATTRIBUTED, "host")
+"""Every stall category, in priority order; ``host`` takes what no interval claims."""
+
+STALL_COLUMNS: Final[tuple[str, ...]] = tuple(f"{c}_ns" for c in STALL_CATEGORIES)
+"""The per-category columns of the stall table (ns); they sum to ``step_ns``."""
+
+GPU_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "gpu_sync")
+
+_P: Final[dict[str, int]] = {c: i for i, c in enumerate(ATTRIBUTED)}
+_COMM_TRANSFER: Final = 100  # placeholder label: network or interconnect by the rank's nodes
+_DATA_CATS: Final = ("data", "data_fetch", "data_prep")
+
+
+_NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation")
+
+
+def _sources(events: pl.DataFrame | pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """(every event, only the columns the table needs; the collective / p2p events). A lazy
+    source (stallscope.scan) is read once, without payload sizes (the table does not use them;
+    collectives get 0)."""
+    lf = conform(events)
+    is_coll = pl.col("kind").is_in(("collective", "p2p"))
+    if isinstance(events, pl.LazyFrame):
+        # Names and details are needed for the collectives only (matched by group, op, seq).
+        ev = lf.select(*_NEEDED, "name", "detail").collect().lazy()
+        coll = ev.filter(is_coll).with_columns(bytes=pl.lit(0, pl.Int64))
+        return ev, coll.collect().lazy()
+    return lf.select(_NEEDED), lf.filter(is_coll).collect().lazy()
+
+
+def is_gpu_run(events: pl.DataFrame | pl.LazyFrame) -> bool:
+    """Whether the events hold GPU activity (then the device lanes are GPU streams)."""
+    hit = events.lazy().filter(pl.col("kind").is_in(GPU_KINDS)).select(pl.len()).collect().item()
+    return bool(hit)
+
+
+def _label_of(kind: str, category: str, gpu: bool) -> int | None:
+    """The priority label of a non-collective event (None: claims no time); the rules of the
+    module docstring."""
+    region = kind == "region"
+    if kind == "data_wait" or (region and category in _DATA_CATS):
+        return _P[category] if category in _DATA_CATS else _P["data"]
+    if gpu:
+        if kind == "kernel":
+            return {"comm": _COMM_TRANSFER, "memcpy": _P["memcpy"], "sync": None}.get(
+                category, _P["compute"]
+            )
+        return _P["memcpy"] if kind in ("memcpy", "memset") else None
+    if region and category in ("compute", "memcpy"):
+        return _P[category]
+    if kind == "bucket" or (region and category == "comm"):
+        return _COMM_TRANSFER
+    return None
+
+
+def _label_table(gpu: bool) -> pl.Series:
+    """Label by ``kind_code * len(CATEGORIES) + category_code`` (the Enums' physical codes)."""
+    return pl.Series([_label_of(k, c, gpu) for k in KINDS for c in CATEGORIES], dtype=pl.Int32)
+
+
+def _is_compute(gpu: bool) -> pl.Expr:
+    """Events of priority 0 (the same rules as _label_of, as Enum comparisons: cheap)."""
+    kind, cat = pl.col("kind"), pl.col("category")
+    if gpu:
+        return (kind == "kernel") & ~cat.is_in(("comm", "memcpy", "sync"))
+    return (kind == "region") & (cat == "compute")
+
+
+def _labelled(ev: pl.LazyFrame, gpu: bool, compute: bool) -> pl.LazyFrame:
+    """rank, label, start_ns, end_ns of the non-collective sources of priority 0 (`compute`)
+    or of the others (label = priority, or _COMM_TRANSFER; by a table lookup on the Enum codes
+    of the few rows that can carry one)."""
+    real = pl.col("end_ns") > pl.col("start_ns")
+    if compute:
+        return ev.filter(_is_compute(gpu) & real).select(
+            "rank", pl.lit(_P["compute"], pl.Int32).alias("label"), "start_ns", "end_ns"
+        )
+    kinds: tuple[str, ...] = ("kernel", "memcpy", "memset", "data_wait", "region")
+    if not gpu:
+        kinds = ("region", "bucket", "data_wait")
+    code = pl.col("kind").to_physical().cast(pl.Int32) * len(CATEGORIES) + pl.col(
+        "category"
+    ).to_physical().cast(pl.Int32)
+    label = pl.lit(_label_table(gpu)).gather(code)
+    return (
+        ev.filter(pl.col("kind").is_in(kinds) & ~_is_compute(gpu) & real)
+        .select("rank", label.alias("label"), "start_ns", "end_ns")
+        .filter(pl.col("label").is_not_null())
+    )
+
+
+def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """(intervals of collectives: rank, label, start_ns, end_ns; per rank ``multi_node``)."""
+    transfer = (
+        pl.when(pl.col("nnodes").fill_null(1) > 1)
+        .then(pl.lit(_P["network"]))
+        .otherwise(pl.lit(_P["interconnect"]))
+    )
+    matched = match_collectives(ev).lazy()
+    wait_end = pl.col("start_ns") + pl.col("sync_wait_ns")
+    waits = matched.select(
+        "rank", label=pl.lit(_P["sync_wait"]), start_ns="start_ns", end_ns=wait_end
+    )
+    rest = matched.select("rank", label=transfer, start_ns=wait_end, end_ns="end_ns")
+    all_c = collectives(ev)
+    # Collectives without a group cannot be matched: all of their time is transfer.
+    lone = all_c.filter(pl.col("group").is_null()).select(
+        "rank", label=transfer, start_ns="start_ns", end_ns="end_ns"
+    )
+    per_rank = all_c.group_by("rank").agg(multi_node=(pl.col("nnodes").fill_null(1) > 1).any())
+    out = pl.concat(
+        [f.with_columns(pl.col("label").cast(pl.Int32)) for f in (waits, rest, lone)]
+    ).filter(pl.col("end_ns") > pl.col("start_ns"))
+    return out, per_rank
+
+
+@dataclass
+class _Prepared:
+    """Intervals on the flat timeline (ranks laid end to end, clipped to their steps)."""
+
+    compute: pl.DataFrame  # start, end of priority 0, sorted by start: the bulk of the events
+    rest: pl.DataFrame  # label, start, end of priorities 1.., sorted by start
+    windows: pl.DataFrame  # rank, step, start_ns, end_ns, step_ns, start, end (flat), offset
+
+
+def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
+    ev, coll_events = _sources(events)
+    windows = step_windows(ev).select(
+        pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns", "step_ns"
+    )
+    empty = pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64})
+    if windows.height == 0:
+        w = windows.with_columns(start="start_ns", end="end_ns", offset=pl.lit(0, pl.Int64))
+        return _Prepared(empty, empty.with_columns(label=pl.lit(0, pl.Int32)), w)
+    gpu = is_gpu_run(ev)
+    lo_all, hi_all = int(windows["start_ns"].min()), int(windows["end_ns"].max())  # type: ignore[arg-type]
+    span = hi_all - lo_all + 1
+    low, top = int(windows["rank"].min()), int(windows["rank"].max())  # type: ignore[arg-type]
+    if low < 0 or (top + 1) * span >= 2**62:
+        raise ValueError(
+            f"ranks {low}..{top} over {span} ns do not fit one int64 "
+            "timeline; ranks must be non-negative and the run shorter than 2**62 / ranks ns"
+        )
+    coll, per_rank = _collective_intervals(coll_events)
+
+    def flat(lf: pl.LazyFrame) -> pl.LazyFrame:
+        """rank, label, start, end on the flat timeline: rank r's time t is at
+        r * span + t - lo_all (clipped to the run's steps, so ranks never meet; what lies
+        outside the rank's own steps is never measured)."""
+        shift = pl.col("rank").cast(pl.Int64) * span - lo_all
+        return lf.select(
+            "rank",
+            "label",
+            start=pl.col("start_ns").clip(lo_all, hi_all) + shift,
+            end=pl.col("end_ns").clip(lo_all, hi_all) + shift,
+        ).filter(pl.col("end") > pl.col("start"))
+
+    compute_lf = flat(_labelled(ev, gpu, compute=True)).select("start", "end")
+    base, coll_flat, compute_df = pl.collect_all(
+        [flat(_labelled(ev, gpu, compute=False)), flat(coll), compute_lf]
+    )
+    label = pl.col("label")
+    comm = (
+        base.lazy()
+        .filter(label == _COMM_TRANSFER)
+        .join(per_rank, on="rank", how="left")
+        .with_columns(
+            label=pl.when(pl.col("multi_node").fill_null(False))
+            .then(pl.lit(_P["network"], pl.Int32))
+            .otherwise(pl.lit(_P["interconnect"], pl.Int32))
+        )
+    )
+    rest_df = (
+        pl.concat(
+            [
+                base.lazy().filter(label != _COMM_TRANSFER),
+                comm.select(base.columns),
+                coll_flat.lazy(),
+            ]
+        )
+        .select("label", "start", "end")
+        .sort("start")
+        .collect()
+    )
+    compute_df = sort_by_start(compute_df)
+    offset = pl.col("rank").cast(pl.Int64) * span - lo_all
+    w = (
+        windows.with_columns(offset=offset)
+        .with_columns(
+            start=pl.col("start_ns") + pl.col("offset"), end=pl.col("end_ns") + pl.col("offset")
+        )
+        .sort("start")
+    )
+    return _Prepared(compute_df, rest_df, w)
+
+
+def _empty_table() -> pl.DataFrame:
+    schema: dict[str, pl.DataType] = {
+        "rank": pl.Int32(),
+        "step": pl.Int64(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "step_ns": pl.Int64(),
+    }
+    schema.update({c: pl.Int64() for c in STALL_COLUMNS})
+    return pl.DataFrame(schema=schema)
+
+
+def _locate(segments: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """`segments` (sorted by start, none crossing a window boundary) with the index ``_w`` of the
+    window holding each; segments outside every window are dropped."""
+    return (
+        segments.join_asof(
+            windows.filter(pl.col("end") > pl.col("start")).select("_w", _ws="start", _we="end"),
+            left_on="start",
+            right_on="_ws",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("start") < pl.col("_we"))
+        .drop("_ws", "_we")
+    )
+
+
+def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """One row per rank and step: rank, step, start_ns, end_ns, step_ns and the time (ns) of
+    each stall category (`STALL_COLUMNS`: compute_ns, memcpy_ns, sync_wait_ns, network_ns,
+    interconnect_ns, data_fetch_ns, data_prep_ns, data_ns, host_ns), which sum to step_ns.
+
+    `events` is what stallscope.load / scan or stallscope.import_kineto returns. Steps are the
+    windows of step_windows; a run without step markers gives an empty table."""
+    p = _prepare(events)
+    w = p.windows
+    if w.height == 0:
+        return _empty_table()
+    windows = w.lazy().select("start", "end").with_row_index("_w")
+    # Compute (the bulk) is merged once (U_0). The other intervals (few) are cut into segments
+    # that each carry the highest priority active over them (and never cross a step boundary);
+    # a segment of priority k counts for category k where U_0 does not cover it. Every length
+    # of U_0 needed (inside each step, inside each segment) comes from one as-of lookup of all
+    # the boundaries into U_0's cumulative lengths.
+    cuts = pl.concat([windows.select(t="start"), windows.select(t="end")])
+    cum0 = cumulative(merge_sorted(p.compute.lazy()))
+    segs = _locate(exclusive(p.rest.lazy(), len(ATTRIBUTED), cuts), windows)
+    cum0_df, segs_df = pl.collect_all([cum0, segs])
+    spans = pl.concat(
+        [
+            windows.with_columns(label=pl.lit(0, pl.Int32)),
+            segs_df.lazy().select("_w", "start", "end", "label"),
+        ],
+        how="diagonal",
+    ).with_row_index("_i")
+    points = pl.concat(
+        [spans.select("_i", t="start", side=pl.lit(0)), spans.select("_i", t="end", side=pl.lit(1))]
+    ).sort("t")
+    at = measure_before(cum0_df.lazy(), points, prepared=True)
+    f_start = at.filter(pl.col("side") == 0).select("_i", _a="measure")
+    f_end = at.filter(pl.col("side") == 1).select("_i", _b="measure")
+    u0 = pl.col("_b") - pl.col("_a")
+    # label 0 rows are the steps (U_0's length inside); the others segments (outside U_0)
+    v = pl.when(pl.col("label") == 0).then(u0).otherwise(pl.col("end") - pl.col("start") - u0)
+    per = (
+        spans.join(f_start, on="_i", how="left")
+        .join(f_end, on="_i", how="left")
+        .group_by("_w")
+        .agg(
+            [
+                v.filter(pl.col("label") == k).sum().alias(f"{c}_ns")
+                for k, c in enumerate(ATTRIBUTED)
+            ]
+        )
+        .sort("_w")
+        .collect()
+    )
+    claimed = pl.sum_horizontal([pl.col(f"{c}_ns") for c in ATTRIBUTED])
+    return (
+        pl.concat([w, per.drop("_w")], how="horizontal")
+        .with_columns(host_ns=pl.col("step_ns") - claimed)
+        .select("rank", "step", "start_ns", "end_ns", "step_ns", *STALL_COLUMNS)
+        .sort("rank", "step")
+    )
+
+
+def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """The attributed timeline: rank, step, category (one of `STALL_CATEGORIES`), start_ns,
+    end_ns, sorted by rank and start. The intervals of a rank are disjoint, cover each of its
+    steps exactly and never cross a step boundary; their lengths summed per rank, step and
+    category give stall_table."""
+    p = _prepare(events)
+    w = p.windows
+    schema = {
+        "rank": pl.Int32(),
+        "step": pl.Int64(),
+        "category": pl.Enum(list(STALL_CATEGORIES)),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+    }
+    if w.height == 0:
+        return pl.DataFrame(schema=schema)
+    windows = w.lazy().select("start", "end").with_row_index("_w")
+    cuts = pl.concat([windows.select(t="start"), windows.select(t="end")])
+    host = len(ATTRIBUTED)
+    everything = pl.concat(
+        [
+            p.compute.lazy().with_columns(label=pl.lit(0, pl.Int32)),
+            p.rest.lazy(),
+            windows.select("start", "end", label=pl.lit(host, pl.Int32)),
+        ],
+        how="diagonal",
+    )
+    segs = _locate(exclusive(everything, host + 1, cuts), windows)
+    # Neighbouring segments of one category in one step become one interval.
+    new = (
+        (pl.col("label") != pl.col("label").shift(1))
+        | (pl.col("start") != pl.col("end").shift(1))
+        | (pl.col("_w") != pl.col("_w").shift(1))
+    ).fill_null(True)
+    segs = (
+        segs.with_columns(_g=new.cum_sum())
+        .group_by("_g")
+        .agg(pl.col("_w", "label").first(), pl.col("start").min(), pl.col("end").max())
+    )
+    names = pl.Series(list(STALL_CATEGORIES), dtype=schema["category"])
+    info = w.lazy().with_row_index("_w").select("_w", "rank", "step", "offset")
+    return (
+        segs.join(info, on="_w", how="left")
+        .select(
+            "rank",
+            "step",
+            pl.lit(names).gather(pl.col("label")).alias("category"),
+            start_ns=pl.col("start") - pl.col("offset"),
+            end_ns=pl.col("end") - pl.col("offset"),
+        )
+        .sort("rank", "start_ns")
+        .collect()
+    )
