@@ -1,0 +1,235 @@
+"""A raw Kineto event frame (from _parse) -> stallscope's event schema, vectorised.
+
+Kinds by Kineto category (legacy names included): cpu_op / Operator / python_function /
+user_annotation / ... -> region; ``ProfilerStep#N`` (any host category) -> step with correlation
+N; cuda_runtime / cuda_driver / Runtime / mtia_runtime -> runtime; kernel / Kernel /
+mtia_ccp_events -> kernel; gpu_memcpy / Memcpy -> memcpy; gpu_memset / Memset -> memset;
+cuda_sync -> gpu_sync; gpu_user_annotation -> marker. GPU rows take their category from the one
+shared classifier (_classify.gpu_category).
+
+Time: ``start_ns = baseTimeNanoseconds + ts`` (ts in µs, converted from its exact decimal digits),
+``end_ns = start_ns + dur``. What the HTA-identical views need beyond the schema travels in
+``detail``: ``cat`` (the original category) and ``ext`` (External id); the per-file facts
+(base_ns, whether ts was written as floats) travel in one ``mark`` event per rank named
+`TRACE_MARK`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import polars as pl
+
+from stallscope._classify import gpu_category
+
+TRACE_MARK: Final = "kineto:trace"
+STEP_RE: Final = r"ProfilerStep\s*#\s*(\d+)"
+
+HOST_CATS: Final[frozenset[str]] = frozenset(
+    {
+        "cpu_op",
+        "Operator",
+        "operator",
+        "python_function",
+        "user_annotation",
+        "cpu_instant_event",
+        "cuda_profiler_range",
+        "overhead",
+        "Overhead",
+        "python",
+    }
+)
+KIND_OF_CAT: Final[dict[str, str]] = {
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "Runtime": "runtime",
+    "runtime": "runtime",
+    "mtia_runtime": "runtime",
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "mtia_ccp_events": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "cuda_sync": "gpu_sync",
+    "gpu_user_annotation": "marker",
+    **dict.fromkeys(HOST_CATS, "region"),
+}
+GPU_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "gpu_sync")
+FLOW_CATS: Final[tuple[str, ...]] = ("ac2g", "async_cpu_to_gpu")
+
+# Bytes per element of torch dtypes as Kineto's NCCL metadata names them.
+DTYPE_BYTES: Final[dict[str, int]] = {
+    "Float": 4,
+    "Double": 8,
+    "Half": 2,
+    "BFloat16": 2,
+    "Int": 4,
+    "Long": 8,
+    "Short": 2,
+    "Char": 1,
+    "Byte": 1,
+    "Bool": 1,
+    "ComplexFloat": 8,
+    "ComplexDouble": 16,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2": 1,
+}
+
+
+def ns_from_decimal(s: pl.Expr) -> pl.Expr:
+    """Integer ns from a decimal µs string, exactly (``"4458676522690.655"`` ->
+    4458676522690655); scientific notation goes through float64. Null when unparseable or
+    beyond ±9e15 µs."""
+    g = s.str.extract_groups(r"^(-?)(\d{1,15})(?:\.(\d+))?$")
+    ip = g.struct.field("2").cast(pl.Int64, strict=False)
+    frac = (g.struct.field("3").fill_null("") + "000").str.slice(0, 3).cast(pl.Int64, strict=False)
+    exact = ip * 1000 + frac
+    exact = pl.when(g.struct.field("1") == "-").then(-exact).otherwise(exact)
+    f = s.cast(pl.Float64, strict=False)
+    approx = pl.when(f.abs() < 9e15).then((f * 1000.0).round(0)).cast(pl.Int64, strict=False)
+    return pl.coalesce(exact, approx)
+
+
+def _int(s: pl.Expr) -> pl.Expr:
+    """An integer from a JSON scalar read as a string ("7", "7.0" -> 7); null otherwise."""
+    return pl.coalesce(
+        s.cast(pl.Int64, strict=False),
+        pl.when(s.str.contains(r"^-?\d{1,15}\.0*$"))
+        .then(s.str.extract(r"^(-?\d+)", 1))
+        .cast(pl.Int64, strict=False),
+    )
+
+
+def _clean(s: pl.Expr) -> pl.Expr:
+    """A value safe inside ``detail`` (no ``;`` or ``=``)."""
+    return s.str.replace_all(r"[;=]", "_")
+
+
+def convert(
+    raw: pl.DataFrame, *, rank: int, base_ns: int, problems: dict[str, int]
+) -> tuple[pl.DataFrame, bool]:
+    """(events in the schema without the trace mark, ts_float). Rows that cannot be used are
+    counted in `problems` (reason -> count)."""
+    a = pl.col("args")
+    lf = raw.lazy().with_columns(
+        pl.col("ph").fill_null(""),
+        pl.col("cat").str.strip_chars(),
+        corr=_int(a.struct.field("correlation")),
+        stream=_int(a.struct.field("stream")),
+        ext=_int(a.struct.field("External id")),
+    )
+    # ac2g flows (s at the runtime call, f at the GPU op; id = correlation) link rows of traces
+    # whose events lack args.correlation.
+    flows = (
+        lf.filter(pl.col("ph").is_in(["s", "f", "t"]) & pl.col("cat").is_in(FLOW_CATS))
+        .select("pid", "tid", "ts", flow_corr=_int(pl.col("id")))
+        .drop_nulls()
+        .unique(subset=["pid", "tid", "ts"], keep="first")
+    )
+    x = lf.filter(pl.col("ph") == "X")
+    x = (
+        x.join(flows, on=["pid", "tid", "ts"], how="left")
+        .with_columns(corr=pl.coalesce("corr", "flow_corr"))
+        .drop("flow_corr")
+    )
+    x = x.with_columns(
+        ts_ns=ns_from_decimal(pl.col("ts")),
+        dur_ns=ns_from_decimal(pl.col("dur")),
+        ts_float=pl.col("ts").str.contains(r"[.eE]"),
+    ).collect()
+
+    # Problems: counted, the rows dropped (HTA drops rows without dur or cat, too).
+    checks = {
+        "complete events ('ph': 'X') without 'dur'": pl.col("dur").is_null(),
+        "events without 'cat'": pl.col("cat").is_null() & pl.col("dur").is_not_null(),
+        "events with an unparseable 'ts' or 'dur'": (
+            pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null()
+        )
+        & pl.col("dur").is_not_null()
+        & pl.col("cat").is_not_null(),
+        "events with a negative 'dur'": pl.col("dur_ns") < 0,
+    }
+    counts = x.select(**{k: v.sum() for k, v in checks.items()}).row(0, named=True)
+    for k, n in counts.items():
+        if n:
+            problems[k] = problems.get(k, 0) + int(n)
+    keep = (
+        pl.col("dur").is_not_null()
+        & pl.col("cat").is_not_null()
+        & (pl.col("cat") != "Trace")
+        & pl.col("ts_ns").is_not_null()
+        & (pl.col("dur_ns") >= 0)
+    )
+    x = x.filter(keep)
+    ts_float = bool(x["ts_float"].any()) if x.height else False
+    known = pl.col("cat").is_in(list(KIND_OF_CAT))
+    unknown = x.filter(~known)
+    if unknown.height:
+        cats = sorted(set(unknown["cat"].unique().to_list()))[:5]
+        key = f"events of unknown categories (kept as host regions): {', '.join(cats)}"
+        problems[key] = problems.get(key, 0) + unknown.height
+
+    name = pl.col("name").fill_null("")
+    step_n = name.str.extract(STEP_RE, 1).cast(pl.Int64, strict=False)
+    kind0 = pl.col("cat").replace_strict(KIND_OF_CAT, default="region", return_dtype=pl.String)
+    is_step = step_n.is_not_null() & kind0.is_in(["region"])
+    kind = pl.when(is_step).then(pl.lit("step")).otherwise(kind0)
+    is_gpu = kind.is_in(GPU_KINDS)
+    pid_i = _int(pl.col("pid"))
+    tid_i = _int(pl.col("tid"))
+    device = pl.coalesce(_int(pl.col("args").struct.field("device")), pid_i)
+    start = pl.lit(base_ns, pl.Int64) + pl.col("ts_ns")
+    detail = pl.concat_str(
+        pl.lit("cat="),
+        _clean(pl.col("cat")),
+        pl.when(pl.col("ext").is_not_null())
+        .then(pl.lit(";ext=") + pl.col("ext").cast(pl.String))
+        .otherwise(pl.lit("")),
+        pl.when(pl.col("args").struct.field("cuda_sync_kind").is_not_null())
+        .then(pl.lit(";sync_kind=") + _clean(pl.col("args").struct.field("cuda_sync_kind")))
+        .otherwise(pl.lit("")),
+    )
+    events = x.select(
+        rank=pl.lit(rank, pl.Int32),
+        pid=pid_i.clip(-(2**31), 2**31 - 1).fill_null(0),
+        kind=kind,
+        category=pl.when(is_gpu)
+        .then(gpu_category(name))
+        .when(kind == "marker")
+        .then(pl.lit("other"))
+        .otherwise(pl.lit("host")),
+        name=name,
+        start_ns=start,
+        end_ns=start + pl.col("dur_ns"),
+        lane=pl.when(is_gpu)
+        .then(pl.coalesce(pl.col("stream"), tid_i))
+        .otherwise(tid_i)
+        .clip(-(2**31), 2**31 - 1)
+        .fill_null(0),
+        device=pl.when(is_gpu | (kind == "marker"))
+        .then(device.clip(-1, 2**15 - 1))
+        .otherwise(pl.lit(-1))
+        .fill_null(-1),
+        correlation=pl.when(kind == "step")
+        .then(step_n)
+        .when(kind.is_in([*GPU_KINDS, "runtime"]))
+        .then(pl.col("corr").fill_null(0))
+        .otherwise(pl.lit(0)),
+        bytes=pl.when(kind.is_in(["memcpy", "memset"]))
+        .then(_int(pl.col("args").struct.field("bytes")).clip(lower_bound=0).fill_null(0))
+        .otherwise(pl.lit(0)),
+        value=pl.lit(None, pl.Float64),
+        detail=detail,
+        # NCCL metadata of record_param_comms, for collectives (dropped by the caller).
+        _coll=pl.col("args").struct.field("Collective name"),
+        _group_size=_int(pl.col("args").struct.field("Group size")),
+        _in_nelems=_int(pl.col("args").struct.field("In msg nelems")),
+        _out_nelems=_int(pl.col("args").struct.field("Out msg nelems")),
+        _dtype=pl.col("args").struct.field("dtype"),
+        _pg=pl.col("args").struct.field("Process Group Name"),
+        _pg_desc=pl.col("args").struct.field("Process Group Description"),
+        _pg_ranks=pl.col("args").struct.field("Process Group Ranks"),
+    )
+    return events, ts_float
