@@ -82,8 +82,9 @@ def ns_from_decimal(s: pl.Expr) -> pl.Expr:
     """Integer ns from a decimal µs string, exactly (``"4458676522690.655"`` ->
     4458676522690655); scientific notation goes through float64. Null when unparseable or
     beyond ±9e15 µs."""
-    g = s.str.extract_groups(r"^(-?)(\d{1,15})(?:\.(\d+))?$")
+    g = s.str.extract_groups(r"^(-?)(\d{1,16})(?:\.(\d+))?$")
     ip = g.struct.field("2").cast(pl.Int64, strict=False)
+    ip = pl.when(ip < 9_000_000_000_000_000).then(ip)  # x1000 stays within int64
     frac = (g.struct.field("3").fill_null("") + "000").str.slice(0, 3).cast(pl.Int64, strict=False)
     exact = ip * 1000 + frac
     exact = pl.when(g.struct.field("1") == "-").then(-exact).otherwise(exact)
