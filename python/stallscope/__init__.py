@@ -26,6 +26,7 @@ from stallscope import _core
 _os.environ.setdefault("STALLSCOPE_CORE_LIBRARY", _core.__file__ or "")
 
 from stallscope._api import counter, loader, mark, region, step
+from stallscope._kineto import KinetoImport, import_kineto, read_kineto
 from stallscope._load import RunInfo, load, run_info, scan
 from stallscope._schema import CATEGORIES, KINDS, SCHEMA
 from stallscope._trace import Trace, active, start, stop, trace
@@ -51,6 +52,9 @@ __all__ = [
     "TraceError",
     "TraceImportError",
     "__version__",
+    "KinetoImport",
+    "import_kineto",
+    "read_kineto",
     "active",
     "counter",
     "load",

@@ -18,6 +18,7 @@ Native captures (no trace mark) are treated as a ns-resolution Kineto export of 
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from stallscope._classify import hta_kernel_type
@@ -57,14 +58,6 @@ def hta_rows(
             pl.col("base_ns").fill_null(0), pl.col("ts_float").fill_null(True)
         )
     )
-    ns_rel = pl.col("start_ns") - pl.col("base_ns")
-    # Float traces: the parsed float (ns_rel < 2**53, so this is exact to the last bit).
-    # Integer traces (absolute epoch µs): the integer µs, exactly.
-    rel_f = ns_rel.cast(pl.Float64) / 1000.0
-    rel_i = ns_rel.floordiv(1000).cast(pl.Float64)
-    dur_f = (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64) / 1000.0
-    ts = pl.when(pl.col("ts_float")).then(rel_f.ceil()).otherwise(rel_i)
-    end = pl.when(pl.col("ts_float")).then((rel_f + dur_f).floor()).otherwise(rel_i + dur_f)
     kind = pl.col("kind").cast(pl.String)
     stream = pl.when(kind.is_in(GPU_KINDS)).then(pl.col("lane")).otherwise(-1).cast(pl.Int64)
     corr = (
@@ -74,20 +67,20 @@ def hta_rows(
     )
     rows = rows.select(
         "rank",
+        "ts_float",
         kind=kind,
         name="name",
         cat=parse_detail(pl.col("detail"), "cat"),
         ext=parse_detail(pl.col("detail"), "ext", pl.Int64()),
-        ts=ts,
-        end=end,
+        ns_rel=pl.col("start_ns") - pl.col("base_ns"),
+        dur_ns=pl.col("end_ns") - pl.col("start_ns"),
         stream=stream,
         correlation=corr,
     ).with_columns(
-        dur=pl.col("end") - pl.col("ts"),
         is_gpu=((pl.col("stream") >= 0) & (pl.col("correlation") >= 0))
         | pl.col("name").is_in(SYNC_NAMES),
     )
-    df = rows.collect()
+    df = _hta_times(rows.collect())
     if df.height == 0:
         return df.with_columns(
             kernel_type=pl.lit(None, pl.String), ts_runtime=pl.lit(None, pl.Float64)
@@ -107,6 +100,27 @@ def hta_rows(
     if not include_last_profiler_step and step_names.n_unique() >= 2:
         df = _drop_last_step(df)
     return df.with_columns(kernel_type=hta_kernel_type(pl.col("name")))
+
+
+def _hta_times(df: pl.DataFrame) -> pl.DataFrame:
+    """ts / end / dur in HTA's µs. Computed with numpy: its division is IEEE-exact, while Polars
+    may divide by a constant through its reciprocal, which breaks the last bit and so HTA's
+    floor(ts + dur) on a few rows."""
+    ns_rel = df["ns_rel"].to_numpy()
+    dur_ns = df["dur_ns"].to_numpy()
+    flt = df["ts_float"].to_numpy()
+    # Float traces: the parsed float (ns_rel < 2**53, so this is exact to the last bit).
+    # Integer traces (absolute epoch µs): the integer µs, exactly.
+    rel_f = ns_rel.astype(np.float64) / 1000.0
+    rel_i = (ns_rel // 1000).astype(np.float64)
+    dur_f = dur_ns.astype(np.float64) / 1000.0
+    ts = np.where(flt, np.ceil(rel_f), rel_i)
+    end = np.where(flt, np.floor(rel_f + dur_f), rel_i + dur_f)
+    return df.drop("ns_rel", "dur_ns", "ts_float").with_columns(
+        ts=pl.Series(ts, dtype=pl.Float64),
+        end=pl.Series(end, dtype=pl.Float64),
+        dur=pl.Series(end - ts, dtype=pl.Float64),
+    )
 
 
 def _drop_last_step(df: pl.DataFrame) -> pl.DataFrame:
