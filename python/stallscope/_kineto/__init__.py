@@ -112,7 +112,7 @@ def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
     del frame
     colls = collective_events(events)
     events = pl.concat([events, colls]) if colls.height else events
-    events = events.select(COLUMNS)
+    events = events.sort("start_ns", "_i", "kind", maintain_order=True).select(COLUMNS)
     world = _as_int(dist.get("world_size"))
     devices = meta.get("deviceProperties")
     info = RankMeta(

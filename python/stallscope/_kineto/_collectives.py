@@ -18,13 +18,16 @@ import polars as pl
 from stallscope._kineto._convert import DTYPE_BYTES
 
 P2P_NAMES = ("send", "recv", "isend", "irecv", "_send", "_recv")
+NOT_COLLECTIVES = ("wait", "")  # record_param_comms of a work.wait(): no transfer of its own
 
 
 def collective_events(events: pl.DataFrame) -> pl.DataFrame:
     """Collective rows (schema columns plus the private _ columns, dropped by the caller) for
     one rank's converted events."""
     ops = events.filter(
-        (pl.col("name") == "record_param_comms") & pl.col("_coll").is_not_null()
+        (pl.col("name") == "record_param_comms")
+        & pl.col("_coll").is_not_null()
+        & ~pl.col("_coll").is_in(NOT_COLLECTIVES)
     ).with_row_index("_op")
     if ops.height == 0:
         return ops.drop("_op").clear()

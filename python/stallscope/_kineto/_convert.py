@@ -114,7 +114,7 @@ def convert(
     """(events in the schema without the trace mark, ts_float). Rows that cannot be used are
     counted in `problems` (reason -> count)."""
     a = pl.col("args")
-    lf = raw.lazy().with_columns(
+    lf = raw.lazy().with_row_index("_i").with_columns(
         pl.col("ph").fill_null(""),
         pl.col("cat").str.strip_chars(),
         corr=_int(a.struct.field("correlation")),
@@ -131,7 +131,7 @@ def convert(
     )
     x = lf.filter(pl.col("ph") == "X")
     x = (
-        x.join(flows, on=["pid", "tid", "ts"], how="left")
+        x.join(flows, on=["pid", "tid", "ts"], how="left", maintain_order="left")
         .with_columns(corr=pl.coalesce("corr", "flow_corr"))
         .drop("flow_corr")
     )
@@ -223,6 +223,7 @@ def convert(
         .otherwise(pl.lit(0)),
         value=pl.lit(None, pl.Float64),
         detail=detail,
+        _i=pl.col("_i"),  # position in the file: a deterministic tie-break
         # NCCL metadata of record_param_comms, for collectives (dropped by the caller).
         _coll=pl.col("args").struct.field("Collective name"),
         _group_size=_int(pl.col("args").struct.field("Group size")),
