@@ -6,6 +6,7 @@ import click
 
 from stallscope import __version__
 from stallscope._cli.demo import demo
+from stallscope._cli.import_ import import_
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,7 +15,7 @@ def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""
 
 
-for _command in (demo,):
+for _command in (demo, import_):
     cli.add_command(_command)
 
 
