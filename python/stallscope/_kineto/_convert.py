@@ -108,47 +108,103 @@ def _clean(s: pl.Expr) -> pl.Expr:
     return s.str.replace_all(r"[;=]", "_")
 
 
+def ns_from_float(s: pl.Expr) -> pl.Expr:
+    """Integer ns from float64 µs, exactly for values written with <= 3 decimals (below 2**43 µs
+    the double is within half a ns of the decimal, so the rounded fraction is the written one)."""
+    ip = s.floor()
+    frac_ns = ((s - ip) * 1000.0).round(0)
+    ok = s.is_finite() & (s.abs() < 9e15)
+    return pl.when(ok).then(ip.cast(pl.Int64, strict=False) * 1000 + frac_ns.cast(pl.Int64))
+
+
+def _as_int(s: pl.Series) -> pl.Series:
+    if s.dtype == pl.String:
+        return pl.select(_int(s)).to_series()
+    if s.dtype.is_integer() or s.dtype.is_float() or s.dtype == pl.Null:
+        return s.cast(pl.Int64, strict=False)
+    return pl.Series(s.name, [None] * len(s), dtype=pl.Int64)
+
+
+def _as_ns(s: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """(ns, written as a float) per row."""
+    if s.dtype == pl.String:
+        return pl.select(ns_from_decimal(s)).to_series(), s.str.contains(r"[.eE]").fill_null(False)
+    if s.dtype.is_integer():
+        big = s.abs() >= 9_000_000_000_000_000
+        return (
+            pl.select(pl.when(~big).then(s.cast(pl.Int64) * 1000)).to_series(),
+            pl.Series([False] * len(s)),
+        )
+    if s.dtype.is_float():
+        return pl.select(ns_from_float(s)).to_series(), s.is_not_null()
+    return pl.Series([None] * len(s), dtype=pl.Int64), pl.Series([False] * len(s))
+
+
+def _as_str(s: pl.Series) -> pl.Series:
+    return s if s.dtype == pl.String else s.cast(pl.String, strict=False)
+
+
+def normalise(raw: pl.DataFrame) -> pl.DataFrame:
+    """Typed columns from a raw frame whose scalars are strings (general reader) or numbers
+    (fast reader): ph, cat, name, bp, the string args (String); pid, tid, id, the numeric args
+    (Int64); ts_ns, dur_ns (Int64 ns), ts_is_float; ``ts``/``dur`` stay as given (null checks)."""
+    a = raw["args"].struct.unnest() if raw["args"].dtype != pl.Null else pl.DataFrame()
+    cols: dict[str, pl.Series] = {}
+    for c in ("ph", "cat", "name", "bp"):
+        cols[c] = _as_str(raw[c])
+    for c in ("pid", "tid", "id"):
+        cols[c] = _as_int(raw[c])
+    ts_ns, ts_is_float = _as_ns(raw["ts"])
+    dur_ns, _ = _as_ns(raw["dur"])
+    cols.update(ts_ns=ts_ns, dur_ns=dur_ns, ts_is_float=ts_is_float)
+    cols["has_ts"] = raw["ts"].is_not_null()
+    cols["has_dur"] = raw["dur"].is_not_null()
+    n = raw.height
+    for key in ("correlation", "stream", "External id", "device", "bytes", "Group size",
+                "In msg nelems", "Out msg nelems"):  # fmt: skip
+        cols[f"a:{key}"] = _as_int(a[key]) if key in a.columns else pl.Series([None] * n, dtype=pl.Int64)
+    for key in ("cuda_sync_kind", "Collective name", "dtype", "Process Group Name",
+                "Process Group Description", "Process Group Ranks"):  # fmt: skip
+        cols[f"a:{key}"] = _as_str(a[key]) if key in a.columns else pl.Series([None] * n, dtype=pl.String)
+    return pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
+
+
 def convert(
     raw: pl.DataFrame, *, rank: int, base_ns: int, problems: dict[str, int]
 ) -> tuple[pl.DataFrame, bool]:
     """(events in the schema without the trace mark, ts_float). Rows that cannot be used are
     counted in `problems` (reason -> count)."""
-    a = pl.col("args")
-    lf = raw.lazy().with_row_index("_i").with_columns(
+    lf = normalise(raw).lazy().with_row_index("_i").with_columns(
         pl.col("ph").fill_null(""),
         pl.col("cat").str.strip_chars(),
-        corr=_int(a.struct.field("correlation")),
-        stream=_int(a.struct.field("stream")),
-        ext=_int(a.struct.field("External id")),
+        corr=pl.col("a:correlation"),
+        stream=pl.col("a:stream"),
+        ext=pl.col("a:External id"),
     )
     # ac2g flows (s at the runtime call, f at the GPU op; id = correlation) link rows of traces
     # whose events lack args.correlation.
     flows = (
         lf.filter(pl.col("ph").is_in(["s", "f", "t"]) & pl.col("cat").is_in(FLOW_CATS))
-        .select("pid", "tid", "ts", flow_corr=_int(pl.col("id")))
+        .select("pid", "tid", "ts_ns", flow_corr=pl.col("id"))
         .drop_nulls()
-        .unique(subset=["pid", "tid", "ts"], keep="first")
+        .unique(subset=["pid", "tid", "ts_ns"], keep="first")
     )
     x = lf.filter(pl.col("ph") == "X")
     x = (
-        x.join(flows, on=["pid", "tid", "ts"], how="left", maintain_order="left")
+        x.join(flows, on=["pid", "tid", "ts_ns"], how="left", maintain_order="left")
         .with_columns(corr=pl.coalesce("corr", "flow_corr"))
         .drop("flow_corr")
-    )
-    x = x.with_columns(
-        ts_ns=ns_from_decimal(pl.col("ts")),
-        dur_ns=ns_from_decimal(pl.col("dur")),
-        ts_float=pl.col("ts").str.contains(r"[.eE]"),
+        .rename({"ts_is_float": "ts_float"})
     ).collect()
 
     # Problems: counted, the rows dropped (HTA drops rows without dur or cat, too).
     checks = {
-        "complete events ('ph': 'X') without 'dur'": pl.col("dur").is_null(),
-        "events without 'cat'": pl.col("cat").is_null() & pl.col("dur").is_not_null(),
+        "complete events ('ph': 'X') without 'dur'": ~pl.col("has_dur"),
+        "events without 'cat'": pl.col("cat").is_null() & pl.col("has_dur"),
         "events with an unparseable 'ts' or 'dur'": (
             pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null()
         )
-        & pl.col("dur").is_not_null()
+        & pl.col("has_dur")
         & pl.col("cat").is_not_null(),
         "events with a negative 'dur'": pl.col("dur_ns") < 0,
     }
@@ -157,7 +213,7 @@ def convert(
         if n:
             problems[k] = problems.get(k, 0) + int(n)
     keep = (
-        pl.col("dur").is_not_null()
+        pl.col("has_dur")
         & pl.col("cat").is_not_null()
         & (pl.col("cat") != "Trace")
         & pl.col("ts_ns").is_not_null()
@@ -178,9 +234,9 @@ def convert(
     is_step = step_n.is_not_null() & kind0.is_in(["region"])
     kind = pl.when(is_step).then(pl.lit("step")).otherwise(kind0)
     is_gpu = kind.is_in(GPU_KINDS)
-    pid_i = _int(pl.col("pid"))
-    tid_i = _int(pl.col("tid"))
-    device = pl.coalesce(_int(pl.col("args").struct.field("device")), pid_i)
+    pid_i = pl.col("pid")
+    tid_i = pl.col("tid")
+    device = pl.coalesce(pl.col("a:device"), pid_i)
     start = pl.lit(base_ns, pl.Int64) + pl.col("ts_ns")
     detail = pl.concat_str(
         pl.lit("cat="),
@@ -188,8 +244,8 @@ def convert(
         pl.when(pl.col("ext").is_not_null())
         .then(pl.lit(";ext=") + pl.col("ext").cast(pl.String))
         .otherwise(pl.lit("")),
-        pl.when(pl.col("args").struct.field("cuda_sync_kind").is_not_null())
-        .then(pl.lit(";sync_kind=") + _clean(pl.col("args").struct.field("cuda_sync_kind")))
+        pl.when(pl.col("a:cuda_sync_kind").is_not_null())
+        .then(pl.lit(";sync_kind=") + _clean(pl.col("a:cuda_sync_kind")))
         .otherwise(pl.lit("")),
     )
     events = x.select(
@@ -219,19 +275,19 @@ def convert(
         .then(pl.col("corr").fill_null(0))
         .otherwise(pl.lit(0)),
         bytes=pl.when(kind.is_in(["memcpy", "memset"]))
-        .then(_int(pl.col("args").struct.field("bytes")).clip(lower_bound=0).fill_null(0))
+        .then(pl.col("a:bytes").clip(lower_bound=0).fill_null(0))
         .otherwise(pl.lit(0)),
         value=pl.lit(None, pl.Float64),
         detail=detail,
         _i=pl.col("_i"),  # position in the file: a deterministic tie-break
         # NCCL metadata of record_param_comms, for collectives (dropped by the caller).
-        _coll=pl.col("args").struct.field("Collective name"),
-        _group_size=_int(pl.col("args").struct.field("Group size")),
-        _in_nelems=_int(pl.col("args").struct.field("In msg nelems")),
-        _out_nelems=_int(pl.col("args").struct.field("Out msg nelems")),
-        _dtype=pl.col("args").struct.field("dtype"),
-        _pg=pl.col("args").struct.field("Process Group Name"),
-        _pg_desc=pl.col("args").struct.field("Process Group Description"),
-        _pg_ranks=pl.col("args").struct.field("Process Group Ranks"),
+        _coll=pl.col("a:Collective name"),
+        _group_size=pl.col("a:Group size"),
+        _in_nelems=pl.col("a:In msg nelems"),
+        _out_nelems=pl.col("a:Out msg nelems"),
+        _dtype=pl.col("a:dtype"),
+        _pg=pl.col("a:Process Group Name"),
+        _pg_desc=pl.col("a:Process Group Description"),
+        _pg_ranks=pl.col("a:Process Group Ranks"),
     )
     return events, ts_float

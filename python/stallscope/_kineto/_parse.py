@@ -21,6 +21,7 @@ from typing import Any, Final
 import orjson
 import polars as pl
 
+from stallscope._kineto._fastjson import parse_fast
 from stallscope.exceptions import TraceImportError
 
 # The event args the importer and the HTA views use; all read as strings.
@@ -197,6 +198,9 @@ def parse(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
         if not stripped:
             raise TraceImportError(f"{path}: empty file: not a Kineto trace")
         return _slow(raw, path)
+    fast = parse_fast(raw, path)
+    if fast is not None:
+        return fast
     try:
         top = pl.read_json(io.BytesIO(raw), schema=FAST_SCHEMA)
     except Exception:  # any mismatch with the fast schema: the slow path decides

@@ -1,0 +1,182 @@
+"""The fast reader of Kineto JSON: msgspec decodes only the fields the importer uses (unknown
+keys such as Input Dims, grid, block are skipped without building Python objects), then each
+field becomes a string column, the layout _parse produces (so values convert exactly the same
+way: a float's str() is its shortest round-trip form, as in the file).
+
+Returns None when msgspec is not installed or the document does not fit the typed layout (an
+event that is not an object, args that are not an object): the caller then takes its general
+path."""
+
+# No `from __future__ import annotations`: msgspec resolves the local Structs' annotations.
+
+import functools
+import gc
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from stallscope.exceptions import TraceImportError
+
+COMMON_ARGS = ("External id", "stream", "correlation", "bytes", "device", "cuda_sync_kind")
+
+
+@functools.cache
+def _decoder() -> Any:
+    import msgspec
+
+    class Args(msgspec.Struct, gc=False):
+        ext: Any = msgspec.field(default=None, name="External id")
+        stream: Any = None
+        correlation: Any = None
+        bytes: Any = None
+        device: Any = None
+        cuda_sync_kind: Any = None
+        coll: Any = msgspec.field(default=None, name="Collective name")
+        in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+        out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+        group_size: Any = msgspec.field(default=None, name="Group size")
+        dtype: Any = None
+        pg: Any = msgspec.field(default=None, name="Process Group Name")
+        pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
+        pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+        rank_start: Any = msgspec.field(default=None, name="Global rank start")
+        rank_stride: Any = msgspec.field(default=None, name="Global rank stride")
+
+    class Event(msgspec.Struct, gc=False):
+        ph: Any = None
+        cat: Any = None
+        name: Any = None
+        pid: Any = None
+        tid: Any = None
+        ts: Any = None
+        dur: Any = None
+        id: Any = None
+        bp: Any = None
+        args: Args | None = None
+
+    class Trace(msgspec.Struct):
+        traceEvents: list[Event] | None = None  # noqa: N815 (Kineto's key)
+        distributedInfo: Any = None  # noqa: N815
+        deviceProperties: Any = None  # noqa: N815
+        baseTimeNanoseconds: Any = None  # noqa: N815
+        schemaVersion: Any = None  # noqa: N815
+        displayTimeUnit: Any = None  # noqa: N815
+        traceName: Any = None  # noqa: N815
+        trace_id: Any = None
+        cupti_version: Any = None
+        cuda_runtime_version: Any = None
+        cuda_driver_version: Any = None
+        record_shapes: Any = None
+        profile_memory: Any = None
+        with_stack: Any = None
+
+    _EMPTY.append(Args())
+    return msgspec.json.Decoder(Trace)
+
+
+_EMPTY: list[Any] = []  # one Args() with every field None, for events without args
+
+# Args struct attribute -> the Kineto key (the raw frame's field name).
+_ARG_ATTRS = {
+    "ext": "External id",
+    "stream": "stream",
+    "correlation": "correlation",
+    "bytes": "bytes",
+    "device": "device",
+    "cuda_sync_kind": "cuda_sync_kind",
+    "coll": "Collective name",
+    "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems",
+    "group_size": "Group size",
+    "dtype": "dtype",
+    "pg": "Process Group Name",
+    "pg_desc": "Process Group Description",
+    "pg_ranks": "Process Group Ranks",
+    "rank_start": "Global rank start",
+    "rank_stride": "Global rank stride",
+}
+_RARE = ("coll", "in_nelems", "out_nelems", "group_size", "dtype", "pg", "pg_desc", "pg_ranks",
+         "rank_start", "rank_stride")  # fmt: skip
+
+
+def _column(values: list[Any]) -> pl.Series:
+    """Numbers stay numbers (Int64, or Float64 when any is a float: HTA's float-ts rule), text
+    stays text; anything mixed becomes strings, which the converter reads the same way."""
+    try:
+        s = pl.Series(values)
+    except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
+        s = pl.Series(values, dtype=pl.String, strict=False)
+    if not (s.dtype.is_numeric() or s.dtype in (pl.String, pl.Null)) or s.dtype == pl.Boolean:
+        s = pl.Series(values, dtype=pl.String, strict=False)
+    return s
+
+
+def parse_fast(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
+    try:
+        decoder = _decoder()
+        import msgspec
+    except ImportError:
+        return None
+    enabled = gc.isenabled()
+    gc.disable()  # ~10^5 new objects: the cyclic collector would rescan them again and again
+    try:
+        return _parse(decoder, msgspec, raw, path)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse(decoder: Any, msgspec: Any, raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
+    try:
+        doc = decoder.decode(raw)
+    except msgspec.ValidationError:
+        return None
+    except msgspec.DecodeError as e:
+        raise TraceImportError(
+            f"{path}: not valid JSON ({e}); is the file complete? (a profiler killed while "
+            "writing leaves a truncated trace)"
+        ) from None
+    events = doc.traceEvents
+    if events is None:
+        return None  # the general path words the error
+    doc.traceEvents = None
+    n = len(events)
+    cols: dict[str, pl.Series] = {}
+    for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur"):
+        cols[f] = _column(list(map(attrgetter(f), events)))
+    # Flow ids are read on flow rows only.
+    flows = [i for i, e in enumerate(events) if e.ph in ("s", "f", "t")]
+    ids: list[Any] = [None] * n
+    for i in flows:
+        ids[i] = events[i].id
+    cols["id"] = _column(ids)
+    cols["bp"] = pl.Series([None] * n, dtype=pl.String)
+    empty = _EMPTY[0] if _EMPTY else None
+    args = [e.args if e.args is not None else empty for e in events]
+    present = [e.args is not None for e in events]
+    del events
+    fields: dict[str, pl.Series] = {}
+    # NCCL metadata sits on a few record_param_comms rows: read those rows only.
+    nccl = [i for i, a in enumerate(args) if a.coll is not None]
+    for attr, key in _ARG_ATTRS.items():
+        if attr in _RARE:
+            vals: list[Any] = [None] * n
+            for i in nccl:
+                vals[i] = getattr(args[i], attr)
+        else:
+            vals = list(map(attrgetter(attr), args))
+        fields[key] = _column(vals)
+    del args
+    struct = pl.DataFrame(fields).to_struct("args")
+    struct = pl.select(
+        pl.when(pl.Series(present, dtype=pl.Boolean)).then(struct)
+    ).to_series().alias("args")
+    frame = pl.DataFrame({**cols, "args": struct})
+    meta = {
+        k: v
+        for k in doc.__struct_fields__
+        if k != "traceEvents" and (v := getattr(doc, k)) is not None
+    }
+    return frame, meta
