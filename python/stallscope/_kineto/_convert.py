@@ -189,13 +189,21 @@ def convert(
         .drop_nulls()
         .unique(subset=["pid", "tid", "ts_ns"], keep="first")
     )
-    x = lf.filter(pl.col("ph") == "X")
-    x = (
-        x.join(flows, on=["pid", "tid", "ts_ns"], how="left", maintain_order="left")
-        .with_columns(corr=pl.coalesce("corr", "flow_corr"))
-        .drop("flow_corr")
-        .rename({"ts_is_float": "ts_float"})
-    ).collect()
+    x = lf.filter(pl.col("ph") == "X").rename({"ts_is_float": "ts_float"}).collect()
+    linked = [c for c, k in KIND_OF_CAT.items() if k in (*GPU_KINDS, "runtime")]
+    unlinked = x.filter(pl.col("corr").is_null() & pl.col("cat").is_in(linked))
+    if unlinked.height:  # only traces without args.correlation pay for the flow join
+        found = (
+            unlinked.select("_i", "pid", "tid", "ts_ns")
+            .join(flows.collect(), on=["pid", "tid", "ts_ns"], how="inner")
+            .select("_i", "flow_corr")
+        )
+        if found.height:
+            x = (
+                x.join(found, on="_i", how="left", maintain_order="left")
+                .with_columns(corr=pl.coalesce("corr", "flow_corr"))
+                .drop("flow_corr")
+            )
 
     # Problems: counted, the rows dropped (HTA drops rows without dur or cat, too).
     checks = {
@@ -228,11 +236,25 @@ def convert(
         key = f"events of unknown categories (kept as host regions): {', '.join(cats)}"
         problems[key] = problems.get(key, 0) + unknown.height
 
-    name = pl.col("name").fill_null("")
-    step_n = name.str.extract(STEP_RE, 1).cast(pl.Int64, strict=False)
-    kind0 = pl.col("cat").replace_strict(KIND_OF_CAT, default="region", return_dtype=pl.String)
-    is_step = step_n.is_not_null() & kind0.is_in(["region"])
-    kind = pl.when(is_step).then(pl.lit("step")).otherwise(kind0)
+    # Kind, category and step number per distinct (cat, name): names repeat a lot, so the
+    # regexes run over a few thousand strings, not every row.
+    x = x.with_columns(pl.col("name").fill_null(""))
+    pairs = x.select("cat", "name").unique()
+    pname = pl.col("name")
+    p_step = pname.str.extract(STEP_RE, 1).cast(pl.Int64, strict=False)
+    p_kind0 = pl.col("cat").replace_strict(KIND_OF_CAT, default="region", return_dtype=pl.String)
+    p_kind = pl.when(p_step.is_not_null() & (p_kind0 == "region")).then(pl.lit("step")).otherwise(p_kind0)
+    pairs = pairs.with_columns(_kind=p_kind, _step=p_step).with_columns(
+        _category=pl.when(pl.col("_kind").is_in(GPU_KINDS))
+        .then(gpu_category(pname))
+        .when(pl.col("_kind") == "marker")
+        .then(pl.lit("other"))
+        .otherwise(pl.lit("host"))
+    )
+    x = x.join(pairs, on=["cat", "name"], how="left", maintain_order="left")
+    name = pl.col("name")
+    step_n = pl.col("_step")
+    kind = pl.col("_kind")
     is_gpu = kind.is_in(GPU_KINDS)
     pid_i = pl.col("pid")
     tid_i = pl.col("tid")
@@ -252,11 +274,7 @@ def convert(
         rank=pl.lit(rank, pl.Int32),
         pid=pid_i.clip(-(2**31), 2**31 - 1).fill_null(0),
         kind=kind,
-        category=pl.when(is_gpu)
-        .then(gpu_category(name))
-        .when(kind == "marker")
-        .then(pl.lit("other"))
-        .otherwise(pl.lit("host")),
+        category=pl.col("_category"),
         name=name,
         start_ns=start,
         end_ns=start + pl.col("dur_ns"),
