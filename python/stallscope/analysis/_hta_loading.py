@@ -18,6 +18,9 @@ Native captures (no trace mark) are treated as a ns-resolution Kineto export of 
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
+
 import numpy as np
 import polars as pl
 
@@ -46,9 +49,28 @@ def _trace_facts(events: pl.LazyFrame) -> pl.LazyFrame:
 def hta_rows(
     events: pl.DataFrame | pl.LazyFrame, *, include_last_profiler_step: bool = False
 ) -> pl.DataFrame:
-    """The rows HTA analyses: rank, kind, name, cat, ts, dur, end (µs, float64), stream,
-    correlation, is_gpu, kernel_type (HTA's), ext, ts_runtime (aligned ts of the CPU row with
-    the same correlation, null when none)."""
+    """The rows HTA analyses: rank, kind, name, ts, dur, end (µs, float64), stream,
+    correlation, is_gpu, kernel_type (HTA's), ts_runtime (aligned ts of the CPU row with the
+    same correlation, null when none).
+
+    Memoised for the last few DataFrames seen (by identity, while they live), so the views
+    called one after another on one events frame share this work."""
+    key = (id(events), include_last_profiler_step)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0]() is events:
+        return hit[1]
+    out = _hta_rows(events, include_last_profiler_step)
+    if isinstance(events, pl.DataFrame):
+        if len(_CACHE) >= 4:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = (weakref.ref(events), out)
+    return out
+
+
+_CACHE: dict[tuple[int, bool], tuple[weakref.ref[Any], pl.DataFrame]] = {}
+
+
+def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool) -> pl.DataFrame:
     lf = events.lazy()
     facts = _trace_facts(lf)
     rows = (
@@ -70,8 +92,6 @@ def hta_rows(
         "ts_float",
         kind=kind,
         name="name",
-        cat=parse_detail(pl.col("detail"), "cat"),
-        ext=parse_detail(pl.col("detail"), "ext", pl.Int64()),
         ns_rel=pl.col("start_ns") - pl.col("base_ns"),
         dur_ns=pl.col("end_ns") - pl.col("start_ns"),
         stream=stream,
