@@ -30,6 +30,7 @@ __all__ = ["TRACE_MARK", "KinetoImport", "RankMeta", "import_kineto", "read_kine
 # HTA's rank rule when distributedInfo lacks it: the first '"rank": N' (whitespace required).
 _HTA_RANK_RE = re.compile(rb'"rank":[ \t]+(\d+)')
 _SUFFIXES = (".json", ".json.gz", ".gz")
+_MAX_BASE_NS = 4 * 10**18  # year 2096; keeps base + ts within int64
 
 PathArg = str | os.PathLike[str]
 
@@ -106,8 +107,11 @@ def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
     del raw
     if not 0 <= rank < 2**31:
         raise TraceImportError(f"{path}: rank {rank} out of range")
-    base_ns = _as_int(meta.get("baseTimeNanoseconds")) or 0
     problems: dict[str, int] = {}
+    base_ns = _as_int(meta.get("baseTimeNanoseconds")) or 0
+    if not 0 <= base_ns < _MAX_BASE_NS:
+        problems[f"baseTimeNanoseconds {base_ns} out of range (ignored: times stay relative)"] = 1
+        base_ns = 0
     events, ts_float = convert(frame, rank=rank, base_ns=base_ns, problems=problems)
     del frame
     colls = collective_events(events)

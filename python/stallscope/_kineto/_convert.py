@@ -56,6 +56,7 @@ KIND_OF_CAT: Final[dict[str, str]] = {
     "gpu_user_annotation": "marker",
     **dict.fromkeys(HOST_CATS, "region"),
 }
+_MAX_NS: Final = 2 * 10**18  # |ts| and dur bound: base (< 4e18) + ts + dur stays in int64
 GPU_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "gpu_sync")
 FLOW_CATS: Final[tuple[str, ...]] = ("ac2g", "async_cpu_to_gpu")
 
@@ -210,7 +211,10 @@ def convert(
         "complete events ('ph': 'X') without 'dur'": ~pl.col("has_dur"),
         "events without 'cat'": pl.col("cat").is_null() & pl.col("has_dur"),
         "events with an unparseable 'ts' or 'dur'": (
-            pl.col("ts_ns").is_null() | pl.col("dur_ns").is_null()
+            pl.col("ts_ns").is_null()
+            | pl.col("dur_ns").is_null()
+            | (pl.col("ts_ns").abs() > _MAX_NS)
+            | (pl.col("dur_ns") > _MAX_NS)
         )
         & pl.col("has_dur")
         & pl.col("cat").is_not_null(),
@@ -225,7 +229,9 @@ def convert(
         & pl.col("cat").is_not_null()
         & (pl.col("cat") != "Trace")
         & pl.col("ts_ns").is_not_null()
+        & (pl.col("ts_ns").abs() <= _MAX_NS)
         & (pl.col("dur_ns") >= 0)
+        & (pl.col("dur_ns") <= _MAX_NS)
     )
     x = x.filter(keep)
     ts_float = bool(x["ts_float"].any()) if x.height else False

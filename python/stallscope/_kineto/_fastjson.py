@@ -113,6 +113,13 @@ def _column(values: list[Any]) -> pl.Series:
     return s
 
 
+def _ints(values: list[Any]) -> pl.Series:
+    try:
+        return pl.Series(values, dtype=pl.Int64)
+    except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
+        return pl.Series(values, dtype=pl.Int64, strict=False)
+
+
 def parse_fast(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
     try:
         decoder = _decoder()
@@ -144,8 +151,10 @@ def _parse(decoder: Any, msgspec: Any, raw: bytes, path: Path) -> tuple[pl.DataF
     doc.traceEvents = None
     n = len(events)
     cols: dict[str, pl.Series] = {}
-    for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur"):
+    for f in ("ph", "cat", "name", "ts", "dur"):
         cols[f] = _column(list(map(attrgetter(f), events)))
+    for f in ("pid", "tid"):  # ints; the odd "Spans" / "PyTorch Profiler" row becomes null
+        cols[f] = _ints(list(map(attrgetter(f), events)))
     # Flow ids are read on flow rows only.
     flows = [i for i, e in enumerate(events) if e.ph in ("s", "f", "t")]
     ids: list[Any] = [None] * n

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import io
 import math
+import re
 import zlib
 from pathlib import Path
 from typing import Any, Final
@@ -189,13 +190,17 @@ def _meta_from_row(row: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+_FIRST = re.compile(rb"\s*")  # leading whitespace, matched without copying the text
+
+
 def parse(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
     """(events, metadata): one row per trace event with columns ph, cat, name, pid, tid, ts,
     dur, id, bp (strings) and args (struct of ARG_KEYS, strings); metadata = the top-level keys
     other than traceEvents. TraceImportError for malformed JSON or a missing traceEvents list."""
-    stripped = raw.lstrip()
-    if not stripped.startswith(b"{"):
-        if not stripped:
+    first = _FIRST.match(raw)
+    start = raw[first.end() : first.end() + 1] if first else b""
+    if start != b"{":
+        if not raw.strip():
             raise TraceImportError(f"{path}: empty file: not a Kineto trace")
         return _slow(raw, path)
     fast = parse_fast(raw, path)

@@ -189,3 +189,21 @@ def test_odd_values_do_not_crash(tmp_path: Path) -> None:
     with pytest.warns(StallscopeWarning):
         ev = stallscope.import_kineto(write(tmp_path / "t.json", trace(events)))
     assert dict(ev.schema) == SCHEMA
+
+
+@pytest.mark.parametrize("base", [3.402823669209385e38, 9.223372036854776e18, -5, "x"])
+def test_unusable_base_time_is_counted(tmp_path: Path, base: Any) -> None:
+    p = write(tmp_path / "t.json", trace([kernel(10)], baseTimeNanoseconds=base))
+    if base == "x":
+        ev = stallscope.import_kineto(p)  # not a number: no base, nothing to warn about
+    else:
+        with pytest.warns(StallscopeWarning, match="baseTimeNanoseconds"):
+            ev = stallscope.import_kineto(p)
+    assert ev.filter(pl.col("kind") == "kernel")["start_ns"].to_list() == [10_000]
+
+
+def test_huge_timestamps_are_counted_not_wrapped(tmp_path: Path) -> None:
+    p = write(tmp_path / "t.json", trace([kernel(10), kernel(8 * 10**15, dur=10**16)]))
+    with pytest.warns(StallscopeWarning, match="unparseable 'ts' or 'dur'"):
+        ev = stallscope.import_kineto(p)
+    assert (ev["end_ns"] >= ev["start_ns"]).all()
