@@ -21,7 +21,7 @@ import polars as pl
 
 from stallscope._kineto._collectives import collective_events
 from stallscope._kineto._convert import TRACE_MARK, convert
-from stallscope._kineto._parse import parse, read_bytes
+from stallscope._kineto._parse import parse_owned, read_bytes
 from stallscope._schema import COLUMNS, conform, format_detail
 from stallscope.exceptions import StallscopeWarning, TraceImportError
 
@@ -97,14 +97,15 @@ def _as_int(v: Any) -> int | None:
 
 def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
     raw = read_bytes(path)
-    frame, meta = parse(raw, path)
+    m = _HTA_RANK_RE.search(raw)  # HTA's rule, used when distributedInfo has no rank
+    holder = [raw]
+    del raw  # the parser drops the text as soon as it is decoded
+    frame, meta = parse_owned(holder, path)
     dist = meta.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else {}
     rank = _as_int(dist.get("rank"))
     if rank is None:
-        m = _HTA_RANK_RE.search(raw)
         rank = int(m.group(1)) if m else 0
-    del raw
     if not 0 <= rank < 2**31:
         raise TraceImportError(f"{path}: rank {rank} out of range")
     problems: dict[str, int] = {}

@@ -102,7 +102,7 @@ _RARE = ("coll", "in_nelems", "out_nelems", "group_size", "dtype", "pg", "pg_des
 
 
 def _column(values: list[Any]) -> pl.Series:
-    """Numbers stay numbers (Int64, or Float64 when any is a float: HTA's float-ts rule), text
+    """A column from one field's values. Numbers stay numbers (Int64, or Float64 when any is a float: HTA's float-ts rule), text
     stays text; anything mixed becomes strings, which the converter reads the same way."""
     try:
         s = pl.Series(values)
@@ -120,7 +120,7 @@ def _ints(values: list[Any]) -> pl.Series:
         return pl.Series(values, dtype=pl.Int64, strict=False)
 
 
-def parse_fast(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
+def parse_fast(holder: list[bytes], path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
     try:
         decoder = _decoder()
         import msgspec
@@ -129,15 +129,15 @@ def parse_fast(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | 
     enabled = gc.isenabled()
     gc.disable()  # ~10^5 new objects: the cyclic collector would rescan them again and again
     try:
-        return _parse(decoder, msgspec, raw, path)
+        return _parse(decoder, msgspec, holder, path)
     finally:
         if enabled:
             gc.enable()
 
 
-def _parse(decoder: Any, msgspec: Any, raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
+def _parse(decoder: Any, msgspec: Any, holder: list[bytes], path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
     try:
-        doc = decoder.decode(raw)
+        doc = decoder.decode(holder[0])
     except msgspec.ValidationError:
         return None
     except msgspec.DecodeError as e:
@@ -145,9 +145,14 @@ def _parse(decoder: Any, msgspec: Any, raw: bytes, path: Path) -> tuple[pl.DataF
             f"{path}: not valid JSON ({e}); is the file complete? (a profiler killed while "
             "writing leaves a truncated trace)"
         ) from None
+    # Decoded: the text is no longer needed (the caller passed its only reference in holder).
+    holder.clear()
     events = doc.traceEvents
     if events is None:
-        return None  # the general path words the error
+        raise TraceImportError(
+            f"{path}: no 'traceEvents' list: not a Kineto / Chrome trace JSON (export it with "
+            "torch.profiler's export_chrome_trace or tensorboard_trace_handler)"
+        )
     doc.traceEvents = None
     n = len(events)
     cols: dict[str, pl.Series] = {}

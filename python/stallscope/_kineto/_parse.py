@@ -194,18 +194,26 @@ _FIRST = re.compile(rb"\s*")  # leading whitespace, matched without copying the 
 
 
 def parse(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """`parse_owned` for a caller that keeps its own reference to the text."""
+    return parse_owned([raw], path)
+
+
+def parse_owned(holder: list[bytes], path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
     """(events, metadata): one row per trace event with columns ph, cat, name, pid, tid, ts,
     dur, id, bp (strings) and args (struct of ARG_KEYS, strings); metadata = the top-level keys
     other than traceEvents. TraceImportError for malformed JSON or a missing traceEvents list."""
+    raw = holder[0]
     first = _FIRST.match(raw)
     start = raw[first.end() : first.end() + 1] if first else b""
     if start != b"{":
         if not raw.strip():
             raise TraceImportError(f"{path}: empty file: not a Kineto trace")
         return _slow(raw, path)
-    fast = parse_fast(raw, path)
+    del raw
+    fast = parse_fast(holder, path)
     if fast is not None:
         return fast
+    raw = holder[0]
     try:
         top = pl.read_json(io.BytesIO(raw), schema=FAST_SCHEMA)
     except Exception:  # any mismatch with the fast schema: the slow path decides
