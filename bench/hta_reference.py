@@ -77,7 +77,9 @@ def main() -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for trace_dir in sorted(p for p in data.iterdir() if p.is_dir()):
         ref = reference(trace_dir)
-        (dest / f"{trace_dir.name}.json").write_text(json.dumps(ref, indent=1, sort_keys=True) + "\n")
+        (dest / f"{trace_dir.name}.json").write_text(
+            json.dumps(ref, indent=1, sort_keys=True) + "\n"
+        )
         print(f"{trace_dir.name}: written", file=sys.stderr)
 
 

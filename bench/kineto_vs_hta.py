@@ -163,9 +163,7 @@ def main() -> None:
                 )
     table = {}
     for name, by in runs.items():
-        med = {
-            w: {k: statistics.median(x[k] for x in v) for k in v[0]} for w, v in by.items()
-        }
+        med = {w: {k: statistics.median(x[k] for x in v) for k in v[0]} for w, v in by.items()}
         table[name] = {
             "hta_s": med["hta"]["seconds"],
             "stallscope_s": med["stallscope"]["seconds"],

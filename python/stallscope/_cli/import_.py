@@ -66,9 +66,7 @@ def write_run(imp: Any, out: Path) -> list[Path]:
 
 
 @click.command("import")
-@click.argument(
-    "traces", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path)
-)
+@click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--out",
     "out",
@@ -84,9 +82,7 @@ def import_(traces: tuple[Path, ...], out: Path) -> None:
     from stallscope.exceptions import StallscopeError, StallscopeWarning
 
     if out.exists() and event_files(out):
-        raise click.ClickException(
-            f"{out} already holds event files; choose a new --out directory"
-        )
+        raise click.ClickException(f"{out} already holds event files; choose a new --out directory")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StallscopeWarning)
         try:

@@ -72,9 +72,7 @@ def _files(paths: PathArg | Iterable[PathArg]) -> list[Path]:
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = sorted(
-                q for q in p.iterdir() if q.is_file() and q.name.endswith(_SUFFIXES)
-            )
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(_SUFFIXES))
             if not found:
                 raise TraceImportError(
                     f"{p}: no .json or .json.gz trace files in this folder; pass the folder "
@@ -181,9 +179,7 @@ def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
         frames.append(frame)
         if info.problems:
             listed = "; ".join(f"{n} {why}" for why, n in info.problems.items())
-            warnings.warn(
-                f"{path}: {listed}", StallscopeWarning, stacklevel=3
-            )
+            warnings.warn(f"{path}: {listed}", StallscopeWarning, stacklevel=3)
     sizes = {m.world_size for m in ranks.values() if m.world_size is not None}
     if len(sizes) > 1:
         listing = ", ".join(f"{m.path.name}: {m.world_size}" for m in ranks.values())

@@ -43,9 +43,7 @@ def collective_events(events: pl.DataFrame) -> pl.DataFrame:
     )
     linked = (
         launches.join_asof(
-            ops.select("_op", "pid", "lane", op_start="start_ns", op_end="end_ns").sort(
-                "op_start"
-            ),
+            ops.select("_op", "pid", "lane", op_start="start_ns", op_end="end_ns").sort("op_start"),
             left_on="start_ns",
             right_on="op_start",
             by=["pid", "lane"],

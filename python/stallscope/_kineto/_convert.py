@@ -120,7 +120,7 @@ def ns_from_float(s: pl.Expr) -> pl.Expr:
 
 def _as_int(s: pl.Series) -> pl.Series:
     if s.dtype == pl.String:
-        return pl.select(_int(s)).to_series()
+        return s.to_frame("v").select(_int(pl.col("v"))).to_series().alias(s.name)
     if s.dtype.is_integer() or s.dtype.is_float() or s.dtype == pl.Null:
         return s.cast(pl.Int64, strict=False)
     return pl.Series(s.name, [None] * len(s), dtype=pl.Int64)
@@ -129,7 +129,8 @@ def _as_int(s: pl.Series) -> pl.Series:
 def _as_ns(s: pl.Series) -> tuple[pl.Series, pl.Series]:
     """(ns, written as a float) per row."""
     if s.dtype == pl.String:
-        return pl.select(ns_from_decimal(s)).to_series(), s.str.contains(r"[.eE]").fill_null(False)
+        ns = s.to_frame("v").select(ns_from_decimal(pl.col("v"))).to_series()
+        return ns, s.str.contains(r"[.eE]").fill_null(False)
     if s.dtype.is_integer():
         big = s.abs() >= 9_000_000_000_000_000
         return (
@@ -137,7 +138,8 @@ def _as_ns(s: pl.Series) -> tuple[pl.Series, pl.Series]:
             pl.Series([False] * len(s)),
         )
     if s.dtype.is_float():
-        return pl.select(ns_from_float(s)).to_series(), s.is_not_null()
+        ns = s.to_frame("v").select(ns_from_float(pl.col("v"))).to_series()
+        return ns, s.is_not_null()
     return pl.Series([None] * len(s), dtype=pl.Int64), pl.Series([False] * len(s))
 
 
@@ -163,10 +165,14 @@ def normalise(raw: pl.DataFrame) -> pl.DataFrame:
     n = raw.height
     for key in ("correlation", "stream", "External id", "device", "bytes", "Group size",
                 "In msg nelems", "Out msg nelems"):  # fmt: skip
-        cols[f"a:{key}"] = _as_int(a[key]) if key in a.columns else pl.Series([None] * n, dtype=pl.Int64)
+        cols[f"a:{key}"] = (
+            _as_int(a[key]) if key in a.columns else pl.Series([None] * n, dtype=pl.Int64)
+        )
     for key in ("cuda_sync_kind", "Collective name", "dtype", "Process Group Name",
                 "Process Group Description", "Process Group Ranks"):  # fmt: skip
-        cols[f"a:{key}"] = _as_str(a[key]) if key in a.columns else pl.Series([None] * n, dtype=pl.String)
+        cols[f"a:{key}"] = (
+            _as_str(a[key]) if key in a.columns else pl.Series([None] * n, dtype=pl.String)
+        )
     return pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
 
 
@@ -175,12 +181,17 @@ def convert(
 ) -> tuple[pl.DataFrame, bool]:
     """(events in the schema without the trace mark, ts_float). Rows that cannot be used are
     counted in `problems` (reason -> count)."""
-    lf = normalise(raw).lazy().with_row_index("_i").with_columns(
-        pl.col("ph").fill_null(""),
-        pl.col("cat").str.strip_chars(),
-        corr=pl.col("a:correlation"),
-        stream=pl.col("a:stream"),
-        ext=pl.col("a:External id"),
+    lf = (
+        normalise(raw)
+        .lazy()
+        .with_row_index("_i")
+        .with_columns(
+            pl.col("ph").fill_null(""),
+            pl.col("cat").str.strip_chars(),
+            corr=pl.col("a:correlation"),
+            stream=pl.col("a:stream"),
+            ext=pl.col("a:External id"),
+        )
     )
     # ac2g flows (s at the runtime call, f at the GPU op; id = correlation) link rows of traces
     # whose events lack args.correlation.
@@ -249,7 +260,11 @@ def convert(
     pname = pl.col("name")
     p_step = pname.str.extract(STEP_RE, 1).cast(pl.Int64, strict=False)
     p_kind0 = pl.col("cat").replace_strict(KIND_OF_CAT, default="region", return_dtype=pl.String)
-    p_kind = pl.when(p_step.is_not_null() & (p_kind0 == "region")).then(pl.lit("step")).otherwise(p_kind0)
+    p_kind = (
+        pl.when(p_step.is_not_null() & (p_kind0 == "region"))
+        .then(pl.lit("step"))
+        .otherwise(p_kind0)
+    )
     pairs = pairs.with_columns(_kind=p_kind, _step=p_step).with_columns(
         _category=pl.when(pl.col("_kind").is_in(GPU_KINDS))
         .then(gpu_category(pname))

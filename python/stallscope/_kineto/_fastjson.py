@@ -7,7 +7,7 @@ Returns None when msgspec is not installed or the document does not fit the type
 event that is not an object, args that are not an object): the caller then takes its general
 path."""
 
-# No `from __future__ import annotations`: msgspec resolves the local Structs' annotations.
+from __future__ import annotations
 
 import functools
 import gc
@@ -19,63 +19,34 @@ import polars as pl
 
 from stallscope.exceptions import TraceImportError
 
-COMMON_ARGS = ("External id", "stream", "correlation", "bytes", "device", "cuda_sync_kind")
 
 
 @functools.cache
 def _decoder() -> Any:
     import msgspec
 
-    class Args(msgspec.Struct, gc=False):
-        ext: Any = msgspec.field(default=None, name="External id")
-        stream: Any = None
-        correlation: Any = None
-        bytes: Any = None
-        device: Any = None
-        cuda_sync_kind: Any = None
-        coll: Any = msgspec.field(default=None, name="Collective name")
-        in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
-        out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
-        group_size: Any = msgspec.field(default=None, name="Group size")
-        dtype: Any = None
-        pg: Any = msgspec.field(default=None, name="Process Group Name")
-        pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
-        pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
-        rank_start: Any = msgspec.field(default=None, name="Global rank start")
-        rank_stride: Any = msgspec.field(default=None, name="Global rank stride")
-
-    class Event(msgspec.Struct, gc=False):
-        ph: Any = None
-        cat: Any = None
-        name: Any = None
-        pid: Any = None
-        tid: Any = None
-        ts: Any = None
-        dur: Any = None
-        id: Any = None
-        bp: Any = None
-        args: Args | None = None
-
-    class Trace(msgspec.Struct):
-        traceEvents: list[Event] | None = None  # noqa: N815 (Kineto's key)
-        distributedInfo: Any = None  # noqa: N815
-        deviceProperties: Any = None  # noqa: N815
-        baseTimeNanoseconds: Any = None  # noqa: N815
-        schemaVersion: Any = None  # noqa: N815
-        displayTimeUnit: Any = None  # noqa: N815
-        traceName: Any = None  # noqa: N815
-        trace_id: Any = None
-        cupti_version: Any = None
-        cuda_runtime_version: Any = None
-        cuda_driver_version: Any = None
-        record_shapes: Any = None
-        profile_memory: Any = None
-        with_stack: Any = None
-
-    _EMPTY.append(Args())
-    return msgspec.json.Decoder(Trace)
+    # Built with defstruct (not class syntax): msgspec is optional, also for the type checker.
+    args_names = {a: k for a, k in _ARG_ATTRS.items() if a != k}
+    args_t: Any = msgspec.defstruct(
+        "Args", [(a, Any, None) for a in _ARG_ATTRS], rename=args_names, gc=False
+    )
+    event_t: Any = msgspec.defstruct(
+        "Event",
+        [*((f, Any, None) for f in _EVENT_FIELDS), ("args", args_t | None, None)],
+        gc=False,
+    )
+    trace_t: Any = msgspec.defstruct(
+        "Trace",
+        [("traceEvents", list[event_t] | None, None), *((k, Any, None) for k in _META_KEYS)],
+    )
+    _EMPTY.append(args_t())
+    return msgspec.json.Decoder(trace_t)
 
 
+_EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp")
+_META_KEYS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "schemaVersion",
+              "displayTimeUnit", "traceName", "trace_id", "cupti_version", "cuda_runtime_version",
+              "cuda_driver_version", "record_shapes", "profile_memory", "with_stack")  # fmt: skip
 _EMPTY: list[Any] = []  # one Args() with every field None, for events without args
 
 # Args struct attribute -> the Kineto key (the raw frame's field name).
@@ -135,7 +106,9 @@ def parse_fast(holder: list[bytes], path: Path) -> tuple[pl.DataFrame, dict[str,
             gc.enable()
 
 
-def _parse(decoder: Any, msgspec: Any, holder: list[bytes], path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
+def _parse(
+    decoder: Any, msgspec: Any, holder: list[bytes], path: Path
+) -> tuple[pl.DataFrame, dict[str, Any]] | None:
     try:
         doc = decoder.decode(holder[0])
     except msgspec.ValidationError:
@@ -167,7 +140,7 @@ def _parse(decoder: Any, msgspec: Any, holder: list[bytes], path: Path) -> tuple
         ids[i] = events[i].id
     cols["id"] = _column(ids)
     cols["bp"] = pl.Series([None] * n, dtype=pl.String)
-    empty = _EMPTY[0] if _EMPTY else None
+    empty: Any = _EMPTY[0]
     args = [e.args if e.args is not None else empty for e in events]
     present = [e.args is not None for e in events]
     del events
@@ -184,13 +157,15 @@ def _parse(decoder: Any, msgspec: Any, holder: list[bytes], path: Path) -> tuple
         fields[key] = _column(vals)
     del args
     struct = pl.DataFrame(fields).to_struct("args")
-    struct = pl.select(
-        pl.when(pl.Series(present, dtype=pl.Boolean)).then(struct)
-    ).to_series().alias("args")
+    struct = (
+        pl.select(pl.when(pl.Series(present, dtype=pl.Boolean)).then(struct))
+        .to_series()
+        .alias("args")
+    )
     frame = pl.DataFrame({**cols, "args": struct})
     meta = {
         k: v
-        for k in doc.__struct_fields__
-        if k != "traceEvents" and (v := getattr(doc, k)) is not None
+        for k in _META_KEYS
+        if (v := getattr(doc, k)) is not None
     }
     return frame, meta

@@ -140,11 +140,11 @@ def _slow(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]]:
     if not isinstance(events, list):
         raise TraceImportError(_no_events(path))
     rows: list[dict[str, Any]] = []
-    for e in events:
-        if not isinstance(e, dict):
+    for ev in events:
+        if not isinstance(ev, dict):
             continue
-        row: dict[str, Any] = {k: _fmt(e.get(k)) for k in EVENT_KEYS}
-        a = e.get("args")
+        row: dict[str, Any] = {k: _fmt(ev.get(k)) for k in EVENT_KEYS}
+        a = ev.get("args")
         if isinstance(a, dict):
             row["args"] = {
                 k: (orjson.dumps(v).decode() if isinstance(v, list) else _fmt(v))

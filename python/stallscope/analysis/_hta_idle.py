@@ -18,9 +18,7 @@ def idle_time_breakdown(
     """rank, stream, idle_category (host_wait / kernel_wait / other), idle_time_ns,
     idle_time_ratio (share of the stream's idle time). `consecutive_kernel_delay` is in µs
     (trace units) as in HTA."""
-    rows = hta_rows(events).filter(
-        (pl.col("stream") != -1) & pl.col("kind").is_in(OP_KINDS)
-    )
+    rows = hta_rows(events).filter((pl.col("stream") != -1) & pl.col("kind").is_in(OP_KINDS))
     prev_end = pl.col("end").shift(1).over("rank", "stream")
     gaps = (
         rows.lazy()

@@ -81,9 +81,7 @@ def kernel_breakdown(
     """One row per rank, kernel type and kernel name (or "others"): kernel_type, name, rank,
     sum_ns, max_ns, min_ns, mean_ns, std_ns (HTA's std is in µs; here x1000)."""
     types = _types(include_memory_kernels)
-    rows = hta_rows(events).filter(
-        (pl.col("stream") != -1) & pl.col("kernel_type").is_in(types)
-    )
+    rows = hta_rows(events).filter((pl.col("stream") != -1) & pl.col("kernel_type").is_in(types))
     per = (
         rows.lazy()
         .group_by("rank", "kernel_type", "name")

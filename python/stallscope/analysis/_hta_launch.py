@@ -8,7 +8,11 @@ import polars as pl
 
 from stallscope.analysis._hta_loading import hta_rows
 
-LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "runFunction - job_prep_and_submit_for_execution")
+LAUNCHES = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "runFunction - job_prep_and_submit_for_execution",
+)
 MEMORY_LAUNCHES = ("cudaMemcpyAsync", "cudaMemsetAsync")
 
 

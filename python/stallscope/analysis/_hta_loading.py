@@ -70,15 +70,15 @@ def hta_rows(
 _CACHE: dict[tuple[int, bool], tuple[weakref.ref[Any], pl.DataFrame]] = {}
 
 
-def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool) -> pl.DataFrame:
+def _hta_rows(
+    events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool
+) -> pl.DataFrame:
     lf = events.lazy()
     facts = _trace_facts(lf)
     rows = (
         lf.filter(~pl.col("kind").cast(pl.String).is_in(NOT_HTA_KINDS))
         .join(facts, on="rank", how="left")
-        .with_columns(
-            pl.col("base_ns").fill_null(0), pl.col("ts_float").fill_null(True)
-        )
+        .with_columns(pl.col("base_ns").fill_null(0), pl.col("ts_float").fill_null(True))
     )
     kind = pl.col("kind").cast(pl.String)
     stream = pl.when(kind.is_in(GPU_KINDS)).then(pl.col("lane")).otherwise(-1).cast(pl.Int64)
@@ -150,9 +150,7 @@ def _drop_last_step(df: pl.DataFrame) -> pl.DataFrame:
         .group_by("rank")
         .agg(last_start=pl.col("ts").max())
     )
-    cpu_kept = cpu.join(last, on="rank", how="inner").filter(
-        pl.col("ts") < pl.col("last_start")
-    )
+    cpu_kept = cpu.join(last, on="rank", how="inner").filter(pl.col("ts") < pl.col("last_start"))
     gpu_kept = df.filter(pl.col("is_gpu")).join(
         cpu_kept.select("rank", "correlation"), on=["rank", "correlation"], how="inner"
     )

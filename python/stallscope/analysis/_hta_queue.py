@@ -38,14 +38,20 @@ def queue_length(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     launches = rows.filter(pl.col("name").is_in(LAUNCH_NAMES) & ~pl.col("is_gpu")).join(
         has_gpu, on=["rank", "correlation"], how="semi"
     )
-    up = launches.select("rank", "correlation", "ts").join(
-        gpu.select("rank", "correlation", "stream").unique(subset=["rank", "correlation"], keep="last"),
-        on=["rank", "correlation"],
-        how="inner",
-    ).with_columns(queue=pl.lit(1, pl.Int64))
-    down = gpu.join(launches.select("rank", "correlation"), on=["rank", "correlation"], how="semi").select(
-        "rank", "correlation", "ts", "stream", queue=pl.lit(-1, pl.Int64)
+    up = (
+        launches.select("rank", "correlation", "ts")
+        .join(
+            gpu.select("rank", "correlation", "stream").unique(
+                subset=["rank", "correlation"], keep="last"
+            ),
+            on=["rank", "correlation"],
+            how="inner",
+        )
+        .with_columns(queue=pl.lit(1, pl.Int64))
     )
+    down = gpu.join(
+        launches.select("rank", "correlation"), on=["rank", "correlation"], how="semi"
+    ).select("rank", "correlation", "ts", "stream", queue=pl.lit(-1, pl.Int64))
     series = (
         pl.concat([down, up.select(down.columns)])
         .sort("rank", "stream", "ts", maintain_order=True)

@@ -33,7 +33,9 @@ TRACES = sorted(p.stem for p in REFERENCE.glob("*.json"))
 
 def _data() -> Path | None:
     env = os.environ.get("STALLSCOPE_KINETO_DATA")
-    for c in ([Path(env)] if env else []) + [p / "shared" / "data" / "kineto" for p in ROOT.parents]:
+    for c in ([Path(env)] if env else []) + [
+        p / "shared" / "data" / "kineto" for p in ROOT.parents
+    ]:
         if (c / "MANIFEST.json").is_file():
             return c
     return None
@@ -45,7 +47,9 @@ _EVENTS: dict[str, pl.DataFrame] = {}
 def _case(name: str) -> tuple[pl.DataFrame, dict[str, Any]]:
     data = _data()
     if data is None:
-        pytest.skip("real Kineto traces not found: ../shared/data/kineto (or $STALLSCOPE_KINETO_DATA)")
+        pytest.skip(
+            "real Kineto traces not found: ../shared/data/kineto (or $STALLSCOPE_KINETO_DATA)"
+        )
     if name not in _EVENTS:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -107,8 +111,13 @@ def test_kernel_breakdowns_match_hta(name: str) -> None:
     assert set(got) == set(want)
     for key, w in want.items():
         g = got[key]
-        for ours, theirs in (("sum_ns", "sum (us)"), ("max_ns", "max (us)"), ("min_ns", "min (us)"),
-                             ("mean_ns", "mean (us)"), ("std_ns", "stddev")):
+        for ours, theirs in (
+            ("sum_ns", "sum (us)"),
+            ("max_ns", "max (us)"),
+            ("min_ns", "min (us)"),
+            ("mean_ns", "mean (us)"),
+            ("std_ns", "stddev"),
+        ):
             assert math.isclose(g[ours], w[theirs] * 1000, rel_tol=1e-9, abs_tol=1e-6), (key, ours)
 
 

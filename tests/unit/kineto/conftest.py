@@ -25,5 +25,7 @@ def kineto_data() -> Path:
     """The folder of real Kineto traces (one sub-folder per trace set)."""
     d = _kineto_data()
     if d is None:
-        pytest.skip("real Kineto traces not found: ../shared/data/kineto (or $STALLSCOPE_KINETO_DATA)")
+        pytest.skip(
+            "real Kineto traces not found: ../shared/data/kineto (or $STALLSCOPE_KINETO_DATA)"
+        )
     return d

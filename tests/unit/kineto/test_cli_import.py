@@ -15,13 +15,26 @@ from stallscope.analysis import temporal_breakdown
 
 def test_import_writes_a_loadable_run(kineto_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    res = CliRunner().invoke(cli, ["import", str(kineto_data / "hta_sampled_2rank"), "--out", str(out)])
+    res = CliRunner().invoke(
+        cli, ["import", str(kineto_data / "hta_sampled_2rank"), "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     assert "2 rank(s)" in res.output
-    assert sorted(p.name for p in out.glob("rank-*.parquet")) == ["rank-00000.parquet", "rank-00001.parquet"]
+    assert sorted(p.name for p in out.glob("rank-*.parquet")) == [
+        "rank-00000.parquet",
+        "rank-00001.parquet",
+    ]
     doc = json.loads((out / "run.json").read_text())
     entry = doc["processes"]["rank-00001"]
-    assert entry["source"] == "kineto" and entry["world_size"] == 128 and entry["status"] == "stopped"
+    assert (
+        entry["source"] == "kineto"
+    )
+    assert (
+        entry["world_size"] == 128
+    )
+    assert (
+        entry["status"] == "stopped"
+    )
     # A sampled trace: 2 of 128 ranks, so load() reports the other 126 as missing.
     with pytest.warns(stallscope.StallscopeWarning, match="no event file"):
         loaded = stallscope.load(out)

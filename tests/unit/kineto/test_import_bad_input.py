@@ -16,17 +16,31 @@ from stallscope import StallscopeWarning, TraceImportError
 from stallscope._schema import SCHEMA
 
 
-def kernel(ts: Any, dur: Any = 5, corr: int = 1, stream: int = 7, name: str = "gemm") -> dict[str, Any]:
+def kernel(
+    ts: Any, dur: Any = 5, corr: int = 1, stream: int = 7, name: str = "gemm"
+) -> dict[str, Any]:
     return {
-        "ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": stream,
+        "ts": ts,
+        "dur": dur,
         "args": {"device": 0, "stream": stream, "correlation": corr, "External id": corr},
     }
 
 
 def launch(ts: Any, corr: int = 1, dur: Any = 3) -> dict[str, Any]:
     return {
-        "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11,
-        "ts": ts, "dur": dur, "args": {"correlation": corr, "External id": corr},
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 10,
+        "tid": 11,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": corr, "External id": corr},
     }
 
 
@@ -45,12 +59,21 @@ def trace(events: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
 
 
 def test_minimal_trace(tmp_path: Path) -> None:
-    p = write(tmp_path / "t.json", trace([launch(100), kernel(110)], distributedInfo={"rank": 2, "world_size": 4}))
+    p = write(
+        tmp_path / "t.json",
+        trace([launch(100), kernel(110)], distributedInfo={"rank": 2, "world_size": 4}),
+    )
     ev = stallscope.import_kineto(p)
     assert dict(ev.schema) == SCHEMA
     k = ev.filter(pl.col("kind") == "kernel").row(0, named=True)
     assert (k["rank"], k["start_ns"], k["end_ns"], k["lane"], k["device"], k["correlation"]) == (
-        2, 110_000, 115_000, 7, 0, 1)
+        2,
+        110_000,
+        115_000,
+        7,
+        0,
+        1,
+    )
     assert k["category"] == "compute"
 
 
@@ -71,7 +94,7 @@ def test_truncated_gzip(tmp_path: Path) -> None:
 @pytest.mark.parametrize("doc", [{"foo": 1}, {"traceEvents": 5}, [1, 2], "x", None])
 def test_missing_trace_events(tmp_path: Path, doc: Any) -> None:
     p = write(tmp_path / "t.json", doc)
-    with pytest.raises(TraceImportError, match="traceEvents|not a Kineto trace"):
+    with pytest.raises(TraceImportError, match=r"traceEvents|not a Kineto trace"):
         stallscope.import_kineto(p)
 
 
@@ -83,7 +106,7 @@ def test_empty_file_and_missing_path(tmp_path: Path) -> None:
         stallscope.import_kineto(tmp_path / "nope.json")
     empty = tmp_path / "empty_dir"
     empty.mkdir()
-    with pytest.raises(TraceImportError, match="no .json"):
+    with pytest.raises(TraceImportError, match=r"no \.json"):
         stallscope.import_kineto(empty)
     with pytest.raises(TraceImportError, match="no trace given"):
         stallscope.import_kineto([])
@@ -96,7 +119,8 @@ def test_events_without_dur_and_negative_dur_are_counted(tmp_path: Path) -> None
     with pytest.warns(StallscopeWarning) as rec:
         ev = stallscope.import_kineto(p)
     msg = str(rec[0].message)
-    assert "1 complete events" in msg and "without 'dur'" in msg
+    assert "1 complete events" in msg
+    assert "without 'dur'" in msg
     assert "2 events with a negative 'dur'" in msg
     assert ev.filter(pl.col("kind") == "kernel").height == 1
 
@@ -141,9 +165,12 @@ def test_rank_fallback_is_htas_regex(tmp_path: Path) -> None:
 
 
 def test_float_ns_timestamps_and_base_time(tmp_path: Path) -> None:
-    doc = trace([launch(1000.125, dur=2.5), kernel(1003.999, dur=0.002)], baseTimeNanoseconds=10**18)
+    doc = trace(
+        [launch(1000.125, dur=2.5), kernel(1003.999, dur=0.002)], baseTimeNanoseconds=10**18
+    )
     imp = stallscope.read_kineto(write(tmp_path / "t.json", doc))
-    assert imp.ranks[0].ts_float and imp.ranks[0].base_ns == 10**18
+    assert imp.ranks[0].ts_float
+    assert imp.ranks[0].base_ns == 10**18
     k = imp.events.filter(pl.col("kind") == "kernel").row(0, named=True)
     assert (k["start_ns"], k["end_ns"]) == (10**18 + 1_003_999, 10**18 + 1_004_001)
 
@@ -151,16 +178,64 @@ def test_float_ns_timestamps_and_base_time(tmp_path: Path) -> None:
 def test_legacy_categories_and_flows(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 0, "dur": 50},
-        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#7", "pid": 1, "tid": 2, "ts": 0, "dur": 100},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 5, "dur": 3},
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "ProfilerStep#7",
+            "pid": 1,
+            "tid": 2,
+            "ts": 0,
+            "dur": 100,
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 2,
+            "ts": 5,
+            "dur": 3,
+        },
         {"ph": "s", "cat": "async_cpu_to_gpu", "id": 42, "pid": 1, "tid": 2, "ts": 5},
-        {"ph": "X", "cat": "Kernel", "name": "ncclKernel_AllReduce_RING", "pid": 0, "tid": 7, "ts": 9, "dur": 4},
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "ncclKernel_AllReduce_RING",
+            "pid": 0,
+            "tid": 7,
+            "ts": 9,
+            "dur": 4,
+        },
         {"ph": "f", "cat": "async_cpu_to_gpu", "id": 42, "pid": 0, "tid": 7, "ts": 9, "bp": "e"},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 20, "dur": 1,
-         "args": {"bytes": 4096}},
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "fwd", "pid": 0, "tid": 7, "ts": 1, "dur": 30},
-        {"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": 7, "ts": 30, "dur": 1,
-         "args": {"cuda_sync_kind": "Event Sync", "stream": -1, "correlation": 50}},
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20,
+            "dur": 1,
+            "args": {"bytes": 4096},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "fwd",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1,
+            "dur": 30,
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "Event Sync",
+            "pid": 0,
+            "tid": 7,
+            "ts": 30,
+            "dur": 1,
+            "args": {"cuda_sync_kind": "Event Sync", "stream": -1, "correlation": 50},
+        },
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
         {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 2, "ts": 3},
     ]
@@ -168,23 +243,45 @@ def test_legacy_categories_and_flows(tmp_path: Path) -> None:
     by = {r["name"]: r for r in ev.iter_rows(named=True)}
     assert by["aten::mm"]["kind"] == "region"
     assert (by["ProfilerStep#7"]["kind"], by["ProfilerStep#7"]["correlation"]) == ("step", 7)
-    assert (by["cudaLaunchKernel"]["kind"], by["cudaLaunchKernel"]["correlation"]) == ("runtime", 42)
+    assert (by["cudaLaunchKernel"]["kind"], by["cudaLaunchKernel"]["correlation"]) == (
+        "runtime",
+        42,
+    )
     k = by["ncclKernel_AllReduce_RING"]
     assert (k["kind"], k["category"], k["correlation"], k["lane"]) == ("kernel", "comm", 42, 7)
     assert (by["Memcpy HtoD"]["kind"], by["Memcpy HtoD"]["bytes"]) == ("memcpy", 4096)
     assert (by["fwd"]["kind"], by["fwd"]["category"]) == ("marker", "other")
     assert (by["Event Sync"]["kind"], by["Event Sync"]["category"], by["Event Sync"]["lane"]) == (
-        "gpu_sync", "sync", -1)
-    assert "[memory]" not in by and "thread_name" not in by
+        "gpu_sync",
+        "sync",
+        -1,
+    )
+    assert "[memory]" not in by
+    assert "thread_name" not in by
 
 
 def test_odd_values_do_not_crash(tmp_path: Path) -> None:
     events = [
-        {"ph": "X", "cat": "kernel", "name": None, "pid": "GPU 0", "tid": "stream 7", "ts": "12", "dur": 3,
-         "args": {"stream": "seven", "correlation": [1], "Input Dims": [[1, 2]], "bytes": {"a": 1}}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": None,
+            "pid": "GPU 0",
+            "tid": "stream 7",
+            "ts": "12",
+            "dur": 3,
+            "args": {
+                "stream": "seven",
+                "correlation": [1],
+                "Input Dims": [[1, 2]],
+                "bytes": {"a": 1},
+            },
+        },
         {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 2**40, "tid": -5, "ts": 1e300, "dur": 1},
         {"ph": "X", "cat": "cpu_op", "name": "y", "pid": 1, "tid": 1, "ts": True, "dur": "abc"},
-        7, None, [],
+        7,
+        None,
+        [],
     ]
     with pytest.warns(StallscopeWarning):
         ev = stallscope.import_kineto(write(tmp_path / "t.json", trace(events)))

@@ -51,7 +51,9 @@ def test_kinds_lanes_and_categories(kineto_data: Path) -> None:
     assert set(gpu["lane"].unique().to_list()) >= {7, 14}  # streams
     # The one shared classifier decides GPU categories: 2020 NCCL AllReduce kernels are comm.
     assert gpu.filter(pl.col("category") == "comm").height == 2020
-    assert gpu.select((pl.col("category").cast(pl.String) == gpu_category(pl.col("name"))).all()).item()
+    assert gpu.select(
+        (pl.col("category").cast(pl.String) == gpu_category(pl.col("name"))).all()
+    ).item()
     steps = ev.filter(pl.col("kind") == "step").sort("start_ns")
     assert steps["correlation"].to_list() == [2, 3, 4, 5, 6]
     assert steps["name"].to_list() == [f"ProfilerStep#{i}" for i in range(2, 7)]
@@ -68,7 +70,9 @@ def test_base_time_and_float_ns_timestamps_are_exact(kineto_data: Path) -> None:
     assert meta.distributed_info["pg_config"][0]["ranks"] == [0, 1]
     ev = imp.events
     # "ts": 4458676602730.476, "dur": 7.523 (µs) -> exact ns on the base.
-    row = ev.filter((pl.col("kind") == "runtime") & (pl.col("correlation") == 33556)).row(0, named=True)
+    row = ev.filter((pl.col("kind") == "runtime") & (pl.col("correlation") == 33556)).row(
+        0, named=True
+    )
     assert row["start_ns"] == 1711964646000000000 + 4458676602730476
     assert row["end_ns"] - row["start_ns"] == 7523
     assert row["name"] == "cudaLaunchKernel"
