@@ -20,7 +20,6 @@ import polars as pl
 from stallscope.exceptions import TraceImportError
 
 
-
 @functools.cache
 def _decoder() -> Any:
     import msgspec
