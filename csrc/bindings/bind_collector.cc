@@ -53,16 +53,19 @@ void bind_collector(py::module_& m) {
       [](uint32_t max_threads, uint64_t ring_capacity) {
         if (g_registry.enabled()) throw std::runtime_error("configure() while recording");
         if (!g_registry.configure(max_threads, ring_capacity)) {
-          throw std::runtime_error("could not allocate the ring pool (max_threads x ring_capacity x 48 bytes)");
+          throw std::runtime_error(
+              "could not allocate the ring pool (max_threads x ring_capacity x 48 bytes)");
         }
       },
       py::arg("max_threads"), py::arg("ring_capacity"),
-      "Allocate the pool: max_threads rings of ring_capacity events (rounded up to a power of two).");
+      "Allocate the pool: max_threads rings of ring_capacity events (rounded up to a power of "
+      "two).");
   m.def("configured", [] { return g_registry.configured(); });
   m.def("ring_capacity", [] { return g_registry.ring_capacity(); });
   m.def("max_threads", [] { return g_registry.max_threads(); });
-  m.def("set_recording", [](bool on) { g_registry.set_enabled(on && g_registry.configured()); },
-        py::arg("on"));
+  m.def(
+      "set_recording", [](bool on) { g_registry.set_enabled(on && g_registry.configured()); },
+      py::arg("on"));
   m.def("recording", [] { return g_registry.enabled(); });
   m.def("drain", &drain, py::arg("max_events") = ~0ULL,
         "Move buffered events into a dict of NumPy columns (releases the GIL while copying).");
@@ -72,8 +75,9 @@ void bind_collector(py::module_& m) {
     return Collector::discard();
   });
   m.def("intern", [](const std::string& s) { return StringTable::instance().intern(s); });
-  m.def("strings_from", [](uint32_t first) { return StringTable::instance().strings_from(first); },
-        py::arg("first") = 0);
+  m.def(
+      "strings_from", [](uint32_t first) { return StringTable::instance().strings_from(first); },
+      py::arg("first") = 0);
   m.def("string_count", [] { return StringTable::instance().size(); });
   m.def("thread_stats", [] {
     std::lock_guard<std::mutex> guard(Collector::lock());
@@ -94,8 +98,9 @@ void bind_collector(py::module_& m) {
     std::lock_guard<std::mutex> guard(Collector::lock());
     g_registry.reset_stats();
   });
-  m.def("no_slot_drops", [] { return g_registry.no_slot_drops(); },
-        "Events dropped because every ring of the pool was taken by other threads.");
+  m.def(
+      "no_slot_drops", [] { return g_registry.no_slot_drops(); },
+      "Events dropped because every ring of the pool was taken by other threads.");
 }
 
 }  // namespace stallscope::bindings

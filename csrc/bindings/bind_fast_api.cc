@@ -65,8 +65,7 @@ int parse_category(PyObject* c, uint8_t* out) {
 }
 
 struct RegionObject {
-  PyObject_HEAD
-  PyObject* name;  // str
+  PyObject_HEAD PyObject* name;  // str
   uint32_t name_id;
   uint8_t category;
   uint8_t kind;
@@ -77,7 +76,8 @@ int region_init(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* name = nullptr;
   PyObject* cat = nullptr;
   int kind = static_cast<int>(Kind::kRegion);
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|Oi", const_cast<char**>(kw), &name, &cat, &kind)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|Oi", const_cast<char**>(kw), &name, &cat,
+                                   &kind)) {
     return -1;
   }
   auto* r = reinterpret_cast<RegionObject*>(self);
@@ -154,9 +154,19 @@ PyGetSetDef region_getset[] = {
 
 PyTypeObject RegionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-// step() -> int: records a step boundary, returns the new step index (1, 2, ...).
-PyObject* fast_step(PyObject*, PyObject*) {
-  const int64_t now = clock_now_ns();
+// step(at_ns=None) -> int: records a step boundary (now, or at the given process-clock time),
+// returns the new step index (1, 2, ...).
+PyObject* fast_step(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  int64_t now = 0;
+  if (nargs == 0 || args[0] == Py_None) {
+    now = clock_now_ns();
+  } else if (nargs == 1) {
+    now = PyLong_AsLongLong(args[0]);
+    if (now == -1 && PyErr_Occurred()) return nullptr;
+  } else {
+    PyErr_SetString(PyExc_TypeError, "step(at_ns: int | None = None)");
+    return nullptr;
+  }
   const int64_t idx = g_step.fetch_add(1, std::memory_order_relaxed) + 1;
   EventRecord e = host_event(Kind::kStep, Category::kHost, g_step_name, now, now);
   e.correlation = idx;
@@ -197,7 +207,8 @@ PyObject* fast_counter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 PyMethodDef fast_functions[] = {
-    {"step", fast_step, METH_NOARGS, "Record a step boundary; returns the step index."},
+    {"step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_step)), METH_FASTCALL,
+     "Record a step boundary (now, or at at_ns on the process clock); returns the step index."},
     {"mark", fast_mark, METH_O, "Record an instant marker."},
     {"counter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_counter)),
      METH_FASTCALL, "Record a counter sample."},
@@ -225,10 +236,12 @@ void bind_fast_api(py::module_& m) {
     m.add_object(f->ml_name, fn);
   }
   m.def("step_index", [] { return g_step.load(std::memory_order_relaxed); });
-  m.def("reset_step_index", [](int64_t v) { g_step.store(v, std::memory_order_relaxed); },
-        py::arg("value") = 0);
-  m.def("too_deep_drops", [] { return g_too_deep.load(std::memory_order_relaxed); },
-        "Region exits not recorded because nesting exceeded 256 levels.");
+  m.def(
+      "reset_step_index", [](int64_t v) { g_step.store(v, std::memory_order_relaxed); },
+      py::arg("value") = 0);
+  m.def(
+      "too_deep_drops", [] { return g_too_deep.load(std::memory_order_relaxed); },
+      "Region exits not recorded because nesting exceeded 256 levels.");
 }
 
 }  // namespace stallscope::bindings

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <latch>
 #include <thread>
 #include <vector>
 
@@ -30,7 +31,8 @@ uint64_t record_columns(const arr<int64_t>& start_ns, const arr<int64_t>& end_ns
   for (const py::ssize_t m :
        {end_ns.size(), correlation.size(), bytes.size(), name_id.size(), detail_id.size(),
         lane.size(), device.size(), kind.size(), category.size()}) {
-    if (m != n) throw std::invalid_argument("record_columns: every column must have the same length");
+    if (m != n)
+      throw std::invalid_argument("record_columns: every column must have the same length");
   }
   const int64_t* s = start_ns.data();
   const int64_t* e = end_ns.data();
@@ -52,7 +54,9 @@ uint64_t record_columns(const arr<int64_t>& start_ns, const arr<int64_t>& end_ns
 }
 
 // threads C++ threads each record n events (correlation = 0..n-1, lane = thread index) as fast
-// as they can. Returns per-thread elapsed ns (recording loop only) and accepted counts.
+// as they can. All threads start together and none exits before all have finished, so they hold
+// their ring slots at the same time. Returns per-thread elapsed ns (recording loop only) and
+// accepted counts.
 py::tuple stress_record(int threads, uint64_t n, uint32_t name_id, bool read_clock) {
   std::vector<int64_t> elapsed(static_cast<size_t>(threads), 0);
   std::vector<uint64_t> accepted(static_cast<size_t>(threads), 0);
@@ -60,6 +64,7 @@ py::tuple stress_record(int threads, uint64_t n, uint32_t name_id, bool read_clo
     py::gil_scoped_release release;
     std::vector<std::thread> pool;
     pool.reserve(static_cast<size_t>(threads));
+    std::latch started(threads), finished(threads);
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         EventRecord r{};
@@ -68,6 +73,7 @@ py::tuple stress_record(int threads, uint64_t n, uint32_t name_id, bool read_clo
         r.device = -1;
         r.kind = 0;
         uint64_t ok = 0;
+        started.arrive_and_wait();
         const int64_t t0 = clock_now_ns();
         for (uint64_t i = 0; i < n; ++i) {
           r.correlation = static_cast<int64_t>(i);
@@ -82,6 +88,7 @@ py::tuple stress_record(int threads, uint64_t n, uint32_t name_id, bool read_clo
         }
         elapsed[static_cast<size_t>(t)] = clock_now_ns() - t0;
         accepted[static_cast<size_t>(t)] = ok;
+        finished.arrive_and_wait();
       });
     }
     for (auto& th : pool) th.join();
@@ -101,7 +108,8 @@ void bind_recording(py::module_& m) {
       "record",
       [](uint8_t kind, uint8_t category, uint32_t name_id, int64_t start_ns, int64_t end_ns,
          int64_t correlation, int64_t bytes, int32_t lane, int16_t device, uint32_t detail_id) {
-        EventRecord r{start_ns, end_ns, correlation, bytes, name_id, detail_id, lane, device, kind, category};
+        EventRecord r{start_ns,  end_ns, correlation, bytes, name_id,
+                      detail_id, lane,   device,      kind,  category};
         return record(r);
       },
       py::arg("kind"), py::arg("category"), py::arg("name_id"), py::arg("start_ns"),

@@ -34,7 +34,8 @@ class Collector {
   static ColumnChunk drain(uint64_t max_events);
   // Total events buffered in all rings now.
   static uint64_t buffered();
-  // Drops every buffered event (used at start, for leftovers of an earlier trace); returns how many.
+  // Drops every buffered event (used at start, for leftovers of an earlier trace); returns how
+  // many.
   static uint64_t discard();
   static std::mutex& lock();
 };

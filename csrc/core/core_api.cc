@@ -32,12 +32,18 @@ int api_recording() { return stallscope::recording() ? 1 : 0; }
 int32_t api_current_lane() { return stallscope::current_lane(); }
 
 const stallscope_core_api_t kApi = {
-    STALLSCOPE_CORE_API_VERSION, sizeof(stallscope_core_api_t), &api_now_ns, &api_intern,
-    &api_record, &api_recording, &api_current_lane,
+    STALLSCOPE_CORE_API_VERSION,
+    sizeof(stallscope_core_api_t),
+    &api_now_ns,
+    &api_intern,
+    &api_record,
+    &api_recording,
+    &api_current_lane,
 };
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const stallscope_core_api_t* stallscope_core_api() {
+extern "C" __attribute__((visibility("default"))) const stallscope_core_api_t*
+stallscope_core_api() {
   return &kApi;
 }

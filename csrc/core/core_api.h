@@ -30,9 +30,9 @@ typedef struct stallscope_event {
 } stallscope_event;
 
 typedef struct stallscope_core_api_t {
-  uint32_t version;  // STALLSCOPE_CORE_API_VERSION
-  uint32_t size;     // sizeof(stallscope_core_api_t): fields are only ever appended
-  int64_t (*now_ns)(void);                       // the process clock, ns
+  uint32_t version;         // STALLSCOPE_CORE_API_VERSION
+  uint32_t size;            // sizeof(stallscope_core_api_t): fields are only ever appended
+  int64_t (*now_ns)(void);  // the process clock, ns
   uint32_t (*intern)(const char* s, size_t len);  // string id; takes a lock: cache the result
   int (*record)(const stallscope_event* e);       // 1 recorded; 0 off or dropped (counted)
   int (*recording)(void);                         // 1 while a trace records

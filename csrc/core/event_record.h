@@ -8,22 +8,22 @@ namespace stallscope {
 
 // What produced the event. Values are stable: they are stored in run directories.
 enum class Kind : uint8_t {
-  kRegion = 0,      // CPU region (enter..exit) on one thread
-  kMark = 1,        // instant marker on one thread
-  kStep = 2,        // step boundary; correlation = step index
-  kCounter = 3,     // sampled value; bytes holds the IEEE-754 bits of a double
-  kDataWait = 4,    // the main thread waiting for the next batch
-  kKernel = 5,      // GPU kernel
-  kMemcpy = 6,      // GPU copy; bytes = bytes copied
-  kMemset = 7,      // GPU memset; bytes = bytes set
-  kGpuSync = 8,     // CUDA synchronisation (stream, event, context)
-  kRuntime = 9,     // CUDA runtime / driver API call
-  kMarker = 10,     // NVTX range or marker
-  kCollective = 11, // collective; correlation = per-group sequence number
-  kP2p = 12,        // point-to-point send or recv
-  kBucket = 13,     // DDP gradient bucket all-reduce; correlation = bucket index
-  kOverhead = 14,   // tracer overhead (CUPTI's own, buffer flushes)
-  kClockSync = 15,  // clock exchange sample; bytes = round trip ns
+  kRegion = 0,       // CPU region (enter..exit) on one thread
+  kMark = 1,         // instant marker on one thread
+  kStep = 2,         // step boundary; correlation = step index
+  kCounter = 3,      // sampled value; bytes holds the IEEE-754 bits of a double
+  kDataWait = 4,     // the main thread waiting for the next batch
+  kKernel = 5,       // GPU kernel
+  kMemcpy = 6,       // GPU copy; bytes = bytes copied
+  kMemset = 7,       // GPU memset; bytes = bytes set
+  kGpuSync = 8,      // CUDA synchronisation (stream, event, context)
+  kRuntime = 9,      // CUDA runtime / driver API call
+  kMarker = 10,      // NVTX range or marker
+  kCollective = 11,  // collective; correlation = per-group sequence number
+  kP2p = 12,         // point-to-point send or recv
+  kBucket = 13,      // DDP gradient bucket all-reduce; correlation = bucket index
+  kOverhead = 14,    // tracer overhead (CUPTI's own, buffer flushes)
+  kClockSync = 15,   // clock exchange sample; bytes = round trip ns
 };
 constexpr int kNumKinds = 16;
 
@@ -63,8 +63,8 @@ namespace stallscope {
 
 // Names as stored in run directories; index = enum value. Mirrors _schema.KINDS / CATEGORIES.
 inline constexpr const char* kKindNames[kNumKinds] = {
-    "region", "mark",       "step",   "counter", "data_wait", "kernel",   "memcpy",     "memset",
-    "gpu_sync", "runtime", "marker", "collective", "p2p", "bucket", "overhead", "clock_sync",
+    "region",   "mark",    "step",   "counter",    "data_wait", "kernel", "memcpy",   "memset",
+    "gpu_sync", "runtime", "marker", "collective", "p2p",       "bucket", "overhead", "clock_sync",
 };
 inline constexpr const char* kCategoryNames[kNumCategories] = {
     "host", "compute", "memcpy", "comm", "data", "data_fetch", "data_prep", "sync", "other",

@@ -11,8 +11,6 @@
 
 namespace stallscope {
 
-void reset_thread_lane_after_fork() noexcept;  // thread_registry.cc
-
 namespace {
 
 void after_fork_in_child() {
@@ -20,13 +18,18 @@ void after_fork_in_child() {
   new (&Collector::lock()) std::mutex();
   StringTable::instance().reinit_after_fork();
   g_registry.reset_after_fork();
-  reset_thread_lane_after_fork();
 }
 
-struct ForkHandlerInstaller {
-  ForkHandlerInstaller() { pthread_atfork(nullptr, nullptr, &after_fork_in_child); }
-};
-ForkHandlerInstaller g_fork_handler_installer;
-
 }  // namespace
+
+// Called from ThreadRegistry::configure(), i.e. before the first trace records. (Not a static
+// initializer: the linker drops unreferenced objects of a static library.)
+void install_fork_handler() noexcept {
+  static const bool installed = [] {
+    pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+    return true;
+  }();
+  (void)installed;
+}
+
 }  // namespace stallscope

@@ -14,18 +14,25 @@ ThreadRegistry g_registry;
 
 namespace {
 
-// The calling thread's claim. Plain pointers: the recording path reads them without a guard.
-thread_local Ring* t_ring = nullptr;
-thread_local ThreadSlot* t_slot = nullptr;
-thread_local uint64_t t_generation = 0;         // generation t_ring was claimed in
-thread_local uint64_t t_failed_generation = 0;  // generation in which the pool was full for us
+// The calling thread's claim, in one trivially-initialised block: the recording path finds it
+// with a single TLS address computation and no initialisation guard.
+struct ThreadState {
+  Ring* ring;
+  ThreadSlot* slot;
+  uint64_t generation;         // generation `ring` was claimed in
+  uint64_t failed_generation;  // generation in which the pool was full for this thread
+  int32_t lane;                // OS thread id, cached: gettid is a syscall
+};
+thread_local ThreadState t_state = {nullptr, nullptr, 0, 0, 0};
 
 // Constructed on first use (in the cold claim path); its destructor runs at thread exit.
 struct SlotReleaser {
   ~SlotReleaser() {
-    if (t_slot != nullptr && t_generation == g_registry.generation()) g_registry.retire(t_slot);
-    t_ring = nullptr;
-    t_slot = nullptr;
+    if (t_state.slot != nullptr && t_state.generation == g_registry.generation()) {
+      g_registry.retire(t_state.slot);
+    }
+    t_state.ring = nullptr;
+    t_state.slot = nullptr;
   }
 };
 thread_local SlotReleaser t_releaser;
@@ -39,6 +46,7 @@ uint64_t round_up_pow2(uint64_t v) {
 }  // namespace
 
 bool ThreadRegistry::configure(uint32_t max_threads, uint64_t ring_capacity) {
+  install_fork_handler();
   if (max_threads == 0) max_threads = 1;
   ring_capacity = round_up_pow2(ring_capacity < 16 ? 16 : ring_capacity);
   if (slots_ != nullptr && max_threads == num_slots_ && ring_capacity == ring_capacity_) {
@@ -58,8 +66,11 @@ bool ThreadRegistry::configure(uint32_t max_threads, uint64_t ring_capacity) {
     slots[i].ring.attach(reinterpret_cast<EventRecord*>(static_cast<char*>(mem) + i * ring_bytes),
                          ring_capacity);
   }
-  // The old pool is left mapped on purpose: a thread that raced past the enabled check may still
-  // be writing into it. Reconfiguring is rare (a new trace with a different ring size).
+  // The old pool stays mapped (a thread that raced past the enabled check may still write into
+  // it) but its pages are given back to the OS. Reconfiguring is rare (a new ring size).
+  if (pool_ != nullptr) madvise(pool_, pool_bytes_, MADV_DONTNEED);
+  pool_ = mem;
+  pool_bytes_ = ring_bytes * max_threads;
   slots_ = slots;
   num_slots_ = max_threads;
   ring_capacity_ = ring_capacity;
@@ -70,14 +81,14 @@ bool ThreadRegistry::configure(uint32_t max_threads, uint64_t ring_capacity) {
 
 Ring* ThreadRegistry::ring_for_current_thread() noexcept {
   const uint64_t gen = generation();
-  if (t_ring != nullptr && t_generation == gen) return t_ring;
-  if (t_failed_generation == gen) {
+  if (t_state.ring != nullptr && t_state.generation == gen) return t_state.ring;
+  if (t_state.failed_generation == gen) {
     count_no_slot_drop();
     return nullptr;
   }
   Ring* r = claim(gen);
   if (r == nullptr) {
-    t_failed_generation = gen;
+    t_state.failed_generation = gen;
     count_no_slot_drop();
   }
   return r;
@@ -100,10 +111,10 @@ Ring* ThreadRegistry::claim(uint64_t gen) noexcept {
     pthread_getname_np(pthread_self(), s.thread_name, sizeof(s.thread_name));
     s.state.store(static_cast<int>(SlotState::kOwned), std::memory_order_release);
     (void)&t_releaser;  // first touch registers the thread-exit destructor
-    t_slot = &s;
-    t_ring = &s.ring;
-    t_generation = gen;
-    return t_ring;
+    t_state.slot = &s;
+    t_state.ring = &s.ring;
+    t_state.generation = gen;
+    return t_state.ring;
   }
   return nullptr;
 }
@@ -153,9 +164,10 @@ void ThreadRegistry::reset_after_fork() noexcept {
   }
   retired_stats_.clear();
   no_slot_drops_.store(0, std::memory_order_relaxed);
-  t_ring = nullptr;
-  t_slot = nullptr;
-  t_failed_generation = 0;
+  t_state.ring = nullptr;
+  t_state.slot = nullptr;
+  t_state.failed_generation = 0;
+  t_state.lane = 0;  // the child's thread has a new id
 }
 
 }  // namespace stallscope
@@ -165,27 +177,23 @@ void ThreadRegistry::reset_after_fork() noexcept {
 
 namespace stallscope {
 
-namespace {
-thread_local int32_t t_lane = 0;  // OS thread id, cached: gettid is a syscall
-}
-
 bool recording() noexcept { return g_registry.enabled(); }
 
 int32_t current_lane() noexcept {
-  if (t_lane == 0) t_lane = static_cast<int32_t>(syscall(SYS_gettid));
-  return t_lane;
+  if (__builtin_expect(t_state.lane == 0, 0))
+    t_state.lane = static_cast<int32_t>(syscall(SYS_gettid));
+  return t_state.lane;
 }
 
 bool record(const EventRecord& e) noexcept {
   if (!g_registry.enabled()) return false;
-  Ring* r = t_ring;
-  if (__builtin_expect(r == nullptr || t_generation != g_registry.generation(), 0)) {
+  ThreadState& ts = t_state;
+  Ring* r = ts.ring;
+  if (__builtin_expect(r == nullptr || ts.generation != g_registry.generation(), 0)) {
     r = g_registry.ring_for_current_thread();
     if (r == nullptr) return false;
   }
   return r->push(e);
 }
-
-void reset_thread_lane_after_fork() noexcept { t_lane = 0; }
 
 }  // namespace stallscope

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,7 +18,7 @@ enum class SlotState : int { kFree = 0, kClaiming = 1, kOwned = 2, kRetired = 3 
 
 struct ThreadSlot {
   std::atomic<int> state{static_cast<int>(SlotState::kFree)};
-  int32_t tid = 0;        // OS thread id of the owner
+  int32_t tid = 0;  // OS thread id of the owner
   char thread_name[16] = {};
   uint64_t pushed_base = 0;   // ring.pushed() when stats were last reset
   uint64_t dropped_base = 0;  // ring.dropped() when stats were last reset
@@ -77,11 +78,16 @@ class ThreadRegistry {
   std::atomic<bool> enabled_{false};
   std::atomic<uint64_t> generation_{1};  // bumped by configure() and fork: invalidates claims
   ThreadSlot* slots_ = nullptr;
+  void* pool_ = nullptr;  // ring storage of all slots (mmap)
+  size_t pool_bytes_ = 0;
   uint32_t num_slots_ = 0;
   uint64_t ring_capacity_ = 0;
   std::atomic<uint64_t> no_slot_drops_{0};
   std::vector<ThreadStats> retired_stats_;  // counts of threads whose slots were recycled
 };
+
+// Registers the pthread_atfork child handler (fork_handler.cc); idempotent.
+void install_fork_handler() noexcept;
 
 // The process's registry (one per process, never destroyed).
 extern ThreadRegistry g_registry;

@@ -25,6 +25,7 @@ from stallscope import _core
 # Lets backends outside this extension (the NCCL profiler plugin) attach to this very core.
 _os.environ.setdefault("STALLSCOPE_CORE_LIBRARY", _core.__file__ or "")
 
+from stallscope import analysis
 from stallscope._api import counter, loader, mark, region, step
 from stallscope._kineto import KinetoImport, import_kineto, read_kineto
 from stallscope._load import RunInfo, load, run_info, scan
@@ -54,6 +55,7 @@ __all__ = [
     "TraceImportError",
     "__version__",
     "active",
+    "analysis",
     "counter",
     "import_kineto",
     "load",

@@ -52,16 +52,18 @@ def loader(
 ) -> Iterator[T]:
     """Yield from `batches` (a DataLoader, any iterable), recording each wait for the next item
     as a ``data_wait`` event: the data stall of the step that waits. With `mark_steps`, a step
-    boundary is marked before each wait, so each step starts by fetching its batch (then do not
-    call stallscope.step() yourself)."""
+    boundary is marked where each wait begins, so each step starts by fetching its batch (then
+    do not call stallscope.step() yourself); the end of the data marks no step."""
     wait = region(name, category, KIND_ID["data_wait"])
     it = iter(batches)
+    now = _core.now_ns
     while True:
-        if mark_steps:
-            step()
+        began = now()
         with wait:
             try:
                 item = next(it)
             except StopIteration:
                 return
+        if mark_steps:
+            step(began)
         yield item

@@ -137,7 +137,10 @@ def scan(run_dir: str | os.PathLike[str], *, align_clocks: bool = True) -> pl.La
     paths = [p for ps in info.files.values() for p in ps]
     for p in paths:
         _check_file(p)
-    lf = pl.scan_parquet(paths, schema=SCHEMA).select(COLUMNS)
+    # Per file, then concatenated: files of other writers (an older version, an importer) may
+    # store kind / category as Categorical or Enum; each is cast to the schema on its own.
+    casts = [pl.col(c).cast(t) for c, t in SCHEMA.items()]
+    lf = pl.concat([pl.scan_parquet(p).select(casts) for p in paths], how="vertical")
     if align_clocks:
         offsets = _clock_offsets(info)
         if offsets is not None:

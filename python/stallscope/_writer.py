@@ -7,21 +7,19 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from stallscope import _core
 from stallscope._run_dir import final_path, part_path
-from stallscope._schema import CATEGORIES, CATEGORY, KIND, KIND_ID, KINDS
+from stallscope._schema import CATEGORIES, KIND_ID, KINDS
 
 _COUNTER = KIND_ID["counter"]
-_KIND_SERIES = pl.Series(list(KINDS), dtype=KIND)
-_CATEGORY_SERIES = pl.Series(list(CATEGORIES), dtype=CATEGORY)
 
 # zstd level 1: about as fast to write as lz4 here and a third smaller.
-_COMPRESSION: Any = "zstd"
+_COMPRESSION = "zstd"
 _COMPRESSION_LEVEL = 1
 
 
@@ -29,59 +27,66 @@ class StringCache:
     """The process string table, mirrored incrementally (ids only ever grow)."""
 
     def __init__(self) -> None:
-        self._strings: list[str | None] = []
-        self.names = pl.Series([], dtype=pl.String)  # id -> string; id 0 is ""
-        self.details = pl.Series([], dtype=pl.String)  # id -> string; id 0 is null
+        self._strings: list[str] = []
+        self.names: pa.Array = pa.array([], pa.string())  # id -> string; id 0 is ""
+        self.details: pa.Array = pa.array([], pa.string())  # id -> string; id 0 is null
 
     def update(self, max_id: int) -> None:
         if max_id >= len(self._strings):
             new = _core.strings_from(len(self._strings))
             if new:
                 self._strings.extend(new)
-                self.names = pl.Series(self._strings, dtype=pl.String)
-                self.details = self.names.scatter(0, None)
+                self.names = pa.array(self._strings, pa.string())
+                self.details = pa.array([None, *self._strings[1:]], pa.string())
 
 
-def chunk_to_frame(
+# Writing uses Arrow, not Polars, on purpose: a traced process may be a fork()ed child (a
+# DataLoader worker), and Polars' thread pool does not survive fork() (its first parallel
+# operation in the child deadlocks) while Arrow re-creates its pools after fork.
+_KIND_DICT = pa.array(list(KINDS), pa.string())
+_CATEGORY_DICT = pa.array(list(CATEGORIES), pa.string())
+
+
+def chunk_to_table(
     cols: dict[str, np.ndarray], rank: int, pid: int, strings: StringCache
-) -> pl.DataFrame:
-    """One drained chunk (NumPy columns from _core.drain) as a frame in the event schema."""
+) -> pa.Table:
+    """One drained chunk (NumPy columns from _core.drain) as an Arrow table in the event schema
+    (kind and category dictionary-encoded; load() casts them to the schema's Enums)."""
     n = len(cols["start_ns"])
     name_id = cols["name_id"]
     detail_id = cols["detail_id"]
-    max_id = int(max(name_id.max(initial=0), detail_id.max(initial=0)))
-    strings.update(max_id)
+    strings.update(int(max(name_id.max(initial=0), detail_id.max(initial=0))))
     kind = cols["kind"]
     is_counter = kind == _COUNTER
     bytes_ = cols["bytes"]
-    value = pl.Series("value", np.where(is_counter, bytes_.view(np.float64), np.nan))
+    value = pa.array(bytes_.view(np.float64), mask=~is_counter)
     if is_counter.any():
         bytes_ = np.where(is_counter, 0, bytes_)
-    return pl.DataFrame(
+    return pa.table(
         {
-            "rank": pl.repeat(rank, n, dtype=pl.Int32, eager=True),
-            "pid": pl.repeat(pid, n, dtype=pl.Int32, eager=True),
-            "kind": _KIND_SERIES.gather(kind),
-            "category": _CATEGORY_SERIES.gather(cols["category"]),
-            "name": strings.names.gather(name_id),
+            "rank": pa.array(np.full(n, rank, np.int32)),
+            "pid": pa.array(np.full(n, pid, np.int32)),
+            "kind": pa.DictionaryArray.from_arrays(kind.view(np.int8), _KIND_DICT),
+            "category": pa.DictionaryArray.from_arrays(
+                cols["category"].view(np.int8), _CATEGORY_DICT
+            ),
+            "name": strings.names.take(name_id),
             "start_ns": cols["start_ns"],
             "end_ns": cols["end_ns"],
             "lane": cols["lane"],
             "device": cols["device"],
             "correlation": cols["correlation"],
             "bytes": bytes_,
-            "value": value.fill_nan(None) if n else value,
-            "detail": strings.details.gather(detail_id),
+            "value": value,
+            "detail": strings.details.take(detail_id),
         }
     )
 
 
-def write_atomic(df: pl.DataFrame, path: Path) -> None:
-    """Write `df` to `path` so that a reader never sees a half-written file."""
+def write_atomic(table: pa.Table, path: Path) -> None:
+    """Write `table` to `path` so that a reader never sees a half-written file."""
     tmp = path.with_name(f".{path.name}.tmp")
-    df.write_parquet(
-        tmp, compression=_COMPRESSION, compression_level=_COMPRESSION_LEVEL, statistics=True
-    )
+    pq.write_table(table, tmp, compression=_COMPRESSION, compression_level=_COMPRESSION_LEVEL)
     os.replace(tmp, path)
 
 
@@ -102,7 +107,7 @@ class RankWriter:
         self.parts: list[Path] = []
         self.events_written = 0
         self.error: BaseException | None = None
-        self._pending: list[pl.DataFrame] = []
+        self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._lock = threading.Lock()  # serialises drain+write between the thread and stop()
         self._stop = threading.Event()
@@ -114,31 +119,36 @@ class RankWriter:
     def _drain(self) -> None:
         cols = _core.drain()
         if len(cols["start_ns"]):
-            df = chunk_to_frame(cols, self.rank, self.pid, self.strings)
-            self._pending.append(df)
-            self._pending_rows += df.height
+            table = chunk_to_table(cols, self.rank, self.pid, self.strings)
+            self._pending.append(table)
+            self._pending_rows += table.num_rows
 
     def _write_part(self) -> None:
         if not self._pending:
             return
-        df = pl.concat(self._pending, rechunk=True) if len(self._pending) > 1 else self._pending[0]
+        table = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
         path = part_path(self.out_dir, self.stem, len(self.parts))
-        write_atomic(df, path)
+        write_atomic(table, path)
         self.parts.append(path)
-        self.events_written += df.height
+        self.events_written += table.num_rows
         self._pending.clear()
         self._pending_rows = 0
 
     def _run(self) -> None:
-        last_write = time.monotonic()
-        while not self._stop.wait(self.poll_s):
+        # Parts are written on a fixed schedule (every flush_interval_s), so a SIGKILL loses at
+        # most the events of the interval in progress; drains in between keep the rings short.
+        next_write = time.monotonic() + self.flush_interval_s
+        while True:
+            wait = max(0.0, min(self.poll_s, next_write - time.monotonic()))
+            if self._stop.wait(wait):
+                return
             try:
                 with self._lock:
                     self._drain()
                     now = time.monotonic()
-                    if now - last_write >= self.flush_interval_s or self._pending_rows >= 4_000_000:
+                    if now >= next_write or self._pending_rows >= 4_000_000:
                         self._write_part()
-                        last_write = now
+                        next_write = now + self.flush_interval_s
             except BaseException as e:  # keep training alive; reported at stop
                 self.error = e
                 return
@@ -160,8 +170,6 @@ def merge_parts(out_dir: Path, stem: str, parts: list[Path]) -> Path | None:
     """Merge part files into the stem's final file (one row group per part), then delete them."""
     if not parts:
         return None
-    import pyarrow.parquet as pq
-
     final = final_path(out_dir, stem)
     tmp = final.with_name(f".{final.name}.tmp")
     first = pq.ParquetFile(parts[0])

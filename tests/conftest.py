@@ -1,0 +1,58 @@
+"""Shared fixtures and the resource markers' skip rules (gpu, root, netns, torch)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def _has_gpu() -> bool:
+    return Path("/dev/nvidiactl").exists() or bool(
+        shutil.which("nvidia-smi") and os.path.exists("/proc/driver/nvidia")
+    )
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _has_netns() -> bool:
+    return _is_root() and shutil.which("ip") is not None and shutil.which("tc") is not None
+
+
+_SKIPS = {
+    "gpu": (_has_gpu, "needs an NVIDIA GPU and driver; none here"),
+    "root": (_is_root, "needs root"),
+    "netns": (_has_netns, "needs root with iproute2 (ip, tc) for network namespaces"),
+    "torch": (
+        lambda: importlib.util.find_spec("torch") is not None,
+        "needs torch (pip install torch==2.13.0)",
+    ),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cache: dict[str, bool] = {}
+    for item in items:
+        for marker, (check, reason) in _SKIPS.items():
+            if marker in item.keywords:
+                if marker not in cache:
+                    cache[marker] = check()
+                if not cache[marker]:
+                    item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def kineto_data() -> Path:
+    """The real multi-rank Kineto traces shared with the project (../shared/data/kineto)."""
+    d = SHARED / "data" / "kineto"
+    if not d.is_dir():
+        pytest.skip(f"shared Kineto traces not found at {d}")
+    return d
