@@ -34,7 +34,7 @@ def write_run(imp: Any, out: Path) -> list[Path]:
         stem = stem_for(rank)
         path = final_path(out, stem)
         events = imp.events.filter(pl.col("rank") == rank)
-        write_atomic(events, path)
+        write_atomic(events.to_arrow(), path)
         written.append(path)
         steps = events.filter(pl.col("kind") == "step").height
         update_process(

@@ -115,7 +115,11 @@ def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
     del frame
     colls = collective_events(events)
     events = pl.concat([events, colls]) if colls.height else events
-    events = events.sort("start_ns", "_i", "kind", maintain_order=True).select(COLUMNS)
+    events = events.sort("start_ns", "_i", "kind", maintain_order=True)
+    # The file's first event, when kept: HTA looks a partnerless GPU op's launch up at row 0.
+    row0 = events.filter(pl.col("_i") == 0)["start_ns"]
+    row0_ns = int(row0[0]) if row0.len() else None
+    events = events.select(COLUMNS)
     world = _as_int(dist.get("world_size"))
     devices = meta.get("deviceProperties")
     info = RankMeta(
@@ -152,6 +156,7 @@ def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
                 "base_ns": base_ns,
                 "ts_float": int(ts_float),
                 "world_size": world if world is not None else "",
+                "row0_ns": "" if row0_ns is None else row0_ns,
                 "file": re.sub(r"[;=]", "_", path.name),
             }
         ),

@@ -162,9 +162,5 @@ def _parse(
         .alias("args")
     )
     frame = pl.DataFrame({**cols, "args": struct})
-    meta = {
-        k: v
-        for k in _META_KEYS
-        if (v := getattr(doc, k)) is not None
-    }
+    meta = {k: v for k in _META_KEYS if (v := getattr(doc, k)) is not None}
     return frame, meta

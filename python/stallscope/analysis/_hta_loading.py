@@ -41,6 +41,7 @@ def _trace_facts(events: pl.LazyFrame) -> pl.LazyFrame:
             "rank",
             base_ns=parse_detail(pl.col("detail"), "base_ns", pl.Int64()),
             ts_float=parse_detail(pl.col("detail"), "ts_float", pl.Int64()) == 1,
+            row0_ns=parse_detail(pl.col("detail"), "row0_ns").cast(pl.Int64, strict=False),
         )
         .unique(subset="rank", keep="first")
     )
@@ -105,21 +106,45 @@ def _hta_rows(
         return df.with_columns(
             kernel_type=pl.lit(None, pl.String), ts_runtime=pl.lit(None, pl.Float64)
         )
-    shift = df["ts"].min()
+    shift = float(df["ts"].min())  # type: ignore[arg-type]
     df = df.with_columns(ts=pl.col("ts") - shift, end=pl.col("end") - shift)
-    # index_correlation: the CPU partner of each GPU row (and vice versa) by correlation.
+    # index_correlation: the CPU partner of each GPU row (and vice versa) by correlation. A GPU
+    # row without one gets index_correlation 0, which HTA's idle breakdown then looks up as the
+    # pandas label 0: the file's first row (when HTA kept it).
     cpu_ts = (
         df.filter(~pl.col("is_gpu") & (pl.col("correlation") != -1))
         .group_by("rank", "correlation")
         .agg(ts_runtime=pl.col("ts").last())
     )
-    df = df.join(cpu_ts, on=["rank", "correlation"], how="left").with_columns(
-        ts_runtime=pl.when(pl.col("is_gpu")).then(pl.col("ts_runtime"))
+    row0 = _row0_ts(facts.collect(), shift)
+    df = (
+        df.join(cpu_ts, on=["rank", "correlation"], how="left")
+        .join(row0, on="rank", how="left")
+        .with_columns(
+            ts_runtime=pl.when(pl.col("is_gpu")).then(
+                pl.coalesce("ts_runtime", pl.when(pl.col("correlation") >= 0).then("row0_ts"))
+            )
+        )
+        .drop("row0_ts")
     )
     step_names = df.filter(pl.col("name").str.contains("ProfilerStep", literal=True))["name"]
     if not include_last_profiler_step and step_names.n_unique() >= 2:
         df = _drop_last_step(df)
     return df.with_columns(kernel_type=hta_kernel_type(pl.col("name")))
+
+
+def _row0_ts(facts: pl.DataFrame, shift: float) -> pl.DataFrame:
+    """rank -> HTA's aligned ts of the file's first row (null when not kept)."""
+    rows = facts.filter(pl.col("row0_ns").is_not_null())
+    ns_rel = (rows["row0_ns"] - rows["base_ns"]).to_numpy()
+    flt = rows["ts_float"].to_numpy()
+    ts = np.where(
+        flt, np.ceil(ns_rel.astype(np.float64) / 1000.0), (ns_rel // 1000).astype(np.float64)
+    )
+    return pl.DataFrame(
+        {"rank": rows["rank"], "row0_ts": pl.Series(ts - shift, dtype=pl.Float64)},
+        schema={"rank": pl.Int32, "row0_ts": pl.Float64},
+    )
 
 
 def _hta_times(df: pl.DataFrame) -> pl.DataFrame:

@@ -26,15 +26,9 @@ def test_import_writes_a_loadable_run(kineto_data: Path, tmp_path: Path) -> None
     ]
     doc = json.loads((out / "run.json").read_text())
     entry = doc["processes"]["rank-00001"]
-    assert (
-        entry["source"] == "kineto"
-    )
-    assert (
-        entry["world_size"] == 128
-    )
-    assert (
-        entry["status"] == "stopped"
-    )
+    assert entry["source"] == "kineto"
+    assert entry["world_size"] == 128
+    assert entry["status"] == "stopped"
     # A sampled trace: 2 of 128 ranks, so load() reports the other 126 as missing.
     with pytest.warns(stallscope.StallscopeWarning, match="no event file"):
         loaded = stallscope.load(out)
