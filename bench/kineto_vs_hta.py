@@ -148,6 +148,10 @@ def main() -> None:
             if (p / "shared" / "data" / "kineto" / "MANIFEST.json").is_file()
         )
     sets = sorted(p for p in data.iterdir() if p.is_dir())
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _guard import check  # the project's noisy-neighbour guard
+
+    guards = [check("before")]
     runs: dict[str, dict[str, list[dict[str, float]]]] = {
         s.name: {"hta": [], "stallscope": []} for s in sets
     }
@@ -161,6 +165,7 @@ def main() -> None:
                     f"{res['tree_peak_rss_mib']:8.1f} MiB",
                     file=sys.stderr,
                 )
+    guards.append(check("after"))
     table = {}
     for name, by in runs.items():
         med = {w: {k: statistics.median(x[k] for x in v) for k in v[0]} for w, v in by.items()}
@@ -185,6 +190,8 @@ def main() -> None:
             "load_avg_at_end": os.getloadavg(),
         },
         "rounds": a.rounds,
+        "noise_guard": guards,
+        "valid": all(g["quiet"] for g in guards),
         "work": "load traces + temporal breakdown + idle time breakdown + GPU kernel breakdown",
         "per_trace": table,
         "total": {

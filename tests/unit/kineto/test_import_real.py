@@ -120,3 +120,19 @@ def test_times_are_ordered_and_nonnegative(kineto_data: Path, name: str) -> None
     ev = _read(kineto_data / name).events
     assert (ev["end_ns"] >= ev["start_ns"]).all()
     assert ev["start_ns"].min() > 1_600_000_000 * 10**9  # absolute epoch ns (2020+)
+
+
+@pytest.mark.parametrize("name", ["hta_a100_rank0_of2_ncclmeta", "param_dlrm_8rank"])
+def test_every_reader_gives_the_same_events(
+    kineto_data: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """msgspec reader (when installed), Polars' JSON reader, and the orjson reader agree."""
+    from stallscope._kineto import _parse
+
+    fast = _read(kineto_data / name).events
+    monkeypatch.setattr(_parse, "parse_fast", lambda holder, path: None)
+    polars_reader = _read(kineto_data / name).events
+    assert polars_reader.equals(fast)
+    monkeypatch.setattr(_parse, "FAST_SCHEMA", {"traceEvents": pl.Int64()})  # forces orjson
+    orjson_reader = _read(kineto_data / name).events
+    assert orjson_reader.equals(fast)
