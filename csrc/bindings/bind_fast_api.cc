@@ -28,11 +28,26 @@ std::atomic<uint64_t> g_too_deep{0};
 std::atomic<int64_t> g_step{0};
 uint32_t g_step_name = 0;
 
+// str -> id cache in front of the string table: a dict lookup under the GIL (the str's hash is
+// cached in the object), so recording a known name takes no lock. Only a name seen for the first
+// time goes to StringTable::intern (lock + allocation).
+PyObject* g_name_ids = nullptr;
+
 uint32_t intern_str(PyObject* s) {
+  PyObject* cached = PyDict_GetItemWithError(g_name_ids, s);  // borrowed
+  if (cached != nullptr) return static_cast<uint32_t>(PyLong_AsUnsignedLong(cached));
+  if (PyErr_Occurred()) return UINT32_MAX;
   Py_ssize_t len = 0;
   const char* p = PyUnicode_AsUTF8AndSize(s, &len);
   if (p == nullptr) return UINT32_MAX;
-  return StringTable::instance().intern(std::string_view(p, static_cast<size_t>(len)));
+  const uint32_t id = StringTable::instance().intern(std::string_view(p, static_cast<size_t>(len)));
+  PyObject* v = PyLong_FromUnsignedLong(id);
+  if (v == nullptr || PyDict_SetItem(g_name_ids, s, v) < 0) {
+    Py_XDECREF(v);
+    return UINT32_MAX;
+  }
+  Py_DECREF(v);
+  return id;
 }
 
 int parse_category(PyObject* c, uint8_t* out) {
@@ -218,6 +233,8 @@ PyMethodDef fast_functions[] = {
 
 void bind_fast_api(py::module_& m) {
   g_step_name = StringTable::instance().intern("step");
+  g_name_ids = PyDict_New();
+  if (g_name_ids == nullptr) throw py::error_already_set();
   RegionType.tp_name = "stallscope._core.Region";
   RegionType.tp_basicsize = sizeof(RegionObject);
   RegionType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 # name -> module defining BACKEND. Add a line per backend.
 BACKEND_MODULES: dict[str, str] = {}
+BACKEND_MODULES["torch_dist"] = "stallscope.torch._backend"  # issue 4: collectives, clock sync
 
 
 class Backend(Protocol):

@@ -158,6 +158,21 @@ class Trace:
                     f"stallscope backend {b.name} disabled: {e}", StallscopeWarning, stacklevel=3
                 )
 
+    def attach_backend(self, name: str) -> None:
+        """Start capture backend `name` on this running trace (e.g. torch_dist once
+        torch.distributed is initialised); no-op when it already runs or the trace stopped."""
+        b = _hooks.get(name)
+        if not self.recording or any(x.name == b.name for x in self._backends):
+            return
+        self._backends.append(b)
+        try:
+            self.backend_info.setdefault(b.name, {}).update(b.on_start(self) or {})
+        except Exception as e:  # a backend problem never breaks training
+            self.backend_info.setdefault(b.name, {})["error"] = f"on_start: {type(e).__name__}: {e}"
+            warnings.warn(
+                f"stallscope backend {b.name} disabled: {e}", StallscopeWarning, stacklevel=2
+            )
+
     def stop(self) -> Path | None:
         """Stop recording, write every buffered event, merge the part files. Returns the events
         file (None if nothing was recorded). Idempotent."""

@@ -7,6 +7,7 @@ import click
 from stallscope import __version__
 from stallscope._cli.demo import demo
 from stallscope._cli.import_ import import_
+from stallscope._cli.profile import profile
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,7 +16,7 @@ def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""
 
 
-for _command in (demo, import_):
+for _command in (demo, profile, import_):
     cli.add_command(_command)
 
 

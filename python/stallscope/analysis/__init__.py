@@ -1,7 +1,7 @@
 """Analysis of events: functions take and return Polars frames; they never print or plot."""
 
 from stallscope.analysis._capture_summary import capture_summary
-from stallscope.analysis._collectives import collectives, match_collectives
+from stallscope.analysis._collectives import collectives, match_collectives, stragglers
 from stallscope.analysis._hta_idle import idle_time_breakdown
 from stallscope.analysis._hta_kernels import kernel_breakdown, kernel_type_breakdown
 from stallscope.analysis._hta_launch import launch_stats, launch_stats_summary
@@ -10,7 +10,14 @@ from stallscope.analysis._hta_queue import queue_length, queue_length_summary
 from stallscope.analysis._hta_temporal import temporal_breakdown
 from stallscope.analysis._steps import assign_steps, step_windows
 
-__all__ = ["assign_steps", "capture_summary", "collectives", "match_collectives", "step_windows"]
+__all__ = [
+    "assign_steps",
+    "capture_summary",
+    "collectives",
+    "match_collectives",
+    "step_windows",
+    "stragglers",
+]
 __all__ += [
     "comm_comp_overlap",
     "idle_time_breakdown",

@@ -12,6 +12,11 @@ rank), bytes = the rank's payload, and detail keys:
 - ``nnodes``: number of nodes the group spans (1 = within a node: interconnect; more: network).
 
 start_ns is when the rank entered the collective (arrived), end_ns when its transfer ended.
+
+Instances are matched across ranks by (group, seq) and, for kind ``collective``, the name too:
+NCCL numbers collectives per communicator and operation type (AllReduce #3 and AllGather #3 are
+different operations), torch per group. Point-to-point events match by (group, seq) only: the
+sender's ``send`` and the receiver's ``recv`` are one transfer.
 """
 
 from __future__ import annotations
@@ -42,20 +47,32 @@ def collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+_KEY = ("group", "op_key", "seq")
+
+
 def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
-    """One row per rank and collective instance, matched across ranks by (group, seq):
+    """One row per rank and collective instance, matched across ranks by (group, seq) (and
+    name for collectives, see the module docstring):
     rank, group, seq, name, start_ns, end_ns, bytes, nnodes, members (ranks seen),
     group_size, last_arrival_ns (max start over members), skew_ns (last minus first arrival),
     sync_wait_ns (this rank's time before the last member arrived, clipped to its interval),
     transfer_ns (the rest), complete (every member of the group was seen).
 
     Times must be on one clock (load() aligns them when the run measured offsets)."""
-    c = collectives(events).filter(pl.col("group").is_not_null())
+    c = (
+        collectives(events)
+        .filter(pl.col("group").is_not_null())
+        .with_columns(
+            op_key=pl.when(pl.col("kind") == "collective")
+            .then(pl.col("name"))
+            .otherwise(pl.lit(""))
+        )
+    )
     per = pl.col("start_ns")
     grouped = c.with_columns(
-        last_arrival_ns=per.max().over("group", "seq"),
-        first_arrival_ns=per.min().over("group", "seq"),
-        members=pl.len().over("group", "seq").cast(pl.Int32),
+        last_arrival_ns=per.max().over(_KEY),
+        first_arrival_ns=per.min().over(_KEY),
+        members=pl.col("rank").n_unique().over(_KEY).cast(pl.Int32),
     )
     wait_end = pl.min_horizontal(pl.col("last_arrival_ns"), pl.col("end_ns"))
     return (
@@ -69,7 +86,65 @@ def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
             ),
             complete=pl.col("group_size").is_null() | (pl.col("members") >= pl.col("group_size")),
         )
-        .drop("first_arrival_ns")
-        .sort("group", "seq", "rank")
+        .drop("first_arrival_ns", "op_key")
+        .sort("group", "seq", "name", "rank")
         .collect()
+    )
+
+
+def stragglers(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """Which ranks held the others back, per step: one row per step and rank with
+    collectives (matched instances of that step), late_ns (sum over them of how long after the
+    first member this rank arrived), last_arrivals (how often it arrived last, when the others
+    had to wait), caused_wait_ns (the other members' sync wait in the instances where this rank
+    arrived last) and straggler (this rank caused the most wait in the step, and some).
+
+    A collective instance belongs to the earliest step any member assigns it to (step markers
+    per rank; see analysis.step_windows). Times must be on one clock (load() aligns them)."""
+    from stallscope.analysis._steps import assign_steps, step_windows
+
+    ev = events.lazy()
+    m = match_collectives(ev)
+    schema = {
+        "step": pl.Int64,
+        "rank": pl.Int32,
+        "collectives": pl.UInt32,
+        "late_ns": pl.Int64,
+        "last_arrivals": pl.UInt32,
+        "caused_wait_ns": pl.Int64,
+        "straggler": pl.Boolean,
+    }
+    if m.is_empty():
+        return pl.DataFrame(schema=schema)
+    key = ["group", "seq", "name_key"]
+    m = m.with_columns(
+        name_key=pl.when(pl.col("kind") == "collective").then(pl.col("name")).otherwise(pl.lit(""))
+    )
+    windows = step_windows(ev)
+    if windows.is_empty():  # no step markers: the whole run is one step, 0
+        m = m.with_columns(step=pl.lit(0, pl.Int64))
+    else:
+        m = assign_steps(m.lazy(), windows).collect().with_columns(pl.col("step").cast(pl.Int64))
+    m = m.with_columns(step=pl.col("step").min().over(key)).filter(pl.col("step").is_not_null())
+    first = pl.col("start_ns").min().over(key)
+    last_rank = pl.col("start_ns") == pl.col("last_arrival_ns")
+    others_wait = pl.col("sync_wait_ns").sum().over(key) - pl.col("sync_wait_ns")
+    waited = others_wait > 0
+    per = m.with_columns(
+        late_ns=pl.col("start_ns") - first,
+        is_last=last_rank & waited & (pl.col("members") > 1),
+        caused=pl.when(last_rank & waited).then(others_wait).otherwise(0),
+    )
+    out = per.group_by("step", "rank").agg(
+        collectives=pl.len(),
+        late_ns=pl.col("late_ns").sum(),
+        last_arrivals=pl.col("is_last").sum(),
+        caused_wait_ns=pl.col("caused").sum(),
+    )
+    top = pl.col("caused_wait_ns").max().over("step")
+    return (
+        out.with_columns(straggler=(pl.col("caused_wait_ns") == top) & (top > 0))
+        .select(list(schema))
+        .cast(schema)  # type: ignore[arg-type]
+        .sort("step", "rank")
     )

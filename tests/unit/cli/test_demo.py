@@ -13,7 +13,7 @@ import stallscope
 
 
 @pytest.mark.torch
-def test_demo_traces_real_training_and_prints_each_step(tmp_path: Path) -> None:
+def test_demo_single_process_traces_real_training_and_prints_each_step(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     p = subprocess.run(
         [
@@ -21,6 +21,8 @@ def test_demo_traces_real_training_and_prints_each_step(tmp_path: Path) -> None:
             "-m",
             "stallscope._cli.main",
             "demo",
+            "--ranks",
+            "1",
             "--steps",
             "6",
             "--workers",
@@ -52,3 +54,21 @@ def test_cli_rejects_a_bad_flag_with_usage() -> None:
         timeout=60,
     )
     assert p.returncode == 2 and "Invalid value for '--steps'" in p.stderr
+
+
+@pytest.mark.torch
+def test_demo_default_is_two_rank_ddp_with_matched_all_reduces(tmp_path: Path) -> None:
+    out = tmp_path / "ddp"
+    p = subprocess.run(
+        [sys.executable, "-m", "stallscope._cli.main", "demo", "--steps", "4", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "2-rank DDP" in p.stdout
+    ev = stallscope.load(out)
+    assert sorted(ev["rank"].unique().to_list()) == [0, 1]
+    assert ev.filter(pl.col("kind") == "bucket").height > 0
+    matched = stallscope.analysis.match_collectives(ev)
+    assert matched.height > 0 and matched["complete"].all()

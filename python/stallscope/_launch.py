@@ -1,0 +1,79 @@
+"""Tracing a program that was not written for stallscope: what `stallscope profile` injects.
+
+`stallscope profile` puts a sitecustomize.py on PYTHONPATH that calls `boot()` at interpreter
+start. In a process it should trace (a torchrun worker: RANK is set; or the profiled program
+itself when no launcher is used) boot() starts a trace into the run directory, and patches
+torch.distributed.init_process_group so that, once the process group exists, collectives, DDP
+buckets, topology and clock offsets are traced too. The launcher process (torchrun's agent) and
+the traced process's own children (DataLoader workers, subprocesses) are not traced.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any
+
+OUT_ENV = "STALLSCOPE_PROFILE_OUT"
+MODE_ENV = "STALLSCOPE_PROFILE_MODE"  # "launcher": trace processes with RANK; "process": the first
+OVERWRITE_ENV = "STALLSCOPE_PROFILE_OVERWRITE"
+
+
+def _should_trace() -> bool:
+    if not os.environ.get(OUT_ENV):
+        return False
+    if os.environ.get(MODE_ENV, "process") == "launcher":
+        return "RANK" in os.environ  # torchrun's agent has no RANK; its workers do
+    return True
+
+
+def boot() -> None:
+    """Start tracing this process if `stallscope profile` asked for it (never raises)."""
+    if not _should_trace():
+        return
+    out = os.environ.pop(OUT_ENV)  # children of this process are not traced
+    overwrite = os.environ.get(OVERWRITE_ENV) == "1"
+    try:
+        import stallscope
+
+        trace = stallscope.start(out, backends=(), overwrite=overwrite)
+    except Exception as e:
+        print(f"stallscope profile: not tracing this process: {e}", file=sys.stderr)
+        return
+    try:
+        _hook_torch(trace)
+    except ImportError:
+        pass  # no torch: regions, steps and markers only
+    except Exception as e:
+        print(f"stallscope profile: torch.distributed not traced: {e}", file=sys.stderr)
+
+
+def _hook_torch(trace: Any) -> None:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    import torch.distributed.distributed_c10d as c10d
+
+    import stallscope.torch
+
+    stallscope.torch.instrument(None)  # collectives, DDP buckets, lifecycle patches
+
+    if dist.is_initialized():
+        trace.attach_backend("torch_dist")
+        return
+    inner = c10d.init_process_group
+
+    @functools.wraps(inner)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        result = inner(*args, **kwargs)
+        if trace.recording:
+            trace.attach_backend("torch_dist")  # topology + clock sync at start
+        return result
+
+    init_process_group.__stallscope_original__ = getattr(  # type: ignore[attr-defined]
+        inner, "__stallscope_original__", inner
+    )
+    c10d.init_process_group = init_process_group
+    dist.init_process_group = init_process_group

@@ -1,0 +1,344 @@
+"""torch.distributed's collectives and point-to-point calls, timed: op, bytes, group ranks,
+per-group sequence number, start and end (for async calls, when the work completes).
+
+The wrappers replace the functions in torch.distributed and torch.distributed.distributed_c10d
+(so helpers that call them by module name are seen too). Only the outermost call is recorded;
+calls stallscope makes itself (clock exchange, topology) are not. Sequence numbers count every
+call on a group while instrumented, recording or not, so they stay equal across ranks.
+
+Events (the contract of stallscope.analysis._collectives): kind ``collective`` / ``p2p``,
+category ``comm``, correlation = per-group sequence number, detail group, group_size, nnodes,
+ranks, backend, async. On an NCCL group the NCCL profiler plugin records the transfer itself, so
+the Python call is recorded as a host region ``c10d:<op>`` (the enqueue) instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from stallscope import _core
+from stallscope._schema import format_detail
+from stallscope.torch._record import record
+from stallscope.torch._topology import Topology
+
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "broadcast",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
+)
+P2P = ("send", "recv", "isend", "irecv")
+OPS = COLLECTIVES + P2P
+
+_tls = threading.local()
+_state_lock = threading.Lock()
+_seq: dict[str, int] = {}  # group id -> next sequence number
+_p2p_seq: dict[tuple[int, int], int] = {}  # (src, dst) -> next sequence number
+_originals: dict[str, Callable[..., Any]] = {}
+topology = Topology()
+
+
+@contextlib.contextmanager
+def internal() -> Iterator[None]:
+    """Calls made inside are neither recorded nor counted (stallscope's own traffic)."""
+    prev = getattr(_tls, "busy", False)
+    _tls.busy = True
+    try:
+        yield
+    finally:
+        _tls.busy = prev
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    gid: str
+    ranks: tuple[int, ...]
+    backend: str
+
+    def detail(self) -> dict[str, object]:
+        return {
+            "group": self.gid,
+            "group_size": len(self.ranks),
+            "nnodes": topology.nodes_spanned(list(self.ranks)),
+            "ranks": _ranks_text(self.ranks),
+            "backend": self.backend,
+        }
+
+
+def _ranks_text(ranks: tuple[int, ...]) -> str:
+    if ranks and list(ranks) == list(range(ranks[0], ranks[0] + len(ranks))):
+        return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
+    return ",".join(map(str, ranks))
+
+
+_groups: dict[int, GroupInfo] = {}
+
+
+def group_info(group: Any) -> GroupInfo:
+    import torch.distributed as dist
+
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    info = _groups.get(id(pg))
+    if info is not None:
+        return info
+    ranks = tuple(dist.get_process_group_ranks(pg))
+    name = str(getattr(pg, "group_name", "") or "")
+    gid = "pg" + "".join(c if c.isalnum() or c in "-_." else "_" for c in name) if name else ""
+    if not gid:
+        gid = "pg-" + _ranks_text(ranks)
+    try:
+        backend = str(dist.get_backend(pg))
+    except Exception:
+        backend = "?"
+    info = GroupInfo(gid, ranks, backend)
+    _groups[id(pg)] = info
+    return info
+
+
+def _nbytes(t: Any) -> int:
+    if isinstance(t, (list, tuple)):
+        return sum(_nbytes(x) for x in t)
+    try:
+        return int(t.numel()) * int(t.element_size())
+    except AttributeError:
+        return 0
+
+
+# op -> the argument whose size is this rank's payload
+_PAYLOAD = {
+    "all_reduce": "tensor",
+    "all_gather": "tensor",
+    "all_gather_into_tensor": "input_tensor",
+    "reduce_scatter": "input_list",
+    "reduce_scatter_tensor": "input",
+    "broadcast": "tensor",
+    "all_to_all": "input_tensor_list",
+    "all_to_all_single": "input",
+    "barrier": "",
+    "send": "tensor",
+    "recv": "tensor",
+    "isend": "tensor",
+    "irecv": "tensor",
+}
+
+
+def _peer(op: str, a: dict[str, Any], group: Any) -> int | None:
+    import torch.distributed as dist
+
+    key = "dst" if op in ("send", "isend") else "src"
+    peer = a.get(key)
+    gkey = "group_" + key
+    if peer is None and a.get(gkey) is not None:
+        pg: Any = group or dist.group.WORLD
+        peer = dist.get_global_rank(pg, a[gkey])
+    return None if peer is None else int(peer)
+
+
+_me: list[int] = []  # this process's global rank, once known
+_details: dict[tuple[Any, ...], str] = {}  # formatted detail strings (they repeat every step)
+
+
+def _my_rank() -> int:
+    if not _me:
+        import torch.distributed as dist
+
+        _me.append(dist.get_rank())
+    return _me[0]
+
+
+def _detail(
+    g: GroupInfo, is_p2p: bool, src: int | None, dst: int | None, peer: int | None, asyn: bool
+) -> str:
+    key = (g.gid, is_p2p, src, dst, peer, asyn, id(topology))
+    text = _details.get(key)
+    if text is None:
+        if is_p2p:
+            d: dict[str, object] = {
+                "group": f"p2p:{'?' if src is None else src}>{dst}",
+                "group_size": 2,
+                "nnodes": topology.nodes_spanned([r for r in (src, dst) if r is not None]),
+                "peer": peer if peer is not None else "?",
+                "backend": g.backend,
+            }
+        else:
+            d = g.detail()
+        d["async"] = int(asyn)
+        d["source"] = "torch"
+        text = format_detail(d)
+        _details[key] = text
+    return text
+
+
+def _wrap(op: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+    sig = inspect.signature(orig)
+    is_p2p = op in P2P
+    always_async = op in ("isend", "irecv")
+
+    @functools.wraps(orig)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_tls, "busy", False):
+            return orig(*args, **kwargs)
+        try:
+            a = sig.bind(*args, **kwargs).arguments
+            group = a.get("group")
+            g = group_info(group)
+        except Exception:  # unusual call: let torch report it
+            return orig(*args, **kwargs)
+        me = _my_rank()
+        peer = src = dst = None
+        if is_p2p:
+            peer = _peer(op, a, group)
+            src, dst = (me, peer) if op in ("send", "isend") else (peer, me)
+        with _state_lock:
+            if is_p2p:
+                key = (-1 if src is None else src, -1 if dst is None else dst)
+                seq = _p2p_seq.get(key, 0)
+                _p2p_seq[key] = seq + 1
+            else:
+                seq = _seq.get(g.gid, 0)
+                _seq[g.gid] = seq + 1
+        lane = _core.current_lane()
+        _tls.busy = True
+        t0 = _core.now_ns()
+        try:
+            result = orig(*args, **kwargs)
+        finally:
+            _tls.busy = False
+        t1 = _core.now_ns()
+        if not _core.recording():
+            return result
+        nbytes = _nbytes(a.get(_PAYLOAD[op])) if _PAYLOAD[op] else 0
+        if op == "recv" and src is None and isinstance(result, int):
+            src = result
+        asynchronous = always_async or bool(a.get("async_op", False))
+        detail = _detail(g, is_p2p, src, dst, peer, asynchronous)
+        kind = "p2p" if is_p2p else "collective"
+        if "nccl" in g.backend:  # the plugin records the transfer; this is the host-side enqueue
+            record(
+                "region",
+                "host",
+                f"c10d:{op}",
+                t0,
+                t1,
+                correlation=seq,
+                nbytes=nbytes,
+                lane=lane,
+                detail_text=detail,
+            )
+        elif asynchronous and result is not None and hasattr(result, "get_future"):
+            _on_complete(result, kind, op, t0, seq, nbytes, lane, detail)
+        else:
+            record(
+                kind,
+                "comm",
+                op,
+                t0,
+                t1,
+                correlation=seq,
+                nbytes=nbytes,
+                lane=lane,
+                detail_text=detail,
+            )
+        return result
+
+    wrapper.__stallscope_original__ = orig  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _on_complete(
+    work: Any,
+    kind: str,
+    op: str,
+    t0: int,
+    seq: int,
+    nbytes: int,
+    lane: int,
+    detail: str,
+) -> None:
+    """Record when the work completes (the backend's completion thread calls back)."""
+
+    def done(_fut: Any) -> None:
+        with contextlib.suppress(Exception):  # a tracing problem never breaks training
+            record(
+                kind,
+                "comm",
+                op,
+                t0,
+                _core.now_ns(),
+                correlation=seq,
+                nbytes=nbytes,
+                lane=lane,
+                detail_text=detail,
+            )
+
+    try:
+        work.get_future().add_done_callback(done)
+    except Exception:  # backend without futures: the call's own return is all we know
+        detail += ";timing=issue"
+        record(
+            kind,
+            "comm",
+            op,
+            t0,
+            _core.now_ns(),
+            correlation=seq,
+            nbytes=nbytes,
+            lane=lane,
+            detail_text=detail,
+        )
+
+
+def patch() -> list[str]:
+    """Install the wrappers (idempotent). Returns the ops wrapped."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    done = []
+    with _state_lock:
+        for op in OPS:
+            orig = getattr(c10d, op, None)
+            if orig is None:
+                continue
+            if op not in _originals:
+                base = getattr(orig, "__stallscope_original__", orig)
+                _originals[op] = base
+                w = _wrap(op, base)
+                setattr(c10d, op, w)
+                if getattr(dist, op, None) is base:
+                    setattr(dist, op, w)
+            done.append(op)
+    return done
+
+
+def unpatch() -> None:
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    with _state_lock:
+        for op, base in _originals.items():
+            for mod in (c10d, dist):
+                cur = getattr(mod, op, None)
+                if getattr(cur, "__stallscope_original__", None) is base:
+                    setattr(mod, op, base)
+        _originals.clear()
+
+
+def reset_groups() -> None:
+    """Forget cached group info (after destroy_process_group, new groups reuse ids)."""
+    _groups.clear()
+    _details.clear()
+    _me.clear()
+    with _state_lock:
+        _seq.clear()
+        _p2p_seq.clear()

@@ -1,0 +1,84 @@
+"""stallscope.torch.instrument(): the one call that makes torch.distributed traceable."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+_lifecycle_patched = False
+
+
+def _uses_nccl(backend: Any) -> bool:
+    return backend is not None and "nccl" in str(backend).lower()
+
+
+def _patch_lifecycle() -> None:
+    """init_process_group: point NCCL at the plugin before any communicator exists.
+    destroy_process_group: take the stop-side clock sample while the group still exists."""
+    global _lifecycle_patched
+    if _lifecycle_patched:
+        return
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    from stallscope.torch import _backend, _collectives
+    from stallscope.torch._nccl import enable_plugin
+
+    orig_init = getattr(c10d.init_process_group, "__stallscope_original__", c10d.init_process_group)
+    orig_destroy = getattr(
+        c10d.destroy_process_group, "__stallscope_original__", c10d.destroy_process_group
+    )
+
+    @functools.wraps(orig_init)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        backend = kwargs.get("backend", args[0] if args else None)
+        if backend is None or _uses_nccl(backend):  # None: torch picks NCCL when CUDA is there
+            enable_plugin()
+        return orig_init(*args, **kwargs)
+
+    @functools.wraps(orig_destroy)
+    def destroy_process_group(group: Any = None) -> Any:
+        if group is None or group is dist.group.WORLD:
+            _backend.finish()
+            _collectives.reset_groups()
+        return orig_destroy(group)
+
+    init_process_group.__stallscope_original__ = orig_init  # type: ignore[attr-defined]
+    destroy_process_group.__stallscope_original__ = orig_destroy  # type: ignore[attr-defined]
+    for mod in (c10d, dist):
+        setattr(mod, "init_process_group", init_process_group)  # noqa: B010
+        setattr(mod, "destroy_process_group", destroy_process_group)  # noqa: B010
+    _lifecycle_patched = True
+
+
+def instrument(model: Any = None, *, buckets: bool = True) -> list[str]:
+    """Trace torch.distributed in this process: every collective and point-to-point call (op,
+    bytes, group, per-group sequence number, start, end) and, with `buckets`, DDP's gradient
+    buckets (of `model`, and of every DDP model built later). Events are recorded while a
+    stallscope trace records. Call it once, before or after init_process_group; with the NCCL
+    backend, call it before the first collective so NCCL loads stallscope's profiler plugin.
+    Returns the torch.distributed functions instrumented.
+
+        model = DistributedDataParallel(net)
+        stallscope.torch.instrument(model)
+        with stallscope.trace("runs/exp"):
+            train(model)
+    """
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        raise ImportError("stallscope.torch needs PyTorch: pip install torch") from None
+    if not dist.is_available():
+        raise RuntimeError("this PyTorch build has no torch.distributed")
+    from stallscope.torch import _collectives, _ddp
+    from stallscope.torch._nccl import enable_plugin
+
+    _patch_lifecycle()
+    ops = _collectives.patch()
+    if dist.is_initialized() and _uses_nccl(dist.get_backend()):
+        enable_plugin()
+    if buckets:
+        _ddp.patch_class()
+        if model is not None:
+            _ddp.arm(model)
+    return ops

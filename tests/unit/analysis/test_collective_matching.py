@@ -1,0 +1,103 @@
+"""Matching collectives across ranks, arrival skew, sync wait vs transfer, stragglers per step."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from stallscope._schema import conform
+from stallscope.analysis import match_collectives, stragglers
+
+MS = 1_000_000
+
+
+def _coll(
+    rank: int,
+    name: str,
+    seq: int,
+    start: int,
+    end: int,
+    group: str = "g",
+    size: int = 3,
+    kind: str = "collective",
+) -> dict[str, object]:
+    return {
+        "rank": rank,
+        "kind": kind,
+        "category": "comm",
+        "name": name,
+        "start_ns": start,
+        "end_ns": end,
+        "correlation": seq,
+        "bytes": 1024,
+        "detail": f"group={group};group_size={size};nnodes=1",
+    }
+
+
+def _step(rank: int, k: int, t: int) -> dict[str, object]:
+    return {
+        "rank": rank,
+        "kind": "step",
+        "name": "step",
+        "start_ns": t,
+        "end_ns": t,
+        "correlation": k,
+    }
+
+
+def _events() -> pl.DataFrame:
+    rows = []
+    for r in range(3):
+        rows += [_step(r, 1, 0), _step(r, 2, 100 * MS), _step(r, 3, 200 * MS)]
+    # step 1: rank 2 arrives 5 ms after the others; the transfer takes 2 ms once all are there
+    for seq, t in ((0, 10 * MS), (1, 30 * MS)):
+        for r in range(3):
+            arrive = t + (5 * MS if r == 2 else r * 100_000)
+            rows.append(_coll(r, "all_reduce", seq, arrive, t + 7 * MS))
+    # step 2: rank 1 is late by 3 ms
+    for r in range(3):
+        rows.append(_coll(r, "all_reduce", 2, 110 * MS + (3 * MS if r == 1 else 0), 115 * MS))
+    return conform(pl.DataFrame(rows)).collect()
+
+
+def test_skew_sync_wait_and_transfer_per_rank() -> None:
+    m = match_collectives(_events())
+    first = m.filter(pl.col("seq") == 0).sort("rank")
+    assert first["members"].to_list() == [3, 3, 3]
+    assert first["complete"].all()
+    assert first["skew_ns"].to_list() == [5 * MS] * 3
+    # ranks 0 and 1 waited for rank 2; every rank then transferred for 2 ms
+    assert first["sync_wait_ns"].to_list() == [5 * MS, 5 * MS - 100_000, 0]
+    assert first["transfer_ns"].to_list() == [2 * MS, 2 * MS, 2 * MS]
+
+
+def test_stragglers_per_step() -> None:
+    s = stragglers(_events())
+    st1 = s.filter(pl.col("step") == 1).sort("rank")
+    assert st1["straggler"].to_list() == [False, False, True]
+    assert st1["last_arrivals"].to_list() == [0, 0, 2]
+    assert st1["caused_wait_ns"][2] == 2 * (10 * MS - 100_000)
+    st2 = s.filter(pl.col("step") == 2).sort("rank")
+    assert st2["straggler"].to_list() == [False, True, False]
+    assert st2["late_ns"].to_list() == [0, 3 * MS, 0]
+
+
+def test_same_sequence_number_of_different_operations_is_not_merged() -> None:
+    # NCCL numbers each operation type separately: AllReduce #0 and AllGather #0 coexist
+    rows = [
+        _coll(r, n, 0, t, t + MS, size=2)
+        for r in range(2)
+        for n, t in (("AllReduce", 0), ("AllGather", 50 * MS))
+    ]
+    m = match_collectives(conform(pl.DataFrame(rows)).collect())
+    assert m["members"].to_list() == [2, 2, 2, 2]
+    assert m["skew_ns"].max() == 0
+
+
+def test_send_and_recv_are_one_transfer() -> None:
+    rows = [
+        _coll(0, "send", 0, 0, 4 * MS, group="p2p:0>1", size=2, kind="p2p"),
+        _coll(1, "recv", 0, 3 * MS, 4 * MS, group="p2p:0>1", size=2, kind="p2p"),
+    ]
+    m = match_collectives(conform(pl.DataFrame(rows)).collect()).sort("rank")
+    assert m["members"].to_list() == [2, 2]
+    assert m["sync_wait_ns"].to_list() == [3 * MS, 0]  # the sender waited for the receiver
