@@ -28,6 +28,7 @@ _os.environ.setdefault("STALLSCOPE_CORE_LIBRARY", _core.__file__ or "")
 from stallscope import analysis
 from stallscope._api import counter, loader, mark, region, step
 from stallscope._backends import backends
+from stallscope._kineto import KinetoImport, import_kineto, read_kineto
 from stallscope._load import RunInfo, load, run_info, scan
 from stallscope._schema import CATEGORIES, KINDS, SCHEMA
 from stallscope._trace import Trace, active, start, stop, trace
@@ -46,6 +47,7 @@ __all__ = [
     "CATEGORIES",
     "KINDS",
     "SCHEMA",
+    "KinetoImport",
     "RunDirError",
     "RunInfo",
     "StallscopeError",
@@ -58,10 +60,12 @@ __all__ = [
     "analysis",
     "backends",
     "counter",
+    "import_kineto",
     "load",
     "loader",
     "mark",
     "now_ns",
+    "read_kineto",
     "region",
     "run_info",
     "scan",

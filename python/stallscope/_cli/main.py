@@ -7,6 +7,7 @@ import click
 from stallscope import __version__
 from stallscope._cli.demo import demo
 from stallscope._cli.export import export
+from stallscope._cli.import_ import import_
 from stallscope._cli.profile import profile
 from stallscope._cli.report import report
 
@@ -17,10 +18,8 @@ def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""
 
 
-for _command in (demo, profile):
+for _command in (demo, profile, report, export, import_):
     cli.add_command(_command)
-cli.add_command(report)
-cli.add_command(export)
 
 
 def main() -> None:

@@ -2,6 +2,12 @@
 
 from stallscope.analysis._capture_summary import capture_summary
 from stallscope.analysis._collectives import collectives, match_collectives, stragglers
+from stallscope.analysis._hta_idle import idle_time_breakdown
+from stallscope.analysis._hta_kernels import kernel_breakdown, kernel_type_breakdown
+from stallscope.analysis._hta_launch import launch_stats, launch_stats_summary
+from stallscope.analysis._hta_overlap import comm_comp_overlap
+from stallscope.analysis._hta_queue import queue_length, queue_length_summary
+from stallscope.analysis._hta_temporal import temporal_breakdown
 from stallscope.analysis._stall_summary import stall_run_summary, stall_summary
 from stallscope.analysis._stall_table import (
     STALL_CATEGORIES,
@@ -22,8 +28,17 @@ __all__ = [
 __all__ += [
     "STALL_CATEGORIES",
     "STALL_COLUMNS",
+    "comm_comp_overlap",
+    "idle_time_breakdown",
+    "kernel_breakdown",
+    "kernel_type_breakdown",
+    "launch_stats",
+    "launch_stats_summary",
+    "queue_length",
+    "queue_length_summary",
     "stall_intervals",
     "stall_run_summary",
     "stall_summary",
     "stall_table",
+    "temporal_breakdown",
 ]

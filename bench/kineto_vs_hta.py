@@ -1,0 +1,218 @@
+"""Kineto import + analysis tables: stallscope vs HolisticTraceAnalysis 0.5.0, side by side.
+
+Both run as fresh subprocesses, interleaved (HTA, stallscope, HTA, stallscope, ...) on the same
+trace folders in the same run; medians are reported. Work timed (inside the child, after its
+imports) = load the traces + temporal breakdown + idle time breakdown (every rank) + GPU kernel
+breakdown; stallscope's stall_table is not on main yet, so these three views stand for "the full
+table". Peak memory = the child's peak RSS (ru_maxrss of itself and, for HTA's multiprocessing
+parse, its children too: the parent samples the RSS of the child's whole process tree every
+10 ms and also takes the child's own ru_maxrss; the larger is reported).
+
+    python bench/kineto_vs_hta.py --hta-python /work/venvs/hta/bin/python [--rounds 3]
+        [--data ../shared/data/kineto] [--out bench/results/kineto_vs_hta.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _peak_rss_mib() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(me, kids) / 1024.0  # Linux: KiB
+
+
+def child_hta(trace_dir: str) -> dict[str, float]:
+    import logging
+
+    logging.disable(logging.WARNING)
+    from hta.trace_analysis import TraceAnalysis
+
+    t0 = time.perf_counter()
+    ta = TraceAnalysis(trace_dir=trace_dir)
+    ranks = sorted(ta.t.get_ranks())
+    ta.get_temporal_breakdown(visualize=False)
+    ta.get_idle_time_breakdown(ranks=ranks, visualize=False)
+    ta.get_gpu_kernel_breakdown(visualize=False)
+    return {"seconds": time.perf_counter() - t0, "peak_rss_mib": _peak_rss_mib()}
+
+
+def child_stallscope(trace_dir: str) -> dict[str, float]:
+    import warnings
+
+    import stallscope
+    from stallscope.analysis import (
+        idle_time_breakdown,
+        kernel_breakdown,
+        kernel_type_breakdown,
+        temporal_breakdown,
+    )
+
+    warnings.simplefilter("ignore")
+    t0 = time.perf_counter()
+    events = stallscope.import_kineto(trace_dir)
+    temporal_breakdown(events)
+    idle_time_breakdown(events)
+    kernel_type_breakdown(events)
+    kernel_breakdown(events)
+    return {"seconds": time.perf_counter() - t0, "peak_rss_mib": _peak_rss_mib()}
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """RSS of a process and all its descendants now (KiB)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += _rss_kib(p)
+        todo += _children(p)
+    return total
+
+
+def _run(python: str, which: str, trace_dir: Path) -> dict[str, float]:
+    """Run one child; its own timing plus the peak RSS of its whole process tree, sampled every
+    10 ms from here (HTA parses ranks in a multiprocessing pool)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [python, __file__, "--child", which, str(trace_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss_kib(proc.pid))
+        time.sleep(0.01)
+    out = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise RuntimeError(f"{which} on {trace_dir} failed ({proc.returncode})")
+    res = json.loads(out.strip().splitlines()[-1])
+    res["process_seconds"] = time.perf_counter() - t0
+    res["tree_peak_rss_mib"] = max(peak / 1024.0, res["peak_rss_mib"])
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child", nargs=2, metavar=("WHICH", "TRACE_DIR"))
+    ap.add_argument("--hta-python", default="/work/venvs/hta/bin/python")
+    ap.add_argument("--python", default=sys.executable, help="interpreter with stallscope")
+    ap.add_argument("--data", type=Path, default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "kineto_vs_hta.json")
+    a = ap.parse_args()
+    if a.child:
+        which, trace_dir = a.child
+        res = child_hta(trace_dir) if which == "hta" else child_stallscope(trace_dir)
+        print(json.dumps(res))
+        return
+    data = a.data
+    if data is None:
+        data = next(
+            p / "shared" / "data" / "kineto"
+            for p in ROOT.parents
+            if (p / "shared" / "data" / "kineto" / "MANIFEST.json").is_file()
+        )
+    sets = sorted(p for p in data.iterdir() if p.is_dir())
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _guard import check  # the project's noisy-neighbour guard
+
+    guards = [check("before")]
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {
+        s.name: {"hta": [], "stallscope": []} for s in sets
+    }
+    for r in range(a.rounds):
+        for s in sets:
+            for which, py in (("hta", a.hta_python), ("stallscope", a.python)):
+                res = _run(py, which, s)
+                runs[s.name][which].append(res)
+                print(
+                    f"round {r} {s.name:28s} {which:10s} {res['seconds']:8.3f} s "
+                    f"{res['tree_peak_rss_mib']:8.1f} MiB",
+                    file=sys.stderr,
+                )
+    guards.append(check("after"))
+    table = {}
+    for name, by in runs.items():
+        med = {w: {k: statistics.median(x[k] for x in v) for k in v[0]} for w, v in by.items()}
+        table[name] = {
+            "hta_s": med["hta"]["seconds"],
+            "stallscope_s": med["stallscope"]["seconds"],
+            "speedup": med["hta"]["seconds"] / med["stallscope"]["seconds"],
+            "hta_peak_rss_mib": med["hta"]["tree_peak_rss_mib"],
+            "stallscope_peak_rss_mib": med["stallscope"]["tree_peak_rss_mib"],
+            "memory_ratio": med["stallscope"]["tree_peak_rss_mib"]
+            / med["hta"]["tree_peak_rss_mib"],
+            "hta_process_s": med["hta"]["process_seconds"],
+            "stallscope_process_s": med["stallscope"]["process_seconds"],
+        }
+    hta_total = sum(t["hta_s"] for t in table.values())
+    ours_total = sum(t["stallscope_s"] for t in table.values())
+    result = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_avg_at_end": os.getloadavg(),
+        },
+        "rounds": a.rounds,
+        "noise_guard": guards,
+        "valid": all(g["quiet"] for g in guards),
+        "work": "load traces + temporal breakdown + idle time breakdown + GPU kernel breakdown",
+        "per_trace": table,
+        "total": {
+            "hta_s": hta_total,
+            "stallscope_s": ours_total,
+            "speedup": hta_total / ours_total,
+            "worst_speedup": min(t["speedup"] for t in table.values()),
+            "worst_memory_ratio": max(t["memory_ratio"] for t in table.values()),
+        },
+        "runs": runs,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=1) + "\n")
+    for name, t in table.items():
+        print(
+            f"{name:28s} HTA {t['hta_s']:8.3f} s  stallscope {t['stallscope_s']:7.3f} s  "
+            f"x{t['speedup']:6.1f}   RSS {t['hta_peak_rss_mib']:7.1f} / "
+            f"{t['stallscope_peak_rss_mib']:6.1f} MiB = {t['memory_ratio']:.3f}"
+        )
+    print(f"total: x{result['total']['speedup']:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Importing PyTorch profiler (Kineto) traces into stallscope's event schema.
+
+``stallscope.import_kineto(path)`` takes one trace file, several, or a folder of them (``.json`` /
+``.json.gz``, one file per rank) and returns the events of every rank as one Polars frame in the
+schema of _schema.py, so every analysis works on it as on a native capture.
+``stallscope.read_kineto(path)`` returns the same events plus per-rank metadata (distributedInfo,
+deviceProperties, versions, the problems found).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from stallscope._kineto._collectives import collective_events
+from stallscope._kineto._convert import TRACE_MARK, convert
+from stallscope._kineto._parse import parse_owned, read_bytes
+from stallscope._schema import COLUMNS, conform, format_detail
+from stallscope.exceptions import StallscopeWarning, TraceImportError
+
+__all__ = ["TRACE_MARK", "KinetoImport", "RankMeta", "import_kineto", "read_kineto"]
+
+# HTA's rank rule when distributedInfo lacks it: the first '"rank": N' (whitespace required).
+_HTA_RANK_RE = re.compile(rb'"rank":[ \t]+(\d+)')
+_SUFFIXES = (".json", ".json.gz", ".gz")
+_MAX_BASE_NS = 4 * 10**18  # year 2096; keeps base + ts within int64
+
+PathArg = str | os.PathLike[str]
+
+
+@dataclass
+class RankMeta:
+    """What one trace file said about its rank."""
+
+    rank: int
+    path: Path
+    world_size: int | None
+    distributed_info: dict[str, Any]
+    device_properties: list[dict[str, Any]]
+    metadata: dict[str, Any]  # other top-level keys: schemaVersion, versions, traceName, ...
+    base_ns: int  # baseTimeNanoseconds (0 when the trace has absolute timestamps)
+    ts_float: bool  # timestamps written as floats (ns resolution): HTA rounds them
+    events: int  # events imported
+    problems: dict[str, int] = field(default_factory=dict)  # reason -> rows dropped or kept
+
+
+@dataclass
+class KinetoImport:
+    """Events of every rank (event schema) and per-rank metadata."""
+
+    events: pl.DataFrame
+    ranks: dict[int, RankMeta]
+
+    @property
+    def world_size(self) -> int | None:
+        sizes = {m.world_size for m in self.ranks.values() if m.world_size is not None}
+        return max(sizes) if sizes else None
+
+
+def _files(paths: PathArg | Iterable[PathArg]) -> list[Path]:
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:
+        raise TraceImportError("no trace given: pass a Kineto trace file, several, or a folder")
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(_SUFFIXES))
+            if not found:
+                raise TraceImportError(
+                    f"{p}: no .json or .json.gz trace files in this folder; pass the folder "
+                    "that torch.profiler's tensorboard_trace_handler wrote, or the files"
+                )
+            out += found
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise TraceImportError(f"{p}: no such file or folder")
+    return out
+
+
+def _as_int(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None and not isinstance(v, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
+    raw = read_bytes(path)
+    m = _HTA_RANK_RE.search(raw)  # HTA's rule, used when distributedInfo has no rank
+    holder = [raw]
+    del raw  # the parser drops the text as soon as it is decoded
+    frame, meta = parse_owned(holder, path)
+    dist = meta.get("distributedInfo")
+    dist = dist if isinstance(dist, dict) else {}
+    rank = _as_int(dist.get("rank"))
+    if rank is None:
+        rank = int(m.group(1)) if m else 0
+    if not 0 <= rank < 2**31:
+        raise TraceImportError(f"{path}: rank {rank} out of range")
+    problems: dict[str, int] = {}
+    base_ns = _as_int(meta.get("baseTimeNanoseconds")) or 0
+    if not 0 <= base_ns < _MAX_BASE_NS:
+        problems[f"baseTimeNanoseconds {base_ns} out of range (ignored: times stay relative)"] = 1
+        base_ns = 0
+    events, ts_float = convert(frame, rank=rank, base_ns=base_ns, problems=problems)
+    del frame
+    colls = collective_events(events)
+    events = pl.concat([events, colls]) if colls.height else events
+    events = events.sort("start_ns", "_i", "kind", maintain_order=True)
+    # The file's first event, when kept: HTA looks a partnerless GPU op's launch up at row 0.
+    row0 = events.filter(pl.col("_i") == 0)["start_ns"]
+    row0_ns = int(row0[0]) if row0.len() else None
+    events = events.select(COLUMNS)
+    world = _as_int(dist.get("world_size"))
+    devices = meta.get("deviceProperties")
+    info = RankMeta(
+        rank=rank,
+        path=path,
+        world_size=world,
+        distributed_info=dist,
+        device_properties=devices if isinstance(devices, list) else [],
+        metadata={
+            k: v for k, v in meta.items() if k not in ("distributedInfo", "deviceProperties")
+        },
+        base_ns=base_ns,
+        ts_float=ts_float,
+        events=events.height,
+        problems=problems,
+    )
+    start = int(events["start_ns"].min()) if events.height else base_ns  # type: ignore[arg-type]
+    mark = {
+        "rank": rank,
+        "pid": 0,
+        "kind": "mark",
+        "category": "host",
+        "name": TRACE_MARK,
+        "start_ns": start,
+        "end_ns": start,
+        "lane": 0,
+        "device": -1,
+        "correlation": 0,
+        "bytes": 0,
+        "value": None,
+        "detail": format_detail(
+            {
+                "source": "kineto",
+                "base_ns": base_ns,
+                "ts_float": int(ts_float),
+                "world_size": world if world is not None else "",
+                "row0_ns": "" if row0_ns is None else row0_ns,
+                "file": re.sub(r"[;=]", "_", path.name),
+            }
+        ),
+    }
+    out = pl.concat([conform(pl.DataFrame([mark])).collect(), conform(events).collect()])
+    return out, info
+
+
+def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
+    """Import Kineto traces (a file, several, or a folder; one file per rank) with per-rank
+    metadata. TraceImportError for unusable input (malformed JSON, truncated gzip, no
+    traceEvents, two files of one rank, files of different jobs); rows that cannot be used are
+    dropped and counted in one StallscopeWarning per file."""
+    files = _files(paths)
+    frames: list[pl.DataFrame] = []
+    ranks: dict[int, RankMeta] = {}
+    for path in files:
+        frame, info = _read_one(path)
+        if info.rank in ranks:
+            raise TraceImportError(
+                f"{path} and {ranks[info.rank].path} are both rank {info.rank}: import one "
+                "job's traces at a time, one file per rank (move the other file away)"
+            )
+        ranks[info.rank] = info
+        frames.append(frame)
+        if info.problems:
+            listed = "; ".join(f"{n} {why}" for why, n in info.problems.items())
+            warnings.warn(f"{path}: {listed}", StallscopeWarning, stacklevel=3)
+    sizes = {m.world_size for m in ranks.values() if m.world_size is not None}
+    if len(sizes) > 1:
+        listing = ", ".join(f"{m.path.name}: {m.world_size}" for m in ranks.values())
+        raise TraceImportError(
+            f"these traces come from different jobs (world sizes differ: {listing}); import "
+            "each job's folder separately"
+        )
+    if sizes:
+        world = sizes.pop()
+        beyond = sorted(r for r in ranks if r >= world)
+        if beyond:
+            raise TraceImportError(
+                f"rank(s) {beyond} are outside world_size {world}: these files do not come "
+                "from one job"
+            )
+    events = pl.concat(frames).sort("rank", "start_ns", maintain_order=True)
+    return KinetoImport(events=events, ranks=dict(sorted(ranks.items())))
+
+
+def import_kineto(paths: PathArg | Iterable[PathArg]) -> pl.DataFrame:
+    """Events of Kineto (PyTorch profiler) traces in stallscope's event schema: one file,
+    several files or a folder (.json / .json.gz, one file per rank). See `read_kineto` for
+    per-rank metadata."""
+    return read_kineto(paths).events

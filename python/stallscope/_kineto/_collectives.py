@@ -1,0 +1,91 @@
+"""Collective events from Kineto's NCCL metadata (``record_param_comms`` with ``Collective
+name``), following the contract of analysis/_collectives.py where the metadata allows:
+
+- kind ``p2p`` for send/recv, else ``collective``; category ``comm``; name = Collective name;
+- correlation = the operation's sequence number within its process group on this rank (the
+  n-th collective a rank issued in a group; equal across ranks that profiled the same window);
+- bytes = In msg nelems x the dtype's size;
+- detail: group (Process Group Name and its ranks), group_size, pg_desc, dtype. Kineto does not
+  say how many nodes a group spans, so ``nnodes`` is absent;
+- start/end: the NCCL kernel(s) the operation launched (found through the runtime calls made
+  inside the record_param_comms range on the same thread), else the CPU range itself.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from stallscope._kineto._convert import DTYPE_BYTES
+
+P2P_NAMES = ("send", "recv", "isend", "irecv", "_send", "_recv")
+NOT_COLLECTIVES = ("wait", "")  # record_param_comms of a work.wait(): no transfer of its own
+
+
+def collective_events(events: pl.DataFrame) -> pl.DataFrame:
+    """Collective rows (schema columns plus the private _ columns, dropped by the caller) for
+    one rank's converted events."""
+    ops = events.filter(
+        (pl.col("name") == "record_param_comms")
+        & pl.col("_coll").is_not_null()
+        & ~pl.col("_coll").is_in(NOT_COLLECTIVES)
+    ).with_row_index("_op")
+    if ops.height == 0:
+        return ops.drop("_op").clear()
+    # NCCL kernels and the runtime calls that launched them.
+    kernels = events.filter((pl.col("kind") == "kernel") & (pl.col("category") == "comm")).select(
+        "correlation", k_start="start_ns", k_end="end_ns"
+    )
+    launches = (
+        events.filter(pl.col("kind") == "runtime")
+        .join(kernels, on="correlation", how="inner")
+        .select("pid", "lane", "start_ns", "k_start", "k_end")
+        .sort("start_ns")
+    )
+    linked = (
+        launches.join_asof(
+            ops.select("_op", "pid", "lane", op_start="start_ns", op_end="end_ns").sort("op_start"),
+            left_on="start_ns",
+            right_on="op_start",
+            by=["pid", "lane"],
+            strategy="backward",
+            check_sortedness=False,  # sorted by start_ns above, hence within each group
+        )
+        .filter(pl.col("_op").is_not_null() & (pl.col("start_ns") <= pl.col("op_end")))
+        .group_by("_op")
+        .agg(k_start=pl.col("k_start").min(), k_end=pl.col("k_end").max())
+    )
+    ranks = pl.col("_pg_ranks").fill_null("").str.replace_all(r"[\[\]\s]", "")
+    group = pl.concat_str(pl.col("_pg").fill_null("default"), pl.lit(":"), ranks)
+    size = pl.col("_dtype").replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64)
+    name = pl.col("_coll")
+    out = (
+        ops.join(linked, on="_op", how="left")
+        .sort("start_ns")
+        .with_columns(_group=group.str.replace_all(r"[;=]", "_"))
+        .with_columns(
+            kind=pl.when(name.str.to_lowercase().is_in(P2P_NAMES))
+            .then(pl.lit("p2p"))
+            .otherwise(pl.lit("collective")),
+            category=pl.lit("comm"),
+            name=name,
+            start_ns=pl.coalesce("k_start", "start_ns"),
+            end_ns=pl.coalesce("k_end", "end_ns"),
+            correlation=pl.int_range(pl.len()).over("_group").cast(pl.Int64),
+            bytes=(pl.col("_in_nelems") * size).fill_null(0).clip(lower_bound=0),
+            detail=pl.concat_str(
+                pl.lit("group="),
+                pl.col("_group"),
+                pl.when(pl.col("_group_size").is_not_null())
+                .then(pl.lit(";group_size=") + pl.col("_group_size").cast(pl.String))
+                .otherwise(pl.lit("")),
+                pl.when(pl.col("_pg_desc").is_not_null())
+                .then(pl.lit(";pg_desc=") + pl.col("_pg_desc").str.replace_all(r"[;=]", "_"))
+                .otherwise(pl.lit("")),
+                pl.when(pl.col("_dtype").is_not_null())
+                .then(pl.lit(";dtype=") + pl.col("_dtype").str.replace_all(r"[;=]", "_"))
+                .otherwise(pl.lit("")),
+            ),
+        )
+        .drop("_op", "k_start", "k_end", "_group")
+    )
+    return out.select(events.columns)

@@ -1,0 +1,138 @@
+"""import_kineto on the real traces of ../shared/data/kineto: ranks, metadata, kinds, exact
+timestamps, steps, collectives, all in stallscope's event schema."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import stallscope
+from stallscope._classify import gpu_category
+from stallscope._schema import SCHEMA
+from stallscope.analysis import collectives
+
+
+def _read(path: Path | list[Path]) -> stallscope.KinetoImport:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the real traces import without a single problem
+        return stallscope.read_kineto(path)
+
+
+def test_every_trace_set_imports_with_manifest_ranks(kineto_data: Path) -> None:
+    manifest = json.loads((kineto_data / "MANIFEST.json").read_text())
+    for name, entry in manifest.items():
+        imp = _read(kineto_data / name)
+        want = {f["rank"] for f in entry["files"].values()}
+        assert set(imp.ranks) == want, name
+        assert imp.world_size == next(iter(entry["files"].values()))["world_size"]
+        assert dict(imp.events.schema) == SCHEMA
+        for fname, f in entry["files"].items():
+            meta = imp.ranks[f["rank"]]
+            assert meta.path.name == fname
+            assert sorted({d.get("name") for d in meta.device_properties}) == sorted(f["gpu"])
+        assert sorted(imp.events["rank"].unique().to_list()) == sorted(want)
+
+
+def test_kinds_lanes_and_categories(kineto_data: Path) -> None:
+    ev = _read(kineto_data / "hta_v100_rank1_of2_large").events
+    counts = dict(ev.group_by("kind").len().iter_rows())
+    # From the file: 19370 kernels, 2040 memcpy, 880 memset, 42373 runtime calls, 5 steps.
+    assert counts["kernel"] == 19370
+    assert counts["memcpy"] == 2040
+    assert counts["memset"] == 880
+    assert counts["runtime"] == 42373
+    assert counts["step"] == 5
+    gpu = ev.filter(pl.col("kind") == "kernel")
+    assert gpu["device"].unique().to_list() == [1]
+    assert set(gpu["lane"].unique().to_list()) >= {7, 14}  # streams
+    # The one shared classifier decides GPU categories: 2020 NCCL AllReduce kernels are comm.
+    assert gpu.filter(pl.col("category") == "comm").height == 2020
+    assert gpu.select(
+        (pl.col("category").cast(pl.String) == gpu_category(pl.col("name"))).all()
+    ).item()
+    steps = ev.filter(pl.col("kind") == "step").sort("start_ns")
+    assert steps["correlation"].to_list() == [2, 3, 4, 5, 6]
+    assert steps["name"].to_list() == [f"ProfilerStep#{i}" for i in range(2, 7)]
+    host = ev.filter(pl.col("kind").is_in(["region", "runtime"]))
+    assert (host["device"] == -1).all()
+
+
+def test_base_time_and_float_ns_timestamps_are_exact(kineto_data: Path) -> None:
+    imp = _read(kineto_data / "hta_a100_rank0_of2_ncclmeta")
+    meta = imp.ranks[0]
+    assert meta.base_ns == 1711964646000000000
+    assert meta.ts_float
+    assert meta.distributed_info["nccl_version"] == "2.17.1"
+    assert meta.distributed_info["pg_config"][0]["ranks"] == [0, 1]
+    ev = imp.events
+    # "ts": 4458676602730.476, "dur": 7.523 (µs) -> exact ns on the base.
+    row = ev.filter((pl.col("kind") == "runtime") & (pl.col("correlation") == 33556)).row(
+        0, named=True
+    )
+    assert row["start_ns"] == 1711964646000000000 + 4458676602730476
+    assert row["end_ns"] - row["start_ns"] == 7523
+    assert row["name"] == "cudaLaunchKernel"
+
+
+def test_collectives_from_nccl_metadata(kineto_data: Path) -> None:
+    ev = _read(kineto_data / "hta_a100_rank0_of2_ncclmeta").events
+    coll = collectives(ev).collect()
+    assert coll.height > 0
+    allreduce = coll.filter(pl.col("name") == "allreduce")
+    assert allreduce.height > 0
+    assert set(allreduce["group"].to_list()) == {"0:0,1"}
+    assert (allreduce["group_size"] == 2).all()
+    # seq numbers are 0..n-1 within the group
+    assert sorted(coll.filter(pl.col("group") == "0:0,1")["seq"].to_list()) == list(
+        range(coll.filter(pl.col("group") == "0:0,1").height)
+    )
+    # bytes = In msg nelems x the dtype's size: the first allreduce is 2049000 floats.
+    assert allreduce.sort("start_ns")["bytes"][0] == 2049000 * 4
+    # Timed by the NCCL kernel each one launched (a GPU interval, not the CPU enqueue call).
+    kernels = ev.filter((pl.col("kind") == "kernel") & (pl.col("category") == "comm"))
+    starts = set(kernels["start_ns"].to_list())
+    assert sum(s in starts for s in allreduce["start_ns"].to_list()) >= allreduce.height // 2
+
+
+def test_several_files_and_folder_agree(kineto_data: Path) -> None:
+    folder = kineto_data / "param_dlrm_8rank"
+    files = sorted(folder.glob("*.gz"))
+    a = _read(folder).events
+    b = _read(files).events
+    assert a.equals(b)
+    one = _read(files[3]).events
+    assert one["rank"].unique().to_list() == [3]
+
+
+def test_every_rank_has_one_trace_mark_with_facts(kineto_data: Path) -> None:
+    ev = _read(kineto_data / "hta_sampled_2rank").events
+    marks = ev.filter(pl.col("name") == stallscope._kineto.TRACE_MARK)
+    assert marks.height == 2
+    assert marks["detail"].str.contains("world_size=128").all()
+
+
+@pytest.mark.parametrize("name", ["hta_a100_rank0_of16", "param_dlrm_8rank"])
+def test_times_are_ordered_and_nonnegative(kineto_data: Path, name: str) -> None:
+    ev = _read(kineto_data / name).events
+    assert (ev["end_ns"] >= ev["start_ns"]).all()
+    assert ev["start_ns"].min() > 1_600_000_000 * 10**9  # absolute epoch ns (2020+)
+
+
+@pytest.mark.parametrize("name", ["hta_a100_rank0_of2_ncclmeta", "param_dlrm_8rank"])
+def test_every_reader_gives_the_same_events(
+    kineto_data: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """msgspec reader (when installed), Polars' JSON reader, and the orjson reader agree."""
+    from stallscope._kineto import _parse
+
+    fast = _read(kineto_data / name).events
+    monkeypatch.setattr(_parse, "parse_fast", lambda holder, path: None)
+    polars_reader = _read(kineto_data / name).events
+    assert polars_reader.equals(fast)
+    monkeypatch.setattr(_parse, "FAST_SCHEMA", {"traceEvents": pl.Int64()})  # forces orjson
+    orjson_reader = _read(kineto_data / name).events
+    assert orjson_reader.equals(fast)
