@@ -16,7 +16,6 @@ from typing import Any
 from stallscope import _core, _hooks
 from stallscope._env import Placement, placement
 from stallscope._run_dir import final_path, stem_for, update_process
-from stallscope._writer import RankWriter
 from stallscope.exceptions import StallscopeWarning, TraceError
 
 _active: Trace | None = None
@@ -97,7 +96,7 @@ class Trace:
         self.pid = os.getpid()
         self.stem = stem_for(self.placement.rank, self.pid if _forked_from_traced else None)
         self.path: Path | None = None  # the events file, once stopped
-        self._writer: RankWriter | None = None
+        self._writer: Any = None  # _writer.RankWriter once started
         self._prev_sigterm: Any = None
         self._started = False
         self._stopped = False
@@ -132,6 +131,8 @@ class Trace:
             _core.reset_stats()
             _core.reset_step_index(0)
             self._write_metadata(status="running")
+            from stallscope._writer import RankWriter  # pyarrow: loaded when a trace starts
+
             self._writer = RankWriter(
                 self.out_dir, self.stem, self.placement.rank, self.pid, self.flush_interval
             )

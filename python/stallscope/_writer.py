@@ -53,6 +53,35 @@ _KIND_DICT = pa.array(list(KINDS), pa.string())
 _CATEGORY_DICT = pa.array(list(CATEGORIES), pa.string())
 
 
+def _enum_field(name: str, values: tuple[str, ...]) -> pa.Field:
+    # Polars reads a dictionary column carrying this field metadata as an Enum of `values`
+    # without a cast (it is how Polars itself writes Enums); any other reader, or a Polars
+    # that ignores the key, sees dictionary-encoded strings and load() casts them.
+    marker = "".join(f"{len(v)};{v}" for v in values)
+    return pa.field(
+        name, pa.dictionary(pa.uint8(), pa.string(), ordered=True), metadata={"_PL_ENUM_VALUES2": marker}
+    )
+
+
+_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("rank", pa.int32()),
+        pa.field("pid", pa.int32()),
+        _enum_field("kind", KINDS),
+        _enum_field("category", CATEGORIES),
+        pa.field("name", pa.string()),
+        pa.field("start_ns", pa.int64()),
+        pa.field("end_ns", pa.int64()),
+        pa.field("lane", pa.int32()),
+        pa.field("device", pa.int16()),
+        pa.field("correlation", pa.int64()),
+        pa.field("bytes", pa.int64()),
+        pa.field("value", pa.float64()),
+        pa.field("detail", pa.string()),
+    ]
+)
+
+
 def _gpu_category_ids(
     name_id: np.ndarray, category: np.ndarray, strings: StringCache
 ) -> np.ndarray:
@@ -79,7 +108,7 @@ def chunk_to_table(
     cols: dict[str, np.ndarray], rank: int, pid: int, strings: StringCache
 ) -> pa.Table:
     """One drained chunk (NumPy columns from _core.drain) as an Arrow table in the event schema
-    (kind and category dictionary-encoded; load() casts them to the schema's Enums)."""
+    (kind and category dictionary-encoded, marked as Polars Enums)."""
     n = len(cols["start_ns"])
     name_id = cols["name_id"]
     detail_id = cols["detail_id"]
@@ -90,25 +119,24 @@ def chunk_to_table(
     value = pa.array(bytes_.view(np.float64), mask=~is_counter)
     if is_counter.any():
         bytes_ = np.where(is_counter, 0, bytes_)
-    return pa.table(
-        {
-            "rank": pa.array(np.full(n, rank, np.int32)),
-            "pid": pa.array(np.full(n, pid, np.int32)),
-            "kind": pa.DictionaryArray.from_arrays(kind.view(np.int8), _KIND_DICT),
-            "category": pa.DictionaryArray.from_arrays(
-                _gpu_category_ids(name_id, cols["category"], strings).view(np.int8),
-                _CATEGORY_DICT,
-            ),
-            "name": strings.names.take(name_id),
-            "start_ns": cols["start_ns"],
-            "end_ns": cols["end_ns"],
-            "lane": cols["lane"],
-            "device": cols["device"],
-            "correlation": cols["correlation"],
-            "bytes": bytes_,
-            "value": value,
-            "detail": strings.details.take(detail_id),
-        }
+    category = _gpu_category_ids(name_id, cols["category"], strings)
+    return pa.Table.from_arrays(
+        [
+            pa.array(np.full(n, rank, np.int32)),
+            pa.array(np.full(n, pid, np.int32)),
+            pa.DictionaryArray.from_arrays(pa.array(kind, pa.uint8()), _KIND_DICT, ordered=True),
+            pa.DictionaryArray.from_arrays(pa.array(category, pa.uint8()), _CATEGORY_DICT, ordered=True),
+            strings.names.take(name_id),
+            pa.array(cols["start_ns"]),
+            pa.array(cols["end_ns"]),
+            pa.array(cols["lane"]),
+            pa.array(cols["device"]),
+            pa.array(cols["correlation"]),
+            pa.array(bytes_),
+            value,
+            strings.details.take(detail_id),
+        ],
+        schema=_ARROW_SCHEMA,
     )
 
 
