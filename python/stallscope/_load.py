@@ -70,12 +70,20 @@ def run_info(run_dir: str | os.PathLike[str]) -> RunInfo:
     world = max(sizes) if sizes else None
     missing = sorted(set(range(world)) - set(ranks)) if world else []
     unfinished = sorted(s for s, p in procs.items() if p.get("status") == "running")
-    drops = {
-        s: int(sum(int(v) for v in p.get("drops", {}).values()))
-        for s, p in procs.items()
-        if p.get("drops")
-    }
+    drops = {s: _dropped(p) for s, p in procs.items() if _dropped(p)}
     return RunInfo(d, procs, files, world, ranks, missing, unfinished, drops)
+
+
+def _dropped(entry: dict[str, Any]) -> int:
+    """Events a process could not keep: the core's drops plus every backend's (CUPTI's
+    records, the NCCL plugin's operations), as listed in run.json."""
+    counts = [entry.get("drops") or {}]
+    counts += [
+        b.get("drops") or {} for b in (entry.get("backends") or {}).values() if isinstance(b, dict)
+    ]
+    return sum(
+        int(v) for c in counts if isinstance(c, dict) for v in c.values() if isinstance(v, int)
+    )
 
 
 def _check_file(path: Path) -> None:

@@ -59,7 +59,9 @@ def _enum_field(name: str, values: tuple[str, ...]) -> pa.Field:
     # that ignores the key, sees dictionary-encoded strings and load() casts them.
     marker = "".join(f"{len(v)};{v}" for v in values)
     return pa.field(
-        name, pa.dictionary(pa.uint8(), pa.string(), ordered=True), metadata={"_PL_ENUM_VALUES2": marker}
+        name,
+        pa.dictionary(pa.uint8(), pa.string(), ordered=True),
+        metadata={"_PL_ENUM_VALUES2": marker},
     )
 
 
@@ -125,7 +127,9 @@ def chunk_to_table(
             pa.array(np.full(n, rank, np.int32)),
             pa.array(np.full(n, pid, np.int32)),
             pa.DictionaryArray.from_arrays(pa.array(kind, pa.uint8()), _KIND_DICT, ordered=True),
-            pa.DictionaryArray.from_arrays(pa.array(category, pa.uint8()), _CATEGORY_DICT, ordered=True),
+            pa.DictionaryArray.from_arrays(
+                pa.array(category, pa.uint8()), _CATEGORY_DICT, ordered=True
+            ),
             strings.names.take(name_id),
             pa.array(cols["start_ns"]),
             pa.array(cols["end_ns"]),

@@ -105,3 +105,17 @@ def test_clock_offsets_are_applied(run: Path) -> None:
         raw["end_ns"] - raw["start_ns"]
     ).to_list()
     assert t1 >= t0
+
+
+def test_backend_drops_are_reported_with_the_core_drops(run: Path) -> None:
+    doc = json.loads((run / "run.json").read_text())
+    entry = doc["processes"]["rank-00000"]
+    entry["drops"]["ring_full"] = 2
+    entry["backends"] = {
+        "cupti": {"drops": {"cupti_dropped": 5, "buffers_declined": 1}},
+        "x": {"error": "e"},
+    }
+    (run / "run.json").write_text(json.dumps(doc))
+    assert stallscope.run_info(run).drops == {"rank-00000": 8}
+    with pytest.warns(stallscope.StallscopeWarning, match="8 events dropped"):
+        stallscope.load(run)
