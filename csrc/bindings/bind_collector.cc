@@ -19,7 +19,7 @@ namespace {
 
 // NumPy array viewing v's memory; base keeps the owning chunk alive.
 template <class T>
-py::array view(std::vector<T>& v, const py::object& base) {
+py::array view(Column<T>& v, const py::object& base) {
   return py::array_t<T>({static_cast<py::ssize_t>(v.size())}, {static_cast<py::ssize_t>(sizeof(T))},
                         v.data(), base);
 }

@@ -2,7 +2,9 @@
 // Parquet writer and Polars take without another copy.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -10,17 +12,35 @@
 
 namespace stallscope {
 
+// One column of a chunk: n values, left uninitialised by resize() (the drain writes every one;
+// a std::vector would zero-fill the whole chunk first, a second pass over the memory).
+template <class T>
+class Column {
+ public:
+  void resize(size_t n) {
+    data_.reset(new T[n]);  // default-initialised: no zeroing
+    size_ = n;
+  }
+  T* data() noexcept { return data_.get(); }
+  size_t size() const noexcept { return size_; }
+  T& operator[](size_t i) noexcept { return data_[i]; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t size_ = 0;
+};
+
 struct ColumnChunk {
-  std::vector<int64_t> start_ns;
-  std::vector<int64_t> end_ns;
-  std::vector<int64_t> correlation;
-  std::vector<int64_t> bytes;
-  std::vector<uint32_t> name_id;
-  std::vector<uint32_t> detail_id;
-  std::vector<int32_t> lane;
-  std::vector<int16_t> device;
-  std::vector<uint8_t> kind;
-  std::vector<uint8_t> category;
+  Column<int64_t> start_ns;
+  Column<int64_t> end_ns;
+  Column<int64_t> correlation;
+  Column<int64_t> bytes;
+  Column<uint32_t> name_id;
+  Column<uint32_t> detail_id;
+  Column<int32_t> lane;
+  Column<int16_t> device;
+  Column<uint8_t> kind;
+  Column<uint8_t> category;
 
   size_t size() const noexcept { return start_ns.size(); }
   void resize(size_t n);
