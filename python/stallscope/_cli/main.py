@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from stallscope import __version__
+from stallscope._cli.bench import bench
 from stallscope._cli.demo import demo
 
 
@@ -14,7 +15,7 @@ def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""
 
 
-for _command in (demo,):
+for _command in (demo, bench):
     cli.add_command(_command)
 
 

@@ -7,7 +7,9 @@ Fit. For each (collective, tier, place, group size), over the sizes >= ``min_fit
 relative. Then alpha = c0 / latency_terms and beta = c1 / bandwidth_terms of the collective's default
 algorithm, so 1/beta is the bus bandwidth. A negative intercept (the timer cannot resolve alpha) is
 refitted through the origin (alpha = 0) and flagged. Quality: R^2 of the times, the largest and mean
-relative error of the fitted times on the fitted points.
+relative error of the fitted times on the fitted points. The time fitted per size is by default
+the median time of one operation (CPU runs time each operation; the median resists scheduler
+hiccups on a shared machine), else nccl-tests' mean over the timed loop.
 
 Calibration file (JSON, ``format`` = "stallscope.comm.calibration", ``version`` = 1)::
 
@@ -24,7 +26,8 @@ Calibration file (JSON, ``format`` = "stallscope.comm.calibration", ``version`` 
           "intercept_s": float, "slope_s_per_byte": float,   # the raw fit t = c0 + c1 n
           "alpha_clipped": bool,       # the free fit gave c0 < 0; refitted with c0 = 0
           "points": int, "min_bytes": int, "max_bytes": int,
-          "r2": float, "max_rel_error": float, "mean_rel_error": float
+          "r2": float, "max_rel_error": float, "mean_rel_error": float,
+          "statistic": "op_median" | "mean"   # which time per size was fitted
       }, ...],
       "measurements": [rows of the bench report used for the fit]
     }
@@ -119,6 +122,7 @@ def results_frame(report: dict[str, Any]) -> pl.DataFrame:
         "time_max_ns",
         "algbw_Bps",
         "busbw_Bps",
+        "op_median_ns",
         "check_error",
     ]
     schema = {
@@ -136,15 +140,22 @@ def results_frame(report: dict[str, Any]) -> pl.DataFrame:
         "time_max_ns": pl.Float64,
         "algbw_Bps": pl.Float64,
         "busbw_Bps": pl.Float64,
+        "op_median_ns": pl.Float64,
         "check_error": pl.Float64,
     }
     return pl.DataFrame([{c: r.get(c) for c in cols} for r in rows], schema=schema)
 
 
-def fit_frame(results: pl.DataFrame, min_fit_bytes: int = MIN_FIT_BYTES) -> pl.DataFrame:
+def fit_frame(
+    results: pl.DataFrame, min_fit_bytes: int = MIN_FIT_BYTES, statistic: str = "op_median"
+) -> pl.DataFrame:
     """One alpha-beta fit per (collective, tier, place, group_size) from a results frame.
 
+    statistic: "op_median" fits the median time of one operation (robust to scheduler hiccups on a
+    shared machine; falls back to the mean where it was not measured), "mean" the nccl-tests mean.
     Groups with fewer than two sizes >= min_fit_bytes are left out (the caller reports them)."""
+    if statistic not in ("op_median", "mean"):
+        raise ValueError(f"statistic must be op_median or mean, got {statistic!r}")
     keys = ["collective", "tier", "place", "group_size"]
     usable = results.filter(pl.col("bytes") >= min_fit_bytes)
     out: list[dict[str, Any]] = []
@@ -152,7 +163,13 @@ def fit_frame(results: pl.DataFrame, min_fit_bytes: int = MIN_FIT_BYTES) -> pl.D
         coll, tier, place, p = (str(key[0]), str(key[1]), str(key[2]), int(str(key[3])))
         if grp["bytes"].n_unique() < 2:
             continue
-        fit = fit_linear(grp["bytes"].to_list(), (grp["time_ns"] * 1e-9).to_list())
+        t_ns = grp["time_ns"]
+        if statistic == "op_median":
+            med = grp["op_median_ns"]
+            t_ns = pl.select(
+                pl.when(med.is_null() | (med <= 0)).then(t_ns).otherwise(med)
+            ).to_series()
+        fit = fit_linear(grp["bytes"].to_list(), (t_ns * 1e-9).to_list())
         terms = _formulas.cost_terms(coll, p)
         alpha = fit.intercept_s / terms.latency_terms if terms.latency_terms else 0.0
         beta = fit.slope_s_per_byte / terms.bandwidth_terms if terms.bandwidth_terms else 0.0
@@ -175,6 +192,7 @@ def fit_frame(results: pl.DataFrame, min_fit_bytes: int = MIN_FIT_BYTES) -> pl.D
                 "r2": fit.r2,
                 "max_rel_error": fit.max_rel_error,
                 "mean_rel_error": fit.mean_rel_error,
+                "statistic": statistic,
             }
         )
     schema: dict[str, Any] = {
@@ -195,16 +213,20 @@ def fit_frame(results: pl.DataFrame, min_fit_bytes: int = MIN_FIT_BYTES) -> pl.D
         "r2": pl.Float64,
         "max_rel_error": pl.Float64,
         "mean_rel_error": pl.Float64,
+        "statistic": pl.String,
     }
     return pl.DataFrame(out, schema=schema)
 
 
 def write_calibration(
-    path: str | Path, report: dict[str, Any], min_fit_bytes: int = MIN_FIT_BYTES
+    path: str | Path,
+    report: dict[str, Any],
+    min_fit_bytes: int = MIN_FIT_BYTES,
+    statistic: str = "op_median",
 ) -> pl.DataFrame:
     """Fit the report's sweep and write the calibration file; returns the fits."""
     results = results_frame(report)
-    fits = fit_frame(results, min_fit_bytes)
+    fits = fit_frame(results, min_fit_bytes, statistic)
     if fits.height == 0:
         raise ValueError(
             f"nothing to calibrate: no collective has two or more sizes >= {min_fit_bytes} bytes; "

@@ -68,6 +68,10 @@ class SweepConfig:
     dtype: str = "float32"
     #: The first rank lowers ``iters`` so that one size takes at most this long (None: no limit).
     max_seconds_per_size: float | None = 10.0
+    #: The first rank raises ``iters`` (up to ``max_iters``) so that the timed loop of one size lasts
+    #: at least this long: averages out timer ticks and a shaped link's token-bucket burst.
+    min_seconds_per_size: float = 0.0
+    max_iters: int = 10_000
     check: bool = False
     tiers: tuple[str, ...] = ("world",)
     backend: str = "auto"  # auto | gloo | nccl
@@ -84,8 +88,13 @@ class SweepConfig:
             raise ValueError(f"places must be 'in' and/or 'out', got {self.places}")
         if any(t not in TIERS for t in self.tiers) or not self.tiers:
             raise ValueError(f"tiers must be among {', '.join(TIERS)}, got {self.tiers}")
-        if self.warmup < 0 or self.iters < 1:
-            raise ValueError(f"need warmup >= 0 and iters >= 1, got {self.warmup}, {self.iters}")
+        if self.warmup < 0 or self.iters < 1 or self.max_iters < self.iters:
+            raise ValueError(
+                f"need warmup >= 0 and 1 <= iters <= max_iters, got {self.warmup}, {self.iters}, "
+                f"{self.max_iters}"
+            )
+        if self.min_seconds_per_size < 0:
+            raise ValueError(f"min_seconds_per_size must be >= 0, got {self.min_seconds_per_size}")
         if self.backend not in ("auto", "gloo", "nccl"):
             raise ValueError(f"backend must be auto, gloo or nccl, got {self.backend!r}")
         sweep_sizes(self.min_bytes, self.max_bytes, self.factor)
@@ -140,11 +149,13 @@ class Row:
     count: int
     dtype: str
     iters: int
-    time_ns: float  # median across ranks of each rank's mean time per operation
+    time_ns: float  # median across ranks of each rank's mean time per operation (nccl-tests)
     time_min_ns: float
     time_max_ns: float
     algbw_Bps: float  # noqa: N815 (unit suffix)
     busbw_Bps: float  # noqa: N815
+    #: median across ranks of each rank's median time of one operation (CPU; = time_ns on GPU)
+    op_median_ns: float = 0.0
     check_error: float | None = None
     rank_times_ns: list[float] = field(default_factory=list)
 
@@ -184,24 +195,40 @@ def _time_size(
     _sync(torch, ctx.device)
     per_op = (time.perf_counter() - t0) / warm
     iters = cfg.iters
+    if cfg.min_seconds_per_size > 0 and per_op > 0:
+        iters = max(iters, min(cfg.max_iters, math.ceil(cfg.min_seconds_per_size / per_op)))
     if cfg.max_seconds_per_size is not None and per_op > 0:
-        iters = max(1, min(cfg.iters, math.floor(cfg.max_seconds_per_size / per_op)))
+        iters = max(1, min(iters, math.floor(cfg.max_seconds_per_size / per_op)))
     decided = torch.tensor([iters], dtype=torch.int64, device=ctx.device)
     dist.broadcast(decided, src=ctx.ranks[0], group=ctx.group)
     iters = int(decided.item())
     dist.barrier(group=ctx.group)
-    t0 = time.perf_counter_ns()
-    for _ in range(iters):
-        prep.run()
+    per_op_ns: list[int] = []
+    if getattr(ctx.device, "type", "cpu") == "cpu":
+        # CPU collectives return when done: time every operation too (the median resists the
+        # scheduler hiccups of a shared machine); the loop stays back to back.
+        clock = time.perf_counter_ns
+        t0 = prev = clock()
+        for _ in range(iters):
+            prep.run()
+            now = clock()
+            per_op_ns.append(now - prev)
+            prev = now
+    else:
+        t0 = time.perf_counter_ns()
+        for _ in range(iters):
+            prep.run()
     _sync(torch, ctx.device)
     mine = (time.perf_counter_ns() - t0) / iters
-    mine_t = torch.tensor([mine, -1.0 if err is None else err], dtype=torch.float64)
+    mine_med = _median([float(x) for x in per_op_ns]) if per_op_ns else mine
+    mine_t = torch.tensor([mine, mine_med, -1.0 if err is None else err], dtype=torch.float64)
     mine_t = mine_t.to(ctx.device)
-    all_t = torch.empty(2 * ctx.size, dtype=torch.float64, device=ctx.device)
+    all_t = torch.empty(3 * ctx.size, dtype=torch.float64, device=ctx.device)
     dist.all_gather_into_tensor(all_t, mine_t, group=ctx.group)
     vals = all_t.cpu().tolist()
-    times = vals[0::2]
-    errs = [e for e in vals[1::2] if e >= 0]
+    times = vals[0::3]
+    op_medians = vals[1::3]
+    errs = [e for e in vals[2::3] if e >= 0]
     med = _median(times)
     p = ctx.size
     return Row(
@@ -219,6 +246,7 @@ def _time_size(
         time_max_ns=max(times),
         algbw_Bps=_formulas.algbw(count * elem, med * 1e-9),
         busbw_Bps=_formulas.busbw(name, count * elem, med * 1e-9, p),
+        op_median_ns=_median(op_medians),
         check_error=max(errs) if errs else None,
         rank_times_ns=times,
     )
