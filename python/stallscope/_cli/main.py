@@ -7,6 +7,7 @@ import click
 from stallscope import __version__
 from stallscope._cli.bench import bench
 from stallscope._cli.demo import demo
+from stallscope._cli.testbed import testbed
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,7 +16,7 @@ def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""
 
 
-for _command in (demo, bench):
+for _command in (demo, bench, testbed):
     cli.add_command(_command)
 
 

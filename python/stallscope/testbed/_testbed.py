@@ -25,6 +25,7 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -275,6 +276,11 @@ class Testbed:
                 for rank in range(self.world_size):
                     node = self.nodes[rank // self.ranks_per_node]
                     full_env = dict(os.environ)
+                    # This interpreter's scripts (a venv's `stallscope`, `torchrun`) first on PATH.
+                    bindir = os.path.dirname(sys.executable)
+                    path = full_env.get("PATH", "")
+                    if bindir not in path.split(os.pathsep):
+                        full_env["PATH"] = os.pathsep.join([bindir, path]) if path else bindir
                     full_env.update(env or {})
                     full_env.update(self.rank_env(rank))
                     if stream_rank0 and rank == 0:
