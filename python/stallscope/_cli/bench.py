@@ -76,9 +76,10 @@ def fits_table(fits: Any) -> Any:
         (pl.col("max_rel_error") * 100).round(2).alias("max_err_%"),
         (pl.col("mean_rel_error") * 100).round(2).alias("mean_err_%"),
         "points",
-        pl.when(pl.col("alpha_clipped")).then(pl.lit("yes")).otherwise(pl.lit("")).alias(
-            "alpha_clipped"
-        ),
+        pl.when(pl.col("alpha_clipped"))
+        .then(pl.lit("yes"))
+        .otherwise(pl.lit(""))
+        .alias("alpha_clipped"),
     )
 
 
@@ -94,10 +95,14 @@ def fits_table(fits: Any) -> Any:
 )
 @click.option("-b", "--min-bytes", default="1K", show_default=True, callback=_size)
 @click.option("-e", "--max-bytes", default="16M", show_default=True, callback=_size)
-@click.option("-f", "--factor", type=click.FloatRange(1.0, min_open=True), default=2.0, show_default=True)
+@click.option(
+    "-f", "--factor", type=click.FloatRange(1.0, min_open=True), default=2.0, show_default=True
+)
 @click.option("-w", "--warmup", type=click.IntRange(0, 10_000), default=2, show_default=True)
 @click.option("-n", "--iters", type=click.IntRange(1, 100_000), default=10, show_default=True)
-@click.option("--place", type=click.Choice(["in", "out", "both"]), default="both", show_default=True)
+@click.option(
+    "--place", type=click.Choice(["in", "out", "both"]), default="both", show_default=True
+)
 @click.option("--dtype", default="float32", show_default=True)
 @click.option(
     "--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto", show_default=True
@@ -158,8 +163,10 @@ def comm(
     from stallscope._cli.render import print_frame
     from stallscope.comm import COLLECTIVES, SweepConfig, launch_local, run_worker
 
-    names = tuple(COLLECTIVES) if collectives.strip() == "all" else tuple(
-        c.strip() for c in collectives.split(",") if c.strip()
+    names = (
+        tuple(COLLECTIVES)
+        if collectives.strip() == "all"
+        else tuple(c.strip() for c in collectives.split(",") if c.strip())
     )
     tier = tier or ("tiers" if calibrate else "world")
     tiers = {

@@ -77,7 +77,9 @@ def testbed(
             result = tb.run(list(command), timeout_s=timeout, stream_rank0=True)
         for r, code in enumerate(result.returncodes):
             if code != 0 and r != 0:
-                click.echo(f"--- rank {r} exited with {code}:\n{result.outputs[r][-3000:]}", err=True)
+                click.echo(
+                    f"--- rank {r} exited with {code}:\n{result.outputs[r][-3000:]}", err=True
+                )
         if result.timed_out:
             click.echo(f"testbed: stopped after the {timeout:.0f} s timeout", err=True)
             sys.exit(124)

@@ -8,8 +8,9 @@ relative. Then alpha = c0 / latency_terms and beta = c1 / bandwidth_terms of the
 algorithm, so 1/beta is the bus bandwidth. A negative intercept (the timer cannot resolve alpha) is
 refitted through the origin (alpha = 0) and flagged. Quality: R^2 of the times, the largest and mean
 relative error of the fitted times on the fitted points. The time fitted per size is by default
-the median time of one operation (CPU runs time each operation; the median resists scheduler
-hiccups on a shared machine), else nccl-tests' mean over the timed loop.
+the block median (stallscope.comm._harness.block_median: CPU runs time each operation; the median
+over blocks of >= 1 MiB of consecutive operations resists scheduler hiccups on a shared machine and
+the carry-over between back-to-back operations), else nccl-tests' mean over the timed loop.
 
 Calibration file (JSON, ``format`` = "stallscope.comm.calibration", ``version`` = 1)::
 
@@ -27,7 +28,7 @@ Calibration file (JSON, ``format`` = "stallscope.comm.calibration", ``version`` 
           "alpha_clipped": bool,       # the free fit gave c0 < 0; refitted with c0 = 0
           "points": int, "min_bytes": int, "max_bytes": int,
           "r2": float, "max_rel_error": float, "mean_rel_error": float,
-          "statistic": "op_median" | "mean"   # which time per size was fitted
+          "statistic": "block_median" | "mean"   # which time per size was fitted
       }, ...],
       "measurements": [rows of the bench report used for the fit]
     }
@@ -122,7 +123,7 @@ def results_frame(report: dict[str, Any]) -> pl.DataFrame:
         "time_max_ns",
         "algbw_Bps",
         "busbw_Bps",
-        "op_median_ns",
+        "block_median_ns",
         "check_error",
     ]
     schema = {
@@ -140,22 +141,22 @@ def results_frame(report: dict[str, Any]) -> pl.DataFrame:
         "time_max_ns": pl.Float64,
         "algbw_Bps": pl.Float64,
         "busbw_Bps": pl.Float64,
-        "op_median_ns": pl.Float64,
+        "block_median_ns": pl.Float64,
         "check_error": pl.Float64,
     }
     return pl.DataFrame([{c: r.get(c) for c in cols} for r in rows], schema=schema)
 
 
 def fit_frame(
-    results: pl.DataFrame, min_fit_bytes: int = MIN_FIT_BYTES, statistic: str = "op_median"
+    results: pl.DataFrame, min_fit_bytes: int = MIN_FIT_BYTES, statistic: str = "block_median"
 ) -> pl.DataFrame:
     """One alpha-beta fit per (collective, tier, place, group_size) from a results frame.
 
-    statistic: "op_median" fits the median time of one operation (robust to scheduler hiccups on a
-    shared machine; falls back to the mean where it was not measured), "mean" the nccl-tests mean.
+    statistic: "block_median" fits the block median (robust to scheduler hiccups on a shared
+    machine; falls back to the mean where it was not measured), "mean" the nccl-tests mean.
     Groups with fewer than two sizes >= min_fit_bytes are left out (the caller reports them)."""
-    if statistic not in ("op_median", "mean"):
-        raise ValueError(f"statistic must be op_median or mean, got {statistic!r}")
+    if statistic not in ("block_median", "mean"):
+        raise ValueError(f"statistic must be block_median or mean, got {statistic!r}")
     keys = ["collective", "tier", "place", "group_size"]
     usable = results.filter(pl.col("bytes") >= min_fit_bytes)
     out: list[dict[str, Any]] = []
@@ -164,8 +165,8 @@ def fit_frame(
         if grp["bytes"].n_unique() < 2:
             continue
         t_ns = grp["time_ns"]
-        if statistic == "op_median":
-            med = grp["op_median_ns"]
+        if statistic == "block_median":
+            med = grp["block_median_ns"]
             t_ns = pl.select(
                 pl.when(med.is_null() | (med <= 0)).then(t_ns).otherwise(med)
             ).to_series()
@@ -222,7 +223,7 @@ def write_calibration(
     path: str | Path,
     report: dict[str, Any],
     min_fit_bytes: int = MIN_FIT_BYTES,
-    statistic: str = "op_median",
+    statistic: str = "block_median",
 ) -> pl.DataFrame:
     """Fit the report's sweep and write the calibration file; returns the fits."""
     results = results_frame(report)
@@ -279,13 +280,17 @@ class Calibration:
             raise ValueError(f"calibration file {p} is not valid JSON ({e})") from None
         return cls(doc, str(p))
 
-    def alpha_beta(self, collective: str, tier: str, place: str | None = None) -> tuple[float, float]:
+    def alpha_beta(
+        self, collective: str, tier: str, place: str | None = None
+    ) -> tuple[float, float]:
         """(alpha s, beta s/byte) of a collective on a tier; in-place fits are preferred."""
         f = self.fits.filter((pl.col("collective") == collective) & (pl.col("tier") == tier))
         if place is not None:
             f = f.filter(pl.col("place") == place)
         if f.height == 0:
-            have = sorted({(str(c), str(t)) for c, t in self.fits.select("collective", "tier").rows()})
+            have = sorted(
+                {(str(c), str(t)) for c, t in self.fits.select("collective", "tier").rows()}
+            )
             raise KeyError(f"{self.source} has no fit for {collective} on {tier}; it has {have}")
         f = f.sort(["place", "group_size"])  # "in" before "out"
         return float(f["alpha_s"][0]), float(f["beta_s_per_byte"][0])

@@ -36,7 +36,9 @@ def parse_size(text: str) -> int:
     try:
         value = float(s)
     except ValueError:
-        raise ValueError(f"size {text!r} is not a number of bytes (e.g. 4096, 64K, 16M, 1G)") from None
+        raise ValueError(
+            f"size {text!r} is not a number of bytes (e.g. 4096, 64K, 16M, 1G)"
+        ) from None
     if value <= 0:
         raise ValueError(f"size {text!r} must be > 0")
     return int(value * mult)
@@ -72,6 +74,9 @@ class SweepConfig:
     #: at least this long: averages out timer ticks and a shaped link's token-bucket burst.
     min_seconds_per_size: float = 0.0
     max_iters: int = 10_000
+    #: Operations are grouped into blocks of at least this many bytes for the robust time
+    #: (block_median): 1 MiB, four times the test bed's token-bucket burst.
+    block_bytes: int = 1 << 20
     check: bool = False
     tiers: tuple[str, ...] = ("world",)
     backend: str = "auto"  # auto | gloo | nccl
@@ -154,8 +159,8 @@ class Row:
     time_max_ns: float
     algbw_Bps: float  # noqa: N815 (unit suffix)
     busbw_Bps: float  # noqa: N815
-    #: median across ranks of each rank's median time of one operation (CPU; = time_ns on GPU)
-    op_median_ns: float = 0.0
+    #: median across ranks of each rank's block median (see block_median; = time_ns on GPU)
+    block_median_ns: float = 0.0
     check_error: float | None = None
     rank_times_ns: list[float] = field(default_factory=list)
 
@@ -164,6 +169,25 @@ def _median(xs: list[float]) -> float:
     s = sorted(xs)
     n = len(s)
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def block_median(per_op_ns: list[int], nbytes: int, block_bytes: int) -> float:
+    """Median over blocks of consecutive operations of each block's mean time per operation.
+
+    A block holds k = ceil(block_bytes / nbytes) operations. Back-to-back operations are not
+    independent (a shaped link's token bucket, socket buffers and credits carry over: an operation
+    delayed by a scheduler hiccup leaves the link idle and the next one runs faster), so the median
+    of single operations is biased; block means absorb the carry-over and the median over blocks
+    rejects the blocks a hiccup hit. With fewer than 3 blocks this is the plain mean."""
+    n = len(per_op_ns)
+    if n == 0:
+        raise ValueError("no operation times")
+    k = max(1, -(-block_bytes // max(nbytes, 1)))
+    blocks = n // k
+    if blocks < 3:
+        return sum(per_op_ns) / n
+    means = [sum(per_op_ns[i * k : (i + 1) * k]) / k for i in range(blocks)]
+    return _median(means)
 
 
 def _sync(torch: Any, device: Any) -> None:
@@ -205,7 +229,7 @@ def _time_size(
     dist.barrier(group=ctx.group)
     per_op_ns: list[int] = []
     if getattr(ctx.device, "type", "cpu") == "cpu":
-        # CPU collectives return when done: time every operation too (the median resists the
+        # CPU collectives return when done: time every operation too (block_median resists the
         # scheduler hiccups of a shared machine); the loop stays back to back.
         clock = time.perf_counter_ns
         t0 = prev = clock()
@@ -220,14 +244,14 @@ def _time_size(
             prep.run()
     _sync(torch, ctx.device)
     mine = (time.perf_counter_ns() - t0) / iters
-    mine_med = _median([float(x) for x in per_op_ns]) if per_op_ns else mine
+    mine_med = block_median(per_op_ns, count * elem, cfg.block_bytes) if per_op_ns else mine
     mine_t = torch.tensor([mine, mine_med, -1.0 if err is None else err], dtype=torch.float64)
     mine_t = mine_t.to(ctx.device)
     all_t = torch.empty(3 * ctx.size, dtype=torch.float64, device=ctx.device)
     dist.all_gather_into_tensor(all_t, mine_t, group=ctx.group)
     vals = all_t.cpu().tolist()
     times = vals[0::3]
-    op_medians = vals[1::3]
+    block_medians = vals[1::3]
     errs = [e for e in vals[2::3] if e >= 0]
     med = _median(times)
     p = ctx.size
@@ -246,7 +270,7 @@ def _time_size(
         time_max_ns=max(times),
         algbw_Bps=_formulas.algbw(count * elem, med * 1e-9),
         busbw_Bps=_formulas.busbw(name, count * elem, med * 1e-9, p),
-        op_median_ns=_median(op_medians),
+        block_median_ns=_median(block_medians),
         check_error=max(errs) if errs else None,
         rank_times_ns=times,
     )

@@ -6,6 +6,7 @@ would otherwise wait for the dead rank until the process-group timeout).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -31,19 +32,15 @@ def _stop(procs: list[subprocess.Popen[bytes]], grace_s: float = 5.0) -> None:
     """SIGTERM each live child's process group, then SIGKILL what is left after grace_s."""
     for p in procs:
         if p.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
     deadline = time.monotonic() + grace_s
     for p in procs:
         try:
             p.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             p.wait(timeout=5)
 
 

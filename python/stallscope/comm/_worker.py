@@ -27,7 +27,9 @@ def _device_and_backend(torch: Any, backend: str) -> tuple[Any, str]:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         if not torch.cuda.is_available():
-            raise RuntimeError("backend nccl needs a CUDA GPU; none is visible (use --backend gloo)")
+            raise RuntimeError(
+                "backend nccl needs a CUDA GPU; none is visible (use --backend gloo)"
+            )
         local = int(os.environ.get("LOCAL_RANK", "0"))
         dev = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(dev)

@@ -3,6 +3,7 @@ files that let a later run find what a killed one left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -114,19 +115,15 @@ def kill_namespace_processes(ns: str, grace_s: float = 3.0) -> int:
     Returns how many were signalled."""
     pids = namespace_pids(ns)
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + grace_s
     while pids and time.monotonic() < deadline:
         pids = [p for p in namespace_pids(ns) if p in pids]
         time.sleep(0.05)
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + 5.0
     while namespace_pids(ns) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -167,8 +164,10 @@ def write_state(run_id: str, namespaces: list[str]) -> Path:
 
 def _owner_alive(doc: dict[str, object]) -> bool:
     pid = doc.get("pid")
-    return isinstance(pid, int) and _proc_start(pid) is not None and _proc_start(pid) == doc.get(
-        "start"
+    return (
+        isinstance(pid, int)
+        and _proc_start(pid) is not None
+        and _proc_start(pid) == doc.get("start")
     )
 
 

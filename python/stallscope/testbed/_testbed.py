@@ -21,6 +21,7 @@ namespaces deleted. A run that was SIGKILLed leaves a state file naming its owne
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import secrets
 import signal
@@ -72,7 +73,10 @@ class RunResult:
             return self
         bad = [r for r, c in enumerate(self.returncodes) if c != 0]
         why = f"timed out after {self.wall_s:.0f} s" if self.timed_out else "failed"
-        tails = "\n".join(f"--- rank {r} (exit {self.returncodes[r]}):\n{self.outputs[r][-2000:]}" for r in bad[:4])
+        tails = "\n".join(
+            f"--- rank {r} (exit {self.returncodes[r]}):\n{self.outputs[r][-2000:]}"
+            for r in bad[:4]
+        )
         raise TestbedError(f"`{' '.join(self.argv)}` {why} on rank(s) {bad}\n{tails}")
 
 
@@ -161,21 +165,59 @@ class Testbed:
                 sh(["ip", "netns", "add", ns])
                 sh(["ip", "-n", ns, "link", "set", "lo", "up"])
                 sh(
-                    ["ip", "link", "add", node.interface, "netns", ns, "type", "veth"]
-                    + ["peer", "name", node.peer, "netns", self.switch]
+                    [
+                        "ip",
+                        "link",
+                        "add",
+                        node.interface,
+                        "netns",
+                        ns,
+                        "type",
+                        "veth",
+                        "peer",
+                        "name",
+                        node.peer,
+                        "netns",
+                        self.switch,
+                    ]
                 )
                 for where, dev in ((ns, node.interface), (self.switch, node.peer)):
                     sh(["ip", "-n", where, "link", "set", dev, "mtu", str(self.mtu)])
                 sh(["ip", "-n", self.switch, "link", "set", node.peer, "master", self.bridge])
                 sh(["ip", "-n", self.switch, "link", "set", node.peer, "up"])
-                sh(["ip", "-n", ns, "addr", "add", f"{node.address}/{self.prefixlen}"]
-                   + ["dev", node.interface])
+                sh(
+                    [
+                        "ip",
+                        "-n",
+                        ns,
+                        "addr",
+                        "add",
+                        f"{node.address}/{self.prefixlen}",
+                        "dev",
+                        node.interface,
+                    ]
+                )
                 sh(["ip", "-n", ns, "link", "set", node.interface, "up"])
                 if rate is not None:
                     for where, dev in ((ns, node.interface), (self.switch, node.peer)):
                         sh(
-                            ["tc", "-n", where, "qdisc", "replace", "dev", dev, "root", "tbf"]
-                            + ["rate", rate, "burst", TBF_BURST, "latency", TBF_LATENCY]
+                            [
+                                "tc",
+                                "-n",
+                                where,
+                                "qdisc",
+                                "replace",
+                                "dev",
+                                dev,
+                                "root",
+                                "tbf",
+                                "rate",
+                                rate,
+                                "burst",
+                                TBF_BURST,
+                                "latency",
+                                TBF_LATENCY,
+                            ]
                         )
         except BaseException:
             self.down()
@@ -225,7 +267,9 @@ class Testbed:
     def _block_signals(self) -> set[signal.Signals] | None:
         if threading.current_thread() is not threading.main_thread():
             return None
-        return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+        return signal.pthread_sigmask(
+            signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        )
 
     def _unblock_signals(self, old: set[signal.Signals] | None) -> None:
         if old is not None:
@@ -331,7 +375,9 @@ class Testbed:
             time.sleep(0.05)
         return False
 
-    def exec(self, node: int, argv: Sequence[str], timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    def exec(
+        self, node: int, argv: Sequence[str], timeout_s: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
         """Run one command in one node's namespace (bounded) and return its result."""
         if not self._up:
             raise TestbedError("the test bed is not up: use `with Testbed(...) as tb:`")
@@ -344,29 +390,25 @@ class Testbed:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise TestbedError(f"`{' '.join(argv)}` on node {node} exceeded {timeout_s:.0f} s") from None
+            raise TestbedError(
+                f"`{' '.join(argv)}` on node {node} exceeded {timeout_s:.0f} s"
+            ) from None
 
 
 def _stop_all(procs: list[subprocess.Popen[bytes]], grace_s: float = 3.0) -> None:
     for p in procs:
         if p.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
     deadline = time.monotonic() + grace_s
     for p in procs:
         try:
             p.wait(timeout=max(0.01, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass  # unkillable (D state); the namespace clean-up reports it
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=5)  # unkillable (D state): the namespace clean-up reports it
 
 
 def _tail(path: Path, limit: int = 1 << 20) -> str:

@@ -15,7 +15,7 @@ def test_parse_size_binary_multiples() -> None:
     assert parse_size("1G") == 1 << 30
     assert parse_size("1.5K") == 1536
     for bad in ("", "abc", "-1K", "0"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="size"):
             parse_size(bad)
 
 
@@ -57,3 +57,19 @@ def test_layout_groups_per_tier() -> None:
     one_per_node = Layout([0, 1, 2]).groups()
     assert "intra_node" not in one_per_node
     assert one_per_node["inter_node"] == [0, 1, 2]
+
+
+def test_block_median_rejects_hiccups_and_absorbs_carry_over() -> None:
+    from stallscope.comm._harness import block_median
+
+    # 64 KiB operations: blocks of 16. A hiccup (op delayed 4 ms, the next one faster because the
+    # link's tokens piled up) must not move the estimate; the plain median of single operations
+    # would be pulled by the fast half of every pair.
+    base = [1000] * 160
+    for i in range(0, 160, 64):  # 3 of the 10 blocks are hit
+        base[i] += 4000
+    assert block_median(base, 64 * 1024, 1 << 20) == 1000
+    pairs = [1500, 500] * 40  # carry-over: alternate slow/fast, true mean 1000
+    assert block_median(pairs, 64 * 1024, 1 << 20) == 1000
+    assert block_median([1, 2, 3], 1 << 20, 1 << 20) == 2  # < 3 blocks: the mean
+    assert block_median([10, 20, 30, 40], 1 << 21, 1 << 20) == 25  # blocks of 1 op

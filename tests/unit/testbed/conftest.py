@@ -15,7 +15,9 @@ def _netns_reason() -> str | None:
     if os.geteuid() != 0:
         return "network namespaces need root"
     probe = f"sstprobe{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, timeout=20, check=False)
+    made = subprocess.run(
+        ["ip", "netns", "add", probe], capture_output=True, timeout=20, check=False
+    )
     if made.returncode != 0:
         return f"cannot create a network namespace: {made.stderr.decode().strip()}"
     subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=20, check=False)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stallscope.testbed import Testbed, TestbedError, parse_rate, require_privileges
-from stallscope.testbed import _net
+from stallscope.testbed import Testbed, TestbedError, _net, parse_rate, require_privileges
 
 
 def test_parse_rate_tc_units() -> None:
@@ -20,7 +19,8 @@ def test_parse_rate_tc_units() -> None:
 
 def test_addresses_only_from_the_benchmarking_range() -> None:
     addrs, plen = _net.node_addresses("198.18.0.0/24", 3)
-    assert addrs == ["198.18.0.1", "198.18.0.2", "198.18.0.3"] and plen == 24
+    assert addrs == ["198.18.0.1", "198.18.0.2", "198.18.0.3"]
+    assert plen == 24
     assert _net.node_addresses("198.19.255.0/24", 1)[0] == ["198.19.255.1"]
     for outside in ("10.0.0.0/24", "198.20.0.0/24", "198.16.0.0/14"):
         with pytest.raises(TestbedError, match=r"outside 198\.18\.0\.0/15"):
@@ -37,8 +37,11 @@ def test_names_carry_the_run_prefix() -> None:
     assert all(_net.NAME_RE.match(ns) for ns in tb.namespaces)
     assert all(len(n.interface) <= 15 and len(n.peer) <= 15 for n in tb.nodes)
     env = tb.rank_env(3)
-    assert env["RANK"] == "3" and env["LOCAL_RANK"] == "1" and env["GROUP_RANK"] == "1"
-    assert env["WORLD_SIZE"] == "6" and env["LOCAL_WORLD_SIZE"] == "2"
+    assert env["RANK"] == "3"
+    assert env["LOCAL_RANK"] == "1"
+    assert env["GROUP_RANK"] == "1"
+    assert env["WORLD_SIZE"] == "6"
+    assert env["LOCAL_WORLD_SIZE"] == "2"
     assert env["MASTER_ADDR"] == "198.18.0.1"
     assert env["GLOO_SOCKET_IFNAME"] == tb.nodes[1].interface
     with pytest.raises(TestbedError, match="2 rates given for 3 nodes"):
@@ -58,5 +61,5 @@ def test_refuses_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_refuses_without_iproute2(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_net.shutil, "which", lambda name: None)
-    with pytest.raises(TestbedError, match="needs iproute2.*apt-get install iproute2"):
+    with pytest.raises(TestbedError, match=r"needs iproute2.*apt-get install iproute2"):
         require_privileges()

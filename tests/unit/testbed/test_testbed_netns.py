@@ -15,8 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from stallscope.testbed import Testbed, TestbedError, list_namespaces, sweep_stale
-from stallscope.testbed import _net
+from stallscope.testbed import Testbed, TestbedError, _net, list_namespaces, sweep_stale
 
 pytestmark = [pytest.mark.netns, pytest.mark.root, pytest.mark.usefixtures("netns")]
 needs_torch = pytest.mark.skipif(
@@ -68,9 +67,12 @@ def test_all_reduce_across_emulated_nodes(nodes: int, per_node: int) -> None:
             for ns, dev in ((node.namespace, node.interface), (tb.switch, node.peer)):
                 q = subprocess.run(
                     ["tc", "-n", ns, "qdisc", "show", "dev", dev],
-                    capture_output=True, text=True, check=True,
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 ).stdout
-                assert "tbf" in q and "rate 1Gbit" in q, q
+                assert "tbf" in q, q
+                assert "rate 1Gbit" in q, q
         res = tb.run([sys.executable, "-c", ALL_REDUCE], timeout_s=120)
         res.check()
     world = nodes * per_node
@@ -78,7 +80,8 @@ def test_all_reduce_across_emulated_nodes(nodes: int, per_node: int) -> None:
     seen = [_parse(o) for o in res.outputs]
     for rank, kv in enumerate(seen):
         assert kv["first"] == kv["last"] == expected
-        assert kv["RANK"] == str(rank) and kv["WORLD_SIZE"] == str(world)
+        assert kv["RANK"] == str(rank)
+        assert kv["WORLD_SIZE"] == str(world)
         assert kv["LOCAL_RANK"] == str(rank % per_node)
         assert kv["GROUP_RANK"] == kv["NODE_RANK"] == str(rank // per_node)
         assert kv["MASTER_ADDR"] == "198.18.0.1"
@@ -88,9 +91,16 @@ def test_all_reduce_across_emulated_nodes(nodes: int, per_node: int) -> None:
 
 def test_cleanup_on_error_inside() -> None:
     tb = Testbed(nodes=2, rate="200mbit")
-    with pytest.raises(RuntimeError, match="boom"), tb:
-        assert all(ns in list_namespaces() for ns in tb.namespaces)
-        raise RuntimeError("boom")
+    seen: list[str] = []
+
+    def fail_inside() -> None:
+        with tb:
+            seen.extend(ns for ns in tb.namespaces if ns in list_namespaces())
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_inside()
+    assert seen == tb.namespaces  # it was up
     _assert_gone(tb, [])
 
 
@@ -106,7 +116,8 @@ def test_timeout_stops_every_rank() -> None:
         t0 = time.monotonic()
         res = tb.run(["sleep", "60"], timeout_s=1.0)
         assert time.monotonic() - t0 < 15
-    assert res.timed_out and not res.ok
+    assert res.timed_out
+    assert not res.ok
     assert all(c is not None and c < 0 for c in res.returncodes)  # stopped by a signal
     with pytest.raises(TestbedError, match="timed out"):
         res.check()
@@ -119,7 +130,8 @@ def test_a_failed_rank_stops_the_others() -> None:
         t0 = time.monotonic()
         res = tb.run([sys.executable, "-c", script], timeout_s=60, fail_grace_s=0.5)
         assert time.monotonic() - t0 < 20
-    assert res.returncodes[1] == 3 and res.returncodes[0] != 0
+    assert res.returncodes[1] == 3
+    assert res.returncodes[0] != 0
     with pytest.raises(TestbedError, match=r"rank\(s\) \[0, 1\]"):
         res.check()
     _assert_gone(tb, res.pids)
@@ -129,8 +141,19 @@ def test_a_failed_rank_stops_the_others() -> None:
 def test_signal_to_the_launcher_removes_everything(sig: signal.Signals) -> None:
     before = set(list_namespaces())
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "stallscope._cli.main", "testbed", "--nodes", "2"]
-        + ["--ranks-per-node", "2", "--", "sleep", "120"],
+        [
+            sys.executable,
+            "-m",
+            "stallscope._cli.main",
+            "testbed",
+            "--nodes",
+            "2",
+            "--ranks-per-node",
+            "2",
+            "--",
+            "sleep",
+            "120",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -30,10 +30,9 @@ class AllGather:
             inp.fill_(float(r + 1))
 
         def check() -> float:
-            expected = (
-                torch.arange(1, p + 1, dtype=torch.float64, device=ctx.device)
-                .repeat_interleave(chunk)
-            )
+            expected = torch.arange(
+                1, p + 1, dtype=torch.float64, device=ctx.device
+            ).repeat_interleave(chunk)
             return max_deviation(torch, out, expected)
 
         return Prepared(run, fill, check)
