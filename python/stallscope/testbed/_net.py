@@ -21,7 +21,7 @@ from stallscope.exceptions import StallscopeError
 NAME_PREFIX = "sst"
 NAME_RE = re.compile(rf"^{NAME_PREFIX}([0-9a-f]{{5}})-")
 #: The benchmarking range (RFC 2544); the test bed never uses any other address.
-ALLOWED_NET = ipaddress.ip_network("198.18.0.0/15")
+ALLOWED_NET = ipaddress.IPv4Network("198.18.0.0/15")
 CMD_TIMEOUT_S = 20.0
 
 

@@ -96,11 +96,13 @@ class Testbed:
             raise TestbedError(f"nodes must be 1..64, got {nodes}")
         if not 1 <= ranks_per_node <= 64:
             raise TestbedError(f"ranks_per_node must be 1..64, got {ranks_per_node}")
-        rates = list(rate) if isinstance(rate, (list, tuple)) else [rate] * nodes  # type: ignore[list-item]
+        rates: list[str | None] = (
+            [rate] * nodes if rate is None or isinstance(rate, str) else list(rate)
+        )
         if len(rates) != nodes:
             raise TestbedError(f"{len(rates)} rates given for {nodes} nodes")
         self.rate_bits = [None if r is None else _net.parse_rate(r) for r in rates]
-        self.rates: list[str | None] = rates
+        self.rates = rates
         self.addresses, self.prefixlen = _net.node_addresses(subnet, nodes)
         self.nnodes, self.ranks_per_node = nodes, ranks_per_node
         self.mtu, self.master_port = mtu, master_port
@@ -264,14 +266,14 @@ class Testbed:
             signal.signal(sig, old)
         self._old_handlers.clear()
 
-    def _block_signals(self) -> set[signal.Signals] | None:
+    def _block_signals(self) -> set[int | signal.Signals] | None:
         if threading.current_thread() is not threading.main_thread():
             return None
         return signal.pthread_sigmask(
             signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
         )
 
-    def _unblock_signals(self, old: set[signal.Signals] | None) -> None:
+    def _unblock_signals(self, old: set[int | signal.Signals] | None) -> None:
         if old is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
