@@ -50,6 +50,7 @@ def results_table(report: dict[str, Any]) -> Any:
         (pl.col("time_ns") / 1e3).round(1).alias("time_us"),
         (pl.col("time_min_ns") / 1e3).round(1).alias("min_us"),
         (pl.col("time_max_ns") / 1e3).round(1).alias("max_us"),
+        (pl.col("block_median_ns") / 1e3).round(1).alias("block_med_us"),
         (pl.col("algbw_Bps") / 1e9).round(4).alias("algbw_GBps"),
         (pl.col("busbw_Bps") / 1e9).round(4).alias("busbw_GBps"),
         pl.when(pl.col("check_error").is_null())

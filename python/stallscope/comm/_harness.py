@@ -248,7 +248,8 @@ def _time_size(
     mine_t = torch.tensor([mine, mine_med, -1.0 if err is None else err], dtype=torch.float64)
     mine_t = mine_t.to(ctx.device)
     all_t = torch.empty(3 * ctx.size, dtype=torch.float64, device=ctx.device)
-    dist.all_gather_into_tensor(all_t, mine_t, group=ctx.group)
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(all_t, mine_t, group=ctx.group)
     vals = all_t.cpu().tolist()
     times = vals[0::3]
     block_medians = vals[1::3]

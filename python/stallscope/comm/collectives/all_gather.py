@@ -22,8 +22,11 @@ class AllGather:
         if place == "out":
             inp.fill_(1.0)
 
+        # torch >= 2.11 names it all_gather_single (the old name warns); older: _into_tensor
+        fn = getattr(ctx.dist, "all_gather_single", None) or ctx.dist.all_gather_into_tensor
+
         def run() -> None:
-            ctx.dist.all_gather_into_tensor(out, inp, group=ctx.group)
+            fn(out, inp, group=ctx.group)
 
         def fill() -> None:
             out.zero_()

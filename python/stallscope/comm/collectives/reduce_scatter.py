@@ -20,8 +20,11 @@ class ReduceScatter:
         inp.fill_(1.0)
         out = inp[r * chunk : (r + 1) * chunk] if place == "in" else ctx.empty(chunk)
 
+        # torch >= 2.11 names it reduce_scatter_single (the old name warns); older: _tensor
+        fn = getattr(ctx.dist, "reduce_scatter_single", None) or ctx.dist.reduce_scatter_tensor
+
         def run() -> None:
-            ctx.dist.reduce_scatter_tensor(out, inp, group=ctx.group)
+            fn(out, inp, group=ctx.group)
 
         def fill() -> None:
             # chunk j of rank r holds (r + 1) * (j + 1): rank j receives (j + 1) * p(p+1)/2
