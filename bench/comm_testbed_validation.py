@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import platform
 import sys
 import tempfile
@@ -112,8 +113,9 @@ def markdown(doc: dict[str, Any]) -> str:
         "time per operation).",
         "",
         "| rate | max size | fitted bandwidth | vs rate | at max size | alpha | R^2 | "
-        "max time error (block median) | (mean) | guard before / after | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "max time error (block median) | (mean) | guard before / after | load avg before / after | "
+        "verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["runs"]:
         g0, g1 = r["guard_before"]["ratio"], r["guard_after"]["ratio"]
@@ -127,7 +129,8 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{r['bandwidth_error'] * 100:+.2f} % | {r['largest_size_error'] * 100:+.2f} % | "
             f"{r['alpha_s'] * 1e6:.0f} us | {r['r2']:.5f} | "
             f"{r['max_time_error'] * 100:.2f} % | {r['max_time_error_vs_mean'] * 100:.2f} % | "
-            f"{g0:.2f}x / {g1:.2f}x | {verdict} |"
+            f"{g0:.2f}x / {g1:.2f}x | {r['loadavg_before'][0]:.1f} / {r['loadavg_after'][0]:.1f} | "
+            f"{verdict} |"
         )
     lines += ["", "Per size (predicted vs measured block median):", ""]
     for r in doc["runs"]:
@@ -152,13 +155,13 @@ def main() -> int:
         "--out", type=Path, default=Path(__file__).parent / "results" / "comm_testbed_validation"
     )
     args = ap.parse_args()
-    import os
 
     import torch
 
     runs = []
     for rate in args.rates.split(","):
         max_bytes = parse_size(args.max_bytes or MAX_BYTES.get(rate, "16M"))
+        load_before = os.getloadavg()
         before = neighbour_guard()
         t0 = time.monotonic()
         report = measure(rate, args.mtu, max_bytes, args.min_seconds)
@@ -171,6 +174,8 @@ def main() -> int:
             guard_before=before.to_dict(),
             guard_after=after.to_dict(),
             discarded=not (before.ok and after.ok),
+            loadavg_before=load_before,
+            loadavg_after=os.getloadavg(),
             report=report,
         )
         runs.append(ev)

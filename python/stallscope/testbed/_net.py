@@ -176,6 +176,10 @@ def sweep_stale() -> list[str]:
 
     Live runs (owner alive) are never touched. Returns the namespaces deleted."""
     removed: list[str] = []
+    # List the namespaces before reading the state files: a run writes its state file before it
+    # creates anything, so every namespace listed here has its file visible below (no race with
+    # a run starting concurrently).
+    present = list_namespaces()
     d = state_dir()
     live: set[str] = set()
     files = sorted(d.glob("*.json")) if d.is_dir() else []
@@ -184,17 +188,17 @@ def sweep_stale() -> list[str]:
             doc = orjson.loads(f.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             doc = {}
-        if _owner_alive(doc):
+        if isinstance(doc, dict) and _owner_alive(doc):
             live.add(f.stem)
             continue
         for ns in doc.get("namespaces", []) if isinstance(doc, dict) else []:
-            if ns in list_namespaces():
+            if ns in present:
                 delete_namespace(ns)
                 removed.append(ns)
         f.unlink(missing_ok=True)
-    for ns in list_namespaces():
+    for ns in present:
         m = NAME_RE.match(ns)
-        if m and f"{NAME_PREFIX}{m.group(1)}" not in live:
+        if m and f"{NAME_PREFIX}{m.group(1)}" not in live and ns not in removed:
             delete_namespace(ns)
             removed.append(ns)
     return removed
