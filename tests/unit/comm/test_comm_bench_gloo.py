@@ -91,3 +91,52 @@ def test_bench_comm_rejects_bad_options() -> None:
     res = CliRunner().invoke(cli, ["bench", "comm", "-b", "lots"])
     assert res.exit_code != 0
     assert "not a number of bytes" in res.output
+
+
+def test_bench_comm_in_a_job_measures_both_tiers(tmp_path: Path) -> None:
+    """Under a launcher's environment (here: 4 ranks, 2 per "node" by NODE_RANK, on loopback) the
+    command joins the job, measures the intra-node and inter-node groups and calibrates both."""
+    import os
+    import subprocess
+    import sys
+
+    from stallscope.comm._launch import free_port
+
+    cal = tmp_path / "cal.json"
+    port = str(free_port())
+    procs = []
+    for rank in range(4):
+        env = dict(os.environ)
+        env.update(
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+            RANK=str(rank),
+            WORLD_SIZE="4",
+            LOCAL_RANK=str(rank % 2),
+            LOCAL_WORLD_SIZE="2",
+            GROUP_RANK=str(rank // 2),
+            NODE_RANK=str(rank // 2),
+        )
+        argv = [sys.executable, "-m", "stallscope._cli.main", "bench", "comm", "-b", "64K"]
+        argv += ["-e", "128K", "-w", "1", "-n", "2", "--check", "--calibrate", str(cal)]
+        argv += ["--timeout", "90"]
+        procs.append(
+            subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        )
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=150)[0].decode(errors="replace"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], outs[0][-3000:]
+    assert "4 rank(s) on 2 node(s)" in outs[0]
+    assert "alpha-beta fits" not in outs[1]  # only rank 0 reports
+    doc = orjson.loads(cal.read_bytes())
+    tiers = {(x["tier"], x["group_size"]) for x in doc["fits"]}
+    assert tiers == {("intra_node", 2), ("inter_node", 2)}
+    assert doc["nnodes"] == 2
+    assert doc["world_size"] == 4
