@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -32,6 +33,12 @@ import click
     is_flag=True,
     help="Only remove what earlier test beds whose launcher died left behind, then exit.",
 )
+@click.option(
+    "--logs",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep every rank's output in DIR/rank<N>.log (rank 0's too, besides showing it).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def testbed(
     nodes: int,
@@ -42,6 +49,7 @@ def testbed(
     port: int,
     timeout: float,
     cleanup: bool,
+    logs: Path | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND on every rank of NODES emulated machines (root and iproute2 needed).
@@ -74,7 +82,11 @@ def testbed(
                 f"{','.join(r or 'unshaped' for r in rates)}, namespaces {' '.join(tb.namespaces)}",
                 err=True,
             )
-            result = tb.run(list(command), timeout_s=timeout, stream_rank0=True)
+            result = tb.run(
+                list(command), timeout_s=timeout, stream_rank0=logs is None, log_dir=logs
+            )
+            if logs is not None:
+                click.echo(result.outputs[0], nl=False)
         for r, code in enumerate(result.returncodes):
             if code != 0 and r != 0:
                 click.echo(

@@ -303,19 +303,23 @@ class Testbed:
         env: Mapping[str, str] | None = None,
         stream_rank0: bool = False,
         fail_grace_s: float = 5.0,
+        log_dir: str | Path | None = None,
     ) -> RunResult:
         """Run argv once per rank (in its node's namespace) and wait, at most timeout_s.
 
         When a rank fails, the others get fail_grace_s to finish, then are stopped; at the timeout
         all are stopped. Output is captured per rank (rank 0 goes to this process's stdout/stderr
-        with stream_rank0)."""
+        with stream_rank0). log_dir keeps every rank's output there as rank<N>.log."""
         if not self._up:
             raise TestbedError("the test bed is not up: use `with Testbed(...) as tb:`")
         argv = list(argv)
         if not argv:
             raise TestbedError("no command given to run on the ranks")
         procs: list[subprocess.Popen[bytes]] = []
-        with tempfile.TemporaryDirectory(prefix=f"{self.run_id}-logs-") as logdir:
+        if log_dir is not None:
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
+        keep = contextlib.nullcontext(str(log_dir)) if log_dir is not None else None
+        with keep or tempfile.TemporaryDirectory(prefix=f"{self.run_id}-logs-") as logdir:
             logs = []
             t0 = time.monotonic()
             try:
