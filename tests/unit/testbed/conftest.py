@@ -20,7 +20,14 @@ def _netns_reason() -> str | None:
     )
     if made.returncode != 0:
         return f"cannot create a network namespace: {made.stderr.decode().strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=20, check=False)
+    try:
+        ran = subprocess.run(
+            ["ip", "netns", "exec", probe, "true"], capture_output=True, timeout=20, check=False
+        )
+    finally:
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=20, check=False)
+    if ran.returncode != 0:
+        return f"cannot run in a network namespace: {ran.stderr.decode().strip()}"
     return None
 
 
