@@ -43,6 +43,8 @@ def measure(rate: str, mtu: int, max_bytes: int, min_seconds: float) -> dict[str
         iters=3,
         places=("in",),
         min_seconds_per_size=min_seconds,
+        min_bytes_per_size=5 << 20,  # >= 5 blocks of 1 MiB: the block median has a choice
+        warmup_bytes=1 << 20,  # drains the 256 KB token bucket before timing
         max_seconds_per_size=10.0,
         tiers=("inter_node",),
         timeout_s=300.0,
@@ -108,7 +110,8 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{doc['created']}, host {doc['host']} ({doc['cpus']} CPUs shared with other work), "
         f"torch {doc['torch']}, 2 emulated nodes x 1 rank, gloo, MTU {doc['mtu']}, tbf burst 256kb "
         "latency 200ms on both ends of each node's link; all-reduce 64 KiB and up (factor 2), "
-        f"each size timed for >= {doc['min_seconds_per_size']} s; fit on sizes >= 64 KiB of the "
+        f"each size timed for >= {doc['min_seconds_per_size']} s and >= 5 MiB (capped at 10 s), "
+        "after >= 1 MiB of warm-up; fit on sizes >= 64 KiB of the "
         "block median (median over blocks of >= 1 MiB of consecutive operations of the block's mean "
         "time per operation).",
         "",

@@ -129,6 +129,24 @@ def fits_table(fits: Any) -> Any:
     show_default=True,
     help="Rank 0 lowers --iters so that one size takes at most this long.",
 )
+@click.option(
+    "--min-seconds-per-size",
+    type=click.FloatRange(0.0),
+    default=None,
+    help="Rank 0 raises --iters so that one size lasts at least this long "
+    "(default 0; 0.3 with --calibrate).",
+)
+@click.option(
+    "--min-bytes-per-size",
+    default=None,
+    help="... and moves at least this many bytes (default 0; 5M with --calibrate).",
+)
+@click.option(
+    "--warmup-bytes",
+    default=None,
+    help="Warm up with at least this many bytes (default 0; 1M with --calibrate: drains a "
+    "shaped link's token bucket).",
+)
 @click.option("--check", is_flag=True, help="Verify each collective's result once per size.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option(
@@ -152,6 +170,9 @@ def comm(
     tier: str | None,
     nprocs: int | None,
     max_seconds_per_size: float,
+    min_seconds_per_size: float | None,
+    min_bytes_per_size: str | None,
+    warmup_bytes: str | None,
     check: bool,
     json_out: Path | None,
     calibrate: Path | None,
@@ -162,7 +183,15 @@ def comm(
     import orjson
 
     from stallscope._cli.render import print_frame
-    from stallscope.comm import COLLECTIVES, SweepConfig, launch_local, run_worker
+    from stallscope.comm import COLLECTIVES, SweepConfig, launch_local, parse_size, run_worker
+
+    cal = calibrate is not None
+    try:
+        min_b = parse_size(min_bytes_per_size) if min_bytes_per_size else (5 << 20 if cal else 0)
+        warm_b = parse_size(warmup_bytes) if warmup_bytes else (1 << 20 if cal else 0)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    min_s = min_seconds_per_size if min_seconds_per_size is not None else (0.3 if cal else 0.0)
 
     names = (
         tuple(COLLECTIVES)
@@ -186,6 +215,9 @@ def comm(
         places=("in", "out") if place == "both" else (place,),
         dtype=dtype,
         max_seconds_per_size=max_seconds_per_size,
+        min_seconds_per_size=min_s,
+        min_bytes_per_size=min_b,
+        warmup_bytes=warm_b,
         check=check,
         tiers=tiers,
         backend=backend,

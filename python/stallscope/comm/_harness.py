@@ -74,6 +74,11 @@ class SweepConfig:
     #: at least this long: averages out timer ticks and a shaped link's token-bucket burst.
     min_seconds_per_size: float = 0.0
     max_iters: int = 10_000
+    #: ... and so that it moves at least this many bytes per rank's buffer (e.g. a few blocks:
+    #: then the block median has blocks to choose from and a token bucket's burst is amortised).
+    min_bytes_per_size: int = 0
+    #: Warm-up runs at least this many bytes too (drains a shaped link's token bucket before timing).
+    warmup_bytes: int = 0
     #: Operations are grouped into blocks of at least this many bytes for the robust time
     #: (block_median): 1 MiB, four times the test bed's token-bucket burst.
     block_bytes: int = 1 << 20
@@ -98,6 +103,8 @@ class SweepConfig:
                 f"need warmup >= 0 and 1 <= iters <= max_iters, got {self.warmup}, {self.iters}, "
                 f"{self.max_iters}"
             )
+        if self.min_bytes_per_size < 0 or self.warmup_bytes < 0 or self.block_bytes < 1:
+            raise ValueError("min_bytes_per_size and warmup_bytes must be >= 0, block_bytes >= 1")
         if self.min_seconds_per_size < 0:
             raise ValueError(f"min_seconds_per_size must be >= 0, got {self.min_seconds_per_size}")
         if self.backend not in ("auto", "gloo", "nccl"):
@@ -212,7 +219,8 @@ def _time_size(
         _sync(torch, ctx.device)
         err = prep.check()
     # Warm-up, timed on the first rank to choose the repetition count within the budget.
-    warm = max(cfg.warmup, 1)
+    warm = max(cfg.warmup, 1, math.ceil(cfg.warmup_bytes / (count * elem)))
+    warm = min(warm, cfg.max_iters)
     t0 = time.perf_counter()
     for _ in range(warm):
         prep.run()
@@ -221,6 +229,8 @@ def _time_size(
     iters = cfg.iters
     if cfg.min_seconds_per_size > 0 and per_op > 0:
         iters = max(iters, min(cfg.max_iters, math.ceil(cfg.min_seconds_per_size / per_op)))
+    if cfg.min_bytes_per_size > 0:
+        iters = max(iters, min(cfg.max_iters, math.ceil(cfg.min_bytes_per_size / (count * elem))))
     if cfg.max_seconds_per_size is not None and per_op > 0:
         iters = max(1, min(iters, math.floor(cfg.max_seconds_per_size / per_op)))
     decided = torch.tensor([iters], dtype=torch.int64, device=ctx.device)
