@@ -32,6 +32,14 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
         raise click.BadParameter(str(e)) from None
 
 
+def _bytes_or_zero(value: str | None, default: int) -> int:
+    from stallscope.comm import parse_size
+
+    if value is None:
+        return default
+    return 0 if value.strip() == "0" else parse_size(value)
+
+
 def results_table(report: dict[str, Any]) -> Any:
     """The report's rows for display: µs and GB/s (10^9 B/s)."""
     import polars as pl
@@ -183,12 +191,12 @@ def comm(
     import orjson
 
     from stallscope._cli.render import print_frame
-    from stallscope.comm import COLLECTIVES, SweepConfig, launch_local, parse_size, run_worker
+    from stallscope.comm import COLLECTIVES, SweepConfig, launch_local, run_worker
 
     cal = calibrate is not None
     try:
-        min_b = parse_size(min_bytes_per_size) if min_bytes_per_size else (5 << 20 if cal else 0)
-        warm_b = parse_size(warmup_bytes) if warmup_bytes else (1 << 20 if cal else 0)
+        min_b = _bytes_or_zero(min_bytes_per_size, 5 << 20 if cal else 0)
+        warm_b = _bytes_or_zero(warmup_bytes, 1 << 20 if cal else 0)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
     min_s = min_seconds_per_size if min_seconds_per_size is not None else (0.3 if cal else 0.0)

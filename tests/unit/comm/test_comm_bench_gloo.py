@@ -119,7 +119,7 @@ def test_bench_comm_in_a_job_measures_both_tiers(tmp_path: Path) -> None:
         )
         argv = [sys.executable, "-m", "stallscope._cli.main", "bench", "comm", "-b", "64K"]
         argv += ["-e", "128K", "-w", "1", "-n", "2", "--check", "--calibrate", str(cal)]
-        argv += ["--timeout", "90"]
+        argv += ["--timeout", "90", "--min-seconds-per-size", "0", "--min-bytes-per-size", "0"]
         procs.append(
             subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         )
