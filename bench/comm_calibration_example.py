@@ -41,6 +41,8 @@ def main() -> int:
         iters=3,
         places=("in", "out"),
         min_seconds_per_size=0.2,
+        min_bytes_per_size=3 << 20,
+        warmup_bytes=1 << 20,
         max_seconds_per_size=4.0,
         tiers=("intra_node", "inter_node"),
         check=True,
