@@ -5,11 +5,13 @@ from __future__ import annotations
 import click
 
 from stallscope import __version__
+from stallscope._cli.bench import bench
 from stallscope._cli.demo import demo
 from stallscope._cli.export import export
 from stallscope._cli.import_ import import_
 from stallscope._cli.profile import profile
 from stallscope._cli.report import report
+from stallscope._cli.testbed import testbed
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,7 +20,7 @@ def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""
 
 
-for _command in (demo, profile, report, export, import_):
+for _command in (demo, profile, report, export, import_, bench, testbed):
     cli.add_command(_command)
 
 

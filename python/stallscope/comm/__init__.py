@@ -1,0 +1,56 @@
+"""Communication micro-benchmarks (nccl-tests semantics over torch.distributed) and their alpha-beta
+calibration. torch is imported only when a benchmark runs.
+
+    from stallscope.comm import SweepConfig, launch_local, results_frame
+    report = launch_local(SweepConfig(collectives=("all_reduce",), max_bytes=1 << 20), nprocs=2)
+    frame = results_frame(report)
+"""
+
+from __future__ import annotations
+
+from stallscope.comm._calibration import (
+    CALIBRATION_FORMAT,
+    MIN_FIT_BYTES,
+    Calibration,
+    LinearFit,
+    fit_frame,
+    fit_linear,
+    results_frame,
+    write_calibration,
+)
+from stallscope.comm._formulas import (
+    COLLECTIVES,
+    algbw,
+    bus_factor,
+    busbw,
+    cost_terms,
+    hierarchical_all_reduce_seconds,
+    predict_seconds,
+)
+from stallscope.comm._harness import TIERS, SweepConfig, parse_size, sweep_sizes
+from stallscope.comm._launch import launch_local
+from stallscope.comm._worker import run_worker
+
+__all__ = [
+    "CALIBRATION_FORMAT",
+    "COLLECTIVES",
+    "MIN_FIT_BYTES",
+    "TIERS",
+    "Calibration",
+    "LinearFit",
+    "SweepConfig",
+    "algbw",
+    "bus_factor",
+    "busbw",
+    "cost_terms",
+    "fit_frame",
+    "fit_linear",
+    "hierarchical_all_reduce_seconds",
+    "launch_local",
+    "parse_size",
+    "predict_seconds",
+    "results_frame",
+    "run_worker",
+    "sweep_sizes",
+    "write_calibration",
+]

@@ -1,0 +1,65 @@
+"""Rates, addresses and the refusal without root or iproute2 (runs everywhere)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stallscope.testbed import Testbed, TestbedError, _net, parse_rate, require_privileges
+
+
+def test_parse_rate_tc_units() -> None:
+    assert parse_rate("1gbit") == 1e9
+    assert parse_rate("200mbit") == 200e6
+    assert parse_rate("50Mbit") == 50e6
+    assert parse_rate("10mbps") == 80e6  # tc's bps units are bytes per second
+    for bad in ("fast", "1 gbit", "0mbit", "10mb"):
+        with pytest.raises(TestbedError, match="not a tc rate"):
+            parse_rate(bad)
+
+
+def test_addresses_only_from_the_benchmarking_range() -> None:
+    addrs, plen = _net.node_addresses("198.18.0.0/24", 3)
+    assert addrs == ["198.18.0.1", "198.18.0.2", "198.18.0.3"]
+    assert plen == 24
+    assert _net.node_addresses("198.19.255.0/24", 1)[0] == ["198.19.255.1"]
+    for outside in ("10.0.0.0/24", "198.20.0.0/24", "198.16.0.0/14"):
+        with pytest.raises(TestbedError, match=r"outside 198\.18\.0\.0/15"):
+            _net.node_addresses(outside, 2)
+    with pytest.raises(TestbedError, match="2 addresses"):
+        _net.node_addresses("198.18.0.0/30", 3)
+    with pytest.raises(TestbedError, match="not a network"):
+        _net.node_addresses("198.18.0.1/24", 2)
+
+
+def test_names_carry_the_run_prefix() -> None:
+    tb = Testbed(nodes=3, ranks_per_node=2, rate=["1gbit", None, "50mbit"])
+    assert tb.world_size == 6
+    assert all(_net.NAME_RE.match(ns) for ns in tb.namespaces)
+    assert all(len(n.interface) <= 15 and len(n.peer) <= 15 for n in tb.nodes)
+    env = tb.rank_env(3)
+    assert env["RANK"] == "3"
+    assert env["LOCAL_RANK"] == "1"
+    assert env["GROUP_RANK"] == "1"
+    assert env["WORLD_SIZE"] == "6"
+    assert env["LOCAL_WORLD_SIZE"] == "2"
+    assert env["MASTER_ADDR"] == "198.18.0.1"
+    assert env["GLOO_SOCKET_IFNAME"] == tb.nodes[1].interface
+    with pytest.raises(TestbedError, match="2 rates given for 3 nodes"):
+        Testbed(nodes=3, rate=["1gbit", "1gbit"])
+    with pytest.raises(TestbedError, match="not up"):
+        tb.run(["true"])
+
+
+def test_refuses_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_net.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(_net.os, "geteuid", lambda: 1000)
+    with pytest.raises(TestbedError, match="needs root"):
+        require_privileges()
+    with pytest.raises(TestbedError, match="needs root"), Testbed(nodes=2):
+        pass
+
+
+def test_refuses_without_iproute2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_net.shutil, "which", lambda name: None)
+    with pytest.raises(TestbedError, match=r"needs iproute2.*apt-get install iproute2"):
+        require_privileges()
