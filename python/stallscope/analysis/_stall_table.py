@@ -19,6 +19,27 @@ Every instant of a step goes to exactly one category, the first that applies:
 5. ``host``: everything else (the device is idle for another reason: launch overhead, Python,
    CPU-side work).
 
+On a CPU-only run, a thread is not computing while it is blocked on communication, even inside
+a compute region: the time of a compute region on a thread (lane) does not count as compute
+while that thread
+
+- is inside a synchronous collective or p2p call it made (kind collective / p2p on the same
+  lane, detail ``async`` not 1: the call returns only when the transfer is done), or
+- waits for DDP's gradient all-reduces: from the start of the last bucket of a backward (DDP
+  calls a bucket's comm hook when all of its gradients are ready and launches buckets in order,
+  so the last bucket's start is when the gradient computation ended; the bucket with ``last=1``
+  in its detail, and the latest bucket start of each rank, lane and step) until the
+  communication then in flight on that thread (the union of its buckets and collectives holding
+  that instant) ends. This is the research's exposed communication, "F_last - end of backward
+  compute": DDP's backward returns only once the reducer's futures are done.
+
+That time then falls to the categories below (the buckets and collectives over it make it
+sync wait, network or interconnect). Buckets launched earlier, while the gradients of later
+layers are still computed, stay hidden behind compute (overlapped communication); so does
+work after the wait (DDP copying reduced gradients back). Compute regions on other threads keep
+all of their time. GPU runs are unchanged: their compute lanes are streams, and a blocked host
+thread is not a stream.
+
 A run is a GPU run when it holds any GPU activity (kernel, memcpy, memset, gpu_sync events);
 then only GPU activity counts as compute and memcpy. GPU sync rows (Stream Sync, Event Sync ...)
 do no work: their time falls to the categories below (usually host or data).
