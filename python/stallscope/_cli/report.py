@@ -12,9 +12,9 @@ import polars as pl
 MS = 1e6  # ns per ms
 
 
-def _ms(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+def _ms(df: pl.DataFrame, cols: list[str], digits: int = 3) -> pl.DataFrame:
     return df.with_columns(
-        [(pl.col(c) / MS).round(3).alias(c.removesuffix("_ns") + "_ms") for c in cols]
+        [(pl.col(c) / MS).round(digits).alias(c.removesuffix("_ns") + "_ms") for c in cols]
     ).drop(cols)
 
 
@@ -30,9 +30,10 @@ def print_step_table(table: pl.DataFrame, max_rows: int = 40) -> None:
     from stallscope.analysis import STALL_COLUMNS
 
     cats = _nonzero(table, STALL_COLUMNS)
-    per = _ms(table.select("rank", "step", "step_ns", *cats), ["step_ns", *cats])
-    # The title gives the unit: bare category names keep the table within 80 columns.
-    per = per.rename({c: c.removesuffix("_ms") for c in per.columns if c != "step_ms"})
+    per = _ms(table.select("rank", "step", "step_ns", *cats), ["step_ns", *cats], digits=2)
+    # The title gives the unit: bare category names (and "total" for the step time) keep the
+    # table within 80 columns.
+    per = per.rename({c: "total" if c == "step_ms" else c.removesuffix("_ms") for c in per.columns})
     print_frame(per, title="stalls per step and rank (ms)", max_rows=max_rows)
 
 

@@ -193,7 +193,9 @@ def _blocked(comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
         "rank", "lane", "start_ns", "end_ns"
     )
     buckets = c.filter(kind == "bucket")
-    flagged = buckets.filter(parse_detail(detail, "last") == "1").select("rank", "lane", t="start_ns")
+    flagged = buckets.filter(parse_detail(detail, "last") == "1").select(
+        "rank", "lane", t="start_ns"
+    )
     latest = (
         assign_steps(buckets, windows)
         .filter(pl.col("step").is_not_null())
@@ -269,9 +271,7 @@ def _cpu_compute(ev: pl.LazyFrame, comm: pl.LazyFrame, windows: pl.DataFrame) ->
         .filter((pl.col("_c") > 0) & (pl.col("_b") == 0) & (pl.col("_n") > pl.col("t")))
         .select("rank", "lane", start_ns="t", end_ns="_n")
     )
-    return pl.concat([free, sweep]).select(
-        pl.col("rank").cast(pl.Int32), out, "start_ns", "end_ns"
-    )
+    return pl.concat([free, sweep]).select(pl.col("rank").cast(pl.Int32), out, "start_ns", "end_ns")
 
 
 def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
