@@ -80,8 +80,8 @@ def _run_ddp(run_dir: Path, ranks: int, steps: int, batch_size: int, workers: in
 def demo(out: Path | None, ranks: int, steps: int, batch_size: int, workers: int) -> None:
     """Train a small PyTorch model on the CPU under stallscope and show where each step went."""
     import stallscope
-    from stallscope._cli.render import print_frame
-    from stallscope.analysis import capture_summary
+    from stallscope._cli.report import print_step_table, shares_line
+    from stallscope.analysis import stall_run_summary, stall_table
 
     run_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="stallscope-demo-"))
     what = f"{ranks}-rank DDP (gloo)" if ranks > 1 else "single-process"
@@ -96,17 +96,13 @@ def demo(out: Path | None, ranks: int, steps: int, batch_size: int, workers: int
         _run_single(run_dir, steps, batch_size, workers)
     wall = time.perf_counter() - t0
     events = stallscope.load(run_dir)
-    summary = capture_summary(events)
-    ms = {
-        c: (summary[c] / 1e6).round(2) for c in ("step_ns", "data_wait_ns", "compute_ns", "host_ns")
-    }
-    table = summary.select("rank", "step", "events", "regions").with_columns(
-        step_ms=ms["step_ns"],
-        data_wait_ms=ms["data_wait_ns"],
-        compute_ms=ms["compute_ns"],
-        host_ms=ms["host_ns"],
-    )
-    print_frame(table, title=f"captured per step ({events.height} events, {wall:.1f} s)")
     info = stallscope.run_info(run_dir)
     dropped = sum(info.drops.values())
-    click.echo(f"run directory: {run_dir} ({len(info.ranks)} rank(s); {dropped} events dropped)")
+    click.echo(
+        f"captured {events.height:,} events from {len(info.ranks)} rank(s) in {wall:.1f} s "
+        f"({dropped} events dropped)"
+    )
+    table = stall_table(events)
+    print_step_table(table, max_rows=ranks * steps)
+    click.echo(f"run: {shares_line(stall_run_summary(table))}")
+    click.echo(f"details: stallscope report {run_dir}")

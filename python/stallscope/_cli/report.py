@@ -12,15 +12,48 @@ import polars as pl
 MS = 1e6  # ns per ms
 
 
-def _ms(df: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+def _ms(df: pl.DataFrame, cols: list[str], digits: int = 3) -> pl.DataFrame:
     return df.with_columns(
-        [(pl.col(c) / MS).round(3).alias(c.removesuffix("_ns") + "_ms") for c in cols]
+        [(pl.col(c) / MS).round(digits).alias(c.removesuffix("_ns") + "_ms") for c in cols]
     ).drop(cols)
 
 
 def _nonzero(table: pl.DataFrame, cols: tuple[str, ...]) -> list[str]:
     """The category columns that are not zero everywhere (to keep terminal tables narrow)."""
     return [c for c in cols if table.height and int(table[c].abs().max()) > 0]  # type: ignore[arg-type]
+
+
+def print_step_table(table: pl.DataFrame, max_rows: int = 40) -> None:
+    """Print the stall table (one row per rank and step) in ms, only the categories that are
+    not zero everywhere."""
+    from stallscope._cli.render import print_frame
+    from stallscope.analysis import STALL_COLUMNS
+
+    cats = _nonzero(table, STALL_COLUMNS)
+    per = _ms(table.select("rank", "step", "step_ns", *cats), ["step_ns", *cats], digits=2)
+    # The title gives the unit: bare category names (and "total" for the step time) keep the
+    # table within 80 columns.
+    per = per.rename({c: "total" if c == "step_ms" else c.removesuffix("_ms") for c in per.columns})
+    print_frame(per, title="stalls per step and rank (ms)", max_rows=max_rows)
+
+
+def shares_line(whole: pl.DataFrame) -> str:
+    """One line of the run's shares (stall_run_summary): compute / comm (split) / data / host,
+    memcpy when there is some."""
+    share = {str(c): float(v) for c, v in whole.select("category", "share").iter_rows()}
+
+    def pct(*cats: str) -> str:
+        return f"{100 * sum(share.get(c, 0.0) for c in cats):.1f}%"
+
+    comm = ("sync_wait", "network", "interconnect")
+    parts = [f"compute {pct('compute')}"]
+    if share.get("memcpy", 0.0) > 0:
+        parts.append(f"memcpy {pct('memcpy')}")
+    split = ", ".join(f"{c.replace('_', ' ')} {pct(c)}" for c in comm if share.get(c, 0.0) > 0)
+    parts.append(f"comm {pct(*comm)}" + (f" ({split})" if split else ""))
+    parts.append(f"data {pct('data_fetch', 'data_prep', 'data')}")
+    parts.append(f"host {pct('host')}")
+    return " | ".join(parts)
 
 
 @click.command()
@@ -82,9 +115,8 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
             "profile with torch.profiler's schedule so traces carry ProfilerStep#N)"
         )
         return
+    print_step_table(table, max_rows)
     cats = _nonzero(table, STALL_COLUMNS)
-    per = _ms(table.select("rank", "step", "step_ns", *cats), ["step_ns", *cats])
-    print_frame(per, title="stalls per step and rank (ms)", max_rows=max_rows)
     maxes = [c.removesuffix("_ns") + "_max_ns" for c in cats]
     a = across.select("step", "ranks", "slowest_rank", "step_max_ns", "step_median_ns", *maxes)
     print_frame(
@@ -99,3 +131,4 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
         (pl.col("per_step_ns") / MS).round(3).alias("per_step_ms"),
     )
     print_frame(w, title="whole run")
+    click.echo(f"run: {shares_line(whole)}")

@@ -19,6 +19,27 @@ Every instant of a step goes to exactly one category, the first that applies:
 5. ``host``: everything else (the device is idle for another reason: launch overhead, Python,
    CPU-side work).
 
+On a CPU-only run, a thread is not computing while it is blocked on communication, even inside
+a compute region: the time of a compute region on a thread (lane) does not count as compute
+while that thread
+
+- is inside a synchronous collective or p2p call it made (kind collective / p2p on the same
+  lane, detail ``async`` not 1: the call returns only when the transfer is done), or
+- waits for DDP's gradient all-reduces: from the start of the last bucket of a backward (DDP
+  calls a bucket's comm hook when all of its gradients are ready and launches buckets in order,
+  so the last bucket's start is when the gradient computation ended; the bucket with ``last=1``
+  in its detail, and the latest bucket start of each rank, lane and step) until the
+  communication then in flight on that thread (the union of its buckets and collectives holding
+  that instant) ends. This is the research's exposed communication, "F_last - end of backward
+  compute": DDP's backward returns only once the reducer's futures are done.
+
+That time then falls to the categories below (the buckets and collectives over it make it
+sync wait, network or interconnect). Buckets launched earlier, while the gradients of later
+layers are still computed, stay hidden behind compute (overlapped communication); so does
+work after the wait (DDP copying reduced gradients back). Compute regions on other threads keep
+all of their time. GPU runs are unchanged: their compute lanes are streams, and a blocked host
+thread is not a stream.
+
 A run is a GPU run when it holds any GPU activity (kernel, memcpy, memset, gpu_sync events);
 then only GPU activity counts as compute and memcpy. GPU sync rows (Stream Sync, Event Sync ...)
 do no work: their time falls to the categories below (usually host or data).
@@ -41,7 +62,7 @@ from typing import Final
 
 import polars as pl
 
-from stallscope._schema import CATEGORIES, KINDS, conform
+from stallscope._schema import CATEGORIES, KINDS, conform, parse_detail
 from stallscope.analysis._collectives import collectives, match_collectives
 from stallscope.analysis._intervals import (
     cumulative,
@@ -50,7 +71,7 @@ from stallscope.analysis._intervals import (
     merge_sorted,
     sort_by_start,
 )
-from stallscope.analysis._steps import step_windows
+from stallscope.analysis._steps import assign_steps, step_windows
 
 ATTRIBUTED: Final[tuple[str, ...]] = (
     "compute",
@@ -77,21 +98,22 @@ _COMM_TRANSFER: Final = 100  # placeholder label: network or interconnect by the
 _DATA_CATS: Final = ("data", "data_fetch", "data_prep")
 
 
-_NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation")
+_NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation", "lane")
+_COMM_KINDS: Final = ("collective", "p2p", "bucket")
 
 
 def _sources(events: pl.DataFrame | pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """(every event, only the columns the table needs; the collective / p2p events). A lazy
-    source (stallscope.scan) is read once, without payload sizes (the table does not use them;
-    collectives get 0)."""
+    """(every event, only the columns the table needs; the collective / p2p / bucket events,
+    collected). A lazy source (stallscope.scan) is read once, without payload sizes (the table
+    does not use them; collectives get 0)."""
     lf = conform(events)
-    is_coll = pl.col("kind").is_in(("collective", "p2p"))
+    is_comm = pl.col("kind").is_in(_COMM_KINDS)
     if isinstance(events, pl.LazyFrame):
-        # Names and details are needed for the collectives only (matched by group, op, seq).
+        # Names and details are needed for the comm events only (matched by group, op, seq).
         ev = lf.select(*_NEEDED, "name", "detail").collect().lazy()
-        coll = ev.filter(is_coll).with_columns(bytes=pl.lit(0, pl.Int64))
-        return ev, coll.collect().lazy()
-    return lf.select(_NEEDED), lf.filter(is_coll).collect().lazy()
+        comm = ev.filter(is_comm).with_columns(bytes=pl.lit(0, pl.Int64))
+        return ev, comm.collect().lazy()
+    return lf.select(_NEEDED), lf.filter(is_comm).collect().lazy()
 
 
 def is_gpu_run(events: pl.DataFrame | pl.LazyFrame) -> bool:
@@ -155,6 +177,103 @@ def _labelled(ev: pl.LazyFrame, gpu: bool, compute: bool) -> pl.LazyFrame:
     )
 
 
+def _blocked(comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+    """CPU runs: when a thread is blocked on communication (rank, lane, start_ns, end_ns; may
+    overlap): its synchronous collective / p2p calls (detail async not 1), and DDP's wait for
+    the gradient all-reduces, from the start of the last bucket of a backward (``last=1`` in the
+    bucket's detail, or the latest bucket start of the rank, lane and step: DDP calls the comm
+    hook of a bucket when all its gradients are ready, so the last bucket's start is when the
+    gradient computation ended) to the end of the communication then in flight on that thread
+    (the union of its buckets and collectives that holds that instant)."""
+    lane = pl.col("lane").fill_null(0)
+    c = comm.select("rank", lane.alias("lane"), "kind", "start_ns", "end_ns", "detail")
+    kind, detail = pl.col("kind"), pl.col("detail")
+    is_async = parse_detail(detail, "async").fill_null("0") == "1"
+    sync_calls = c.filter(kind.is_in(("collective", "p2p")) & ~is_async).select(
+        "rank", "lane", "start_ns", "end_ns"
+    )
+    buckets = c.filter(kind == "bucket")
+    flagged = buckets.filter(parse_detail(detail, "last") == "1").select(
+        "rank", "lane", t="start_ns"
+    )
+    latest = (
+        assign_steps(buckets, windows)
+        .filter(pl.col("step").is_not_null())
+        .group_by("rank", "lane", "step")
+        .agg(t=pl.col("start_ns").max())
+        .select("rank", "lane", "t")
+    )
+    ready = pl.concat([flagged, latest]).unique().sort("t")
+    # The communication in flight per thread, merged into disjoint spans (touching ones merge).
+    real = c.filter(pl.col("end_ns") > pl.col("start_ns")).sort("rank", "lane", "start_ns")
+    prev_end = pl.col("end_ns").cum_max().shift(1).over("rank", "lane")
+    spans = (
+        real.with_columns(_new=(prev_end.is_null() | (prev_end < pl.col("start_ns"))))
+        .with_columns(_g=pl.col("_new").cum_sum())
+        .group_by("_g")
+        .agg(
+            pl.col("rank", "lane").first(),
+            _s=pl.col("start_ns").min(),
+            _e=pl.col("end_ns").max(),
+        )
+        .sort("_s")
+    )
+    waits = (
+        ready.join_asof(
+            spans.drop("_g"),
+            left_on="t",
+            right_on="_s",
+            by=["rank", "lane"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("_e") > pl.col("t"))
+        .select("rank", "lane", start_ns="t", end_ns="_e")
+    )
+    return pl.concat([sync_calls, waits])
+
+
+def _cpu_compute(ev: pl.LazyFrame, comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+    """CPU runs: rank, label, start_ns, end_ns of the compute regions minus the time their
+    thread (lane) is blocked on communication (`_blocked`); regions on other threads keep
+    all of their time. One sweep per affected thread, vectorised: where at least one compute
+    region and no blocked span is active."""
+    regions = ev.filter(_is_compute(False) & (pl.col("end_ns") > pl.col("start_ns"))).select(
+        "rank", pl.col("lane").fill_null(0), "start_ns", "end_ns"
+    )
+    blocked = _blocked(comm, windows).filter(pl.col("end_ns") > pl.col("start_ns")).collect()
+    out = pl.lit(_P["compute"], pl.Int32).alias("label")
+    if blocked.height == 0:
+        return regions.select("rank", out, "start_ns", "end_ns")
+    keys = blocked.lazy().select("rank", "lane").unique()
+    free = regions.join(keys, on=["rank", "lane"], how="anti")
+    hit = regions.join(keys, on=["rank", "lane"], how="semi")
+    one = pl.lit(1, pl.Int32)
+    zero = pl.lit(0, pl.Int32)
+    edges = pl.concat(
+        [
+            hit.select("rank", "lane", t="start_ns", dc=one, db=zero),
+            hit.select("rank", "lane", t="end_ns", dc=-one, db=zero),
+            blocked.lazy().select("rank", "lane", t="start_ns", dc=zero, db=one),
+            blocked.lazy().select("rank", "lane", t="end_ns", dc=zero, db=-one),
+        ]
+    )
+    key = ["rank", "lane"]
+    sweep = (
+        edges.group_by("rank", "lane", "t")
+        .agg(pl.col("dc", "db").sum())
+        .sort("rank", "lane", "t")
+        .with_columns(
+            _c=pl.col("dc").cum_sum().over(key),
+            _b=pl.col("db").cum_sum().over(key),
+            _n=pl.col("t").shift(-1).over(key),
+        )
+        .filter((pl.col("_c") > 0) & (pl.col("_b") == 0) & (pl.col("_n") > pl.col("t")))
+        .select("rank", "lane", start_ns="t", end_ns="_n")
+    )
+    return pl.concat([free, sweep]).select(pl.col("rank").cast(pl.Int32), out, "start_ns", "end_ns")
+
+
 def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(intervals of collectives: rank, label, start_ns, end_ns; per rank ``multi_node``)."""
     transfer = (
@@ -190,7 +309,7 @@ class _Prepared:
 
 
 def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
-    ev, coll_events = _sources(events)
+    ev, comm_events = _sources(events)
     windows = step_windows(ev).select(
         pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns", "step_ns"
     )
@@ -207,7 +326,9 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
             f"ranks {low}..{top} over {span} ns do not fit one int64 "
             "timeline; ranks must be non-negative and the run shorter than 2**62 / ranks ns"
         )
-    coll, per_rank = _collective_intervals(coll_events)
+    coll, per_rank = _collective_intervals(
+        comm_events.filter(pl.col("kind").is_in(("collective", "p2p")))
+    )
 
     def flat(lf: pl.LazyFrame) -> pl.LazyFrame:
         """rank, label, start, end on the flat timeline: rank r's time t is at
@@ -221,7 +342,10 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
             end=pl.col("end_ns").clip(lo_all, hi_all) + shift,
         ).filter(pl.col("end") > pl.col("start"))
 
-    compute_lf = flat(_labelled(ev, gpu, compute=True)).select("start", "end")
+    compute_src = (
+        _labelled(ev, gpu, compute=True) if gpu else _cpu_compute(ev, comm_events, windows)
+    )
+    compute_lf = flat(compute_src).select("start", "end")
     base, coll_flat, compute_df = pl.collect_all(
         [flat(_labelled(ev, gpu, compute=False)), flat(coll), compute_lf]
     )

@@ -131,10 +131,128 @@ def test_compute_overlapping_sync_wait_wins() -> None:
             *steps(1, 0, 100),
             coll(0, 0, 50),
             coll(1, 40, 50),
-            (0, "region", "compute", 20, 30),
+            (0, "region", "compute", 20, 30, 0, None, 2),  # another thread computes meanwhile
         ]
     )
     assert row(stall_table(ev), 0) == expect(compute=10, sync_wait=30, interconnect=10, host=50)
+
+
+def test_cpu_thread_blocked_in_its_synchronous_collective_is_not_computing() -> None:
+    ev = events(
+        [
+            *steps(0, 0, 100),
+            *steps(1, 0, 100),
+            (0, "region", "compute", 0, 80),  # e.g. "optimizer" holding a blocking all_reduce
+            coll(0, 20, 50),  # lane 1, no async key: a blocking call from that thread
+            coll(1, 40, 50),
+            (0, "region", "compute", 30, 35, 0, None, 2),  # another thread: still compute
+        ]
+    )
+    # compute 0-20 and 50-80 on lane 1, 30-35 on lane 2; sync wait 20-40 minus 30-35;
+    # interconnect 40-50.
+    assert row(stall_table(ev), 0) == expect(compute=55, sync_wait=15, interconnect=10, host=20)
+
+
+def test_cpu_async_collective_does_not_block_its_thread() -> None:
+    detail = "group=g;group_size=1;nnodes=1;async=1"
+    ev = events(
+        [
+            *steps(0, 0, 100),
+            (0, "region", "compute", 0, 80),
+            (0, "collective", "comm", 20, 50, 0, detail),  # isend-like: the thread goes on
+        ]
+    )
+    assert row(stall_table(ev)) == expect(compute=80, host=20)
+
+
+def bucket(rank: int, start: int, end: int, index: int, last: int | None = None) -> Row:
+    detail = None if last is None else f"params=2;last={last};group_size=2"
+    return (rank, "bucket", "comm", start, end, index, detail)
+
+
+def async_coll(rank: int, start: int, end: int, seq: int) -> Row:
+    detail = "group=pg0;group_size=2;nnodes=1;async=1"
+    return (rank, "collective", "comm", start, end, seq, detail)
+
+
+def test_ddp_backward_wait_for_last_bucket_is_exposed_communication() -> None:
+    # backward 10-100 on the main thread; bucket 0 ready at 30 (overlapped with the rest of
+    # the gradient computation), bucket 1 (the last) ready at 60: from then on backward only
+    # waits for the all-reduces, which end at 90; 90-100 copies gradients back (compute).
+    ev = events(
+        [
+            *steps(0, 0, 120),
+            (0, "region", "compute", 10, 100),
+            bucket(0, 30, 70, 0, last=0),
+            bucket(0, 60, 90, 1, last=1),
+            (0, "region", "compute", 100, 115),  # optimizer
+        ]
+    )
+    assert row(stall_table(ev)) == expect(compute=75, interconnect=30, host=15)
+    iv = stall_intervals(ev).filter(pl.col("category") == "interconnect")
+    assert iv.select("start_ns", "end_ns").rows() == [(60, 90)]
+
+
+def test_ddp_wait_without_last_flag_uses_latest_bucket_of_the_step() -> None:
+    rows = [*steps(0, 0, 100, 200), (0, "region", "compute", 0, 80)]
+    rows += [bucket(0, 20, 50, 0), bucket(0, 40, 70, 1)]  # step 0: latest ready at 40
+    rows += [(0, "region", "compute", 100, 180), bucket(0, 120, 150, 0)]  # step 1: only one
+    t = stall_table(ev := events(rows))
+    assert row(t, 0, 0) == expect(compute=50, interconnect=30, host=20)
+    assert row(t, 0, 1) == expect(compute=50, interconnect=30, host=20)
+    assert stall_table(ev.lazy()).equals(t)
+
+
+def test_ddp_buckets_finishing_inside_backward_compute_stay_hidden() -> None:
+    # Both all-reduces end before the last bucket is ready... except the last bucket itself,
+    # which ends exactly when it starts (nothing in flight): everything is compute.
+    ev = events(
+        [
+            *steps(0, 0, 100),
+            (0, "region", "compute", 0, 100),
+            bucket(0, 10, 30, 0, last=0),
+            bucket(0, 40, 60, 1, last=0),
+            bucket(0, 90, 90, 2, last=1),
+        ]
+    )
+    assert row(stall_table(ev)) == expect(compute=100)
+
+
+def test_ddp_wait_is_split_into_sync_wait_and_transfer_across_ranks() -> None:
+    # Two ranks, one bucket each (its async all_reduce recorded as a collective too). Rank 0's
+    # gradients are ready at 20, rank 1's at 60 (a straggler): rank 0's backward waits 20-60
+    # for rank 1 (sync wait) and 60-80 for the transfer (interconnect).
+    rows = [*steps(0, 0, 100), *steps(1, 0, 100)]
+    rows += [(0, "region", "compute", 0, 85), bucket(0, 20, 80, 0, last=1)]
+    rows += [async_coll(0, 21, 80, 0)]
+    rows += [(1, "region", "compute", 0, 85), bucket(1, 60, 80, 0, last=1)]
+    rows += [async_coll(1, 61, 80, 0)]
+    t = stall_table(events(rows))
+    # rank 0: 20-21 only the bucket (interconnect), 21-61 sync wait, 61-80 interconnect
+    assert row(t, 0) == expect(compute=25, sync_wait=40, interconnect=20, host=15)
+    assert row(t, 1) == expect(compute=65, interconnect=20, host=15)
+    for r in t.iter_rows(named=True):
+        assert sum(r[c] for c in STALL_COLUMNS) == r["step_ns"]
+
+
+def test_ddp_wait_on_multi_node_group_is_network() -> None:
+    rows = [*steps(0, 0, 100), (0, "region", "compute", 0, 90), bucket(0, 50, 80, 0, last=1)]
+    rows += [(0, "collective", "comm", 51, 80, 0, "group=w;group_size=1;nnodes=2;async=1")]
+    assert row(stall_table(events(rows))) == expect(compute=60, network=30, host=10)
+
+
+def test_gpu_run_keeps_host_waits_out_of_device_compute() -> None:
+    # On a GPU run compute comes from streams only: the rule for blocked host threads does not
+    # apply (the kernel keeps running while the host waits).
+    ev = events(
+        [
+            *steps(0, 0, 100),
+            (0, "kernel", "compute", 0, 90, 0, None, 7),
+            (0, "region", "compute", 0, 90),
+            bucket(0, 50, 80, 0, last=1),
+        ]
+    )
+    assert row(stall_table(ev)) == expect(compute=90, host=10)
 
 
 def test_data_wait_split_into_fetch_and_prep() -> None:
@@ -214,7 +332,7 @@ def test_stall_intervals_cover_steps_and_sum_to_table() -> None:
             *steps(1, 0, 100),
             coll(0, 10, 60),
             coll(1, 40, 60),
-            (0, "region", "compute", 50, 150),
+            (0, "region", "compute", 50, 150, 0, None, 2),  # not the collective's thread
             (0, "data_wait", "data_prep", 150, 170),
         ]
     )

@@ -1,6 +1,7 @@
 """Stall table properties on random event sets: the categories sum to the step time for every
 rank and step, and every instant lands where an independent per-instant oracle of DESIGN.md's
-priority rules puts it."""
+priority rules puts it (with the CPU-run rule that a thread blocked on communication is not
+computing: see analysis/_stall_table.py)."""
 
 from __future__ import annotations
 
@@ -38,10 +39,14 @@ T = 60  # ns: small so the oracle can visit every instant
 
 
 @st.composite
-def event_sets(draw: Any) -> list[dict[str, Any]]:
+def event_sets(draw: Any, cpu_comm: bool = False) -> list[dict[str, Any]]:
+    """Random events; with `cpu_comm`, a CPU run of compute regions, buckets and collectives
+    only (where threads block on communication)."""
     nranks = draw(st.integers(1, 3))
     kinds = list(KIND_CATS)
-    if not draw(st.booleans()):
+    if cpu_comm:
+        kinds = ["region", "bucket", "collective", "region", "bucket"]
+    elif not draw(st.booleans()):
         kinds = [k for k in kinds if k not in GPU_KINDS]
     rows: list[dict[str, Any]] = []
     for r in range(nranks):
@@ -63,10 +68,13 @@ def event_sets(draw: Any) -> list[dict[str, Any]]:
             row = {
                 "rank": r,
                 "kind": kind,
-                "category": draw(st.sampled_from(KIND_CATS[kind])),
+                "category": draw(st.sampled_from(KIND_CATS[kind]))
+                if not (cpu_comm and kind == "region")
+                else "compute",
                 "start_ns": a,
                 "end_ns": b,
                 "correlation": 0,
+                "lane": draw(st.integers(0, 1)),  # two threads
             }
             if kind == "collective":
                 row["correlation"] = draw(st.integers(0, 2))
@@ -74,7 +82,12 @@ def event_sets(draw: Any) -> list[dict[str, Any]]:
                 nn = draw(st.sampled_from([1, 2, None]))
                 parts = ([f"group={g}"] if g else []) + ["group_size=3"]
                 parts += [f"nnodes={nn}"] if nn else []
+                asyn = draw(st.sampled_from([0, 1, None]))
+                parts += [f"async={asyn}"] if asyn is not None else []
                 row["detail"] = ";".join(parts)
+            if kind == "bucket":
+                last = draw(st.sampled_from([0, 1, None]))
+                row["detail"] = None if last is None else f"params=1;last={last}"
             rows.append(row)
     return rows
 
@@ -109,6 +122,7 @@ def oracle(rows: list[dict[str, Any]]) -> dict[tuple[int, int], Counter[str]]:
     for rank in {r["rank"] for r in rows}:
         mine = [r for r in rows if r["rank"] == rank]
         marks = sorted((r["start_ns"], r["correlation"]) for r in mine if r["kind"] == "step")
+        blocked = set() if gpu else blocked_instants(mine, marks, key)
         for (t0, step), (t1, _) in pairwise(marks):
             cnt: Counter[str] = Counter()
             for t in range(t0, t1):
@@ -125,7 +139,9 @@ def oracle(rows: list[dict[str, Any]]) -> dict[tuple[int, int], Counter[str]]:
                         if k == "kernel" and c == "comm":
                             cats.add("network" if rank in multi else "interconnect")
                     else:
-                        if k == "region" and c in ("compute", "memcpy"):
+                        if k == "region" and c == "memcpy":
+                            cats.add(c)
+                        if k == "region" and c == "compute" and (r["lane"], t) not in blocked:
                             cats.add(c)
                         if k == "bucket" or (k == "region" and c == "comm"):
                             cats.add("network" if rank in multi else "interconnect")
@@ -144,9 +160,49 @@ def oracle(rows: list[dict[str, Any]]) -> dict[tuple[int, int], Counter[str]]:
     return out
 
 
+def blocked_instants(
+    mine: list[dict[str, Any]], marks: list[tuple[int, int]], key: Any
+) -> set[tuple[int, int]]:
+    """CPU runs: the (lane, instant) pairs where a thread is blocked on communication: inside
+    its synchronous collectives, and from the start of a last DDP bucket (flagged last=1, or
+    the latest bucket of its lane and step) to the end of the communication then in flight on
+    that lane (its buckets and collectives, touching ones joined)."""
+    out: set[tuple[int, int]] = set()
+    comm = [r for r in mine if r["kind"] in ("bucket", "collective")]
+    for r in comm:
+        if r["kind"] == "collective" and key(r, "async") != "1":
+            out |= {(r["lane"], t) for t in range(r["start_ns"], r["end_ns"])}
+    for lane in (0, 1):
+        buckets = [r for r in comm if r["kind"] == "bucket" and r["lane"] == lane]
+        ready = {b["start_ns"] for b in buckets if key(b, "last") == "1"}
+        for (t0, _), (t1, _) in pairwise(marks):
+            inside = [b["start_ns"] for b in buckets if t0 <= b["start_ns"] < t1]
+            ready |= {max(inside)} if inside else set()
+        spans: list[list[int]] = []
+        for r in sorted(
+            (r for r in comm if r["lane"] == lane and r["end_ns"] > r["start_ns"]),
+            key=lambda r: r["start_ns"],
+        ):
+            if spans and r["start_ns"] <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], r["end_ns"])
+            else:
+                spans.append([r["start_ns"], r["end_ns"]])
+        for t_ready in ready:
+            for s, e in spans:
+                if s <= t_ready < e:
+                    out |= {(lane, t) for t in range(t_ready, e)}
+    return out
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=event_sets())
 def test_categories_sum_to_step_and_match_oracle(rows: list[dict[str, Any]]) -> None:
+    check(rows)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=event_sets(cpu_comm=True))
+def test_cpu_threads_blocked_on_communication_match_oracle(rows: list[dict[str, Any]]) -> None:
     check(rows)
 
 

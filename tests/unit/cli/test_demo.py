@@ -10,6 +10,20 @@ import polars as pl
 import pytest
 
 import stallscope
+from stallscope.analysis import STALL_COLUMNS
+
+
+def printed_table(stdout: str) -> list[dict[str, float]]:
+    """The rows of the first rich table in `stdout`, by column name (numbers)."""
+    lines = stdout.splitlines()
+    head = next(line for line in lines if line.startswith("┃"))
+    names = [c.strip() for c in head.strip("┃").split("┃")]
+    rows = [line for line in lines if line.startswith("│")]
+    out = []
+    for line in rows:
+        cells = [c.strip().replace(",", "") for c in line.strip("│").split("│")]
+        out.append({n: float(v) for n, v in zip(names, cells, strict=True)})
+    return out
 
 
 @pytest.mark.torch
@@ -35,7 +49,12 @@ def test_demo_single_process_traces_real_training_and_prints_each_step(tmp_path:
         timeout=300,
     )
     assert p.returncode == 0, p.stderr
-    assert "captured per step" in p.stdout and "0 events dropped" in p.stdout
+    assert "stalls per step and rank (ms)" in p.stdout and "0 events dropped" in p.stdout
+    printed = printed_table(p.stdout)
+    assert [(r["rank"], r["step"]) for r in printed] == [(0.0, float(s)) for s in range(1, 7)]
+    assert all(r["compute"] > 0 and r["data"] > 0 for r in printed)
+    assert "sync_wait" not in printed[0] and "interconnect" not in printed[0]  # one process
+    assert "run: compute " in p.stdout
     ev = stallscope.load(out)
     windows = stallscope.analysis.step_windows(ev)
     assert windows["step"].to_list() == list(range(1, 7))
@@ -72,3 +91,34 @@ def test_demo_default_is_two_rank_ddp_with_matched_all_reduces(tmp_path: Path) -
     assert ev.filter(pl.col("kind") == "bucket").height > 0
     matched = stallscope.analysis.match_collectives(ev)
     assert matched.height > 0 and matched["complete"].all()
+
+    # The stall table of the run: DDP's wait for the last bucket's all-reduce (inside the
+    # "backward" region) is communication, and the categories sum to the step time.
+    table = stallscope.stall_table(ev)
+    assert table.height == 8
+    comm = pl.sum_horizontal("sync_wait_ns", "network_ns", "interconnect_ns")
+    assert (table.select(pl.sum_horizontal(STALL_COLUMNS)).to_series() == table["step_ns"]).all()
+    per_rank = table.group_by("rank").agg(comm.sum().alias("comm"), pl.col("step_ns").sum())
+    assert (per_rank["comm"] > 0).all(), table
+    # ... and no more than the buckets' own time (it is the exposed part of it)
+    bucket_ns = (
+        ev.filter(pl.col("kind") == "bucket")
+        .group_by("rank")
+        .agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("bucket_ns"))
+    )
+    both = per_rank.join(bucket_ns, on="rank")
+    assert (both["comm"] <= both["bucket_ns"]).all()
+    regions = ev.filter((pl.col("kind") == "region") & (pl.col("category") == "compute"))
+    assert table["compute_ns"].sum() < (regions["end_ns"] - regions["start_ns"]).sum()
+
+    # What the demo printed: the same table in ms, with a comm column > 0, and the run's shares.
+    printed = printed_table(p.stdout)
+    assert len(printed) == 8
+    for got, want in zip(printed, table.sort("rank", "step").iter_rows(named=True), strict=True):
+        assert (got["rank"], got["step"]) == (want["rank"], want["step"])
+        assert got["total"] == pytest.approx(want["step_ns"] / 1e6, abs=0.006)
+    assert sum(r.get("sync_wait", 0) + r.get("interconnect", 0) for r in printed) > 0
+    shares = next(line for line in p.stdout.splitlines() if line.startswith("run: "))
+    assert "compute " in shares and "data " in shares and "host " in shares
+    comm_pct = float(shares.split("comm ")[1].split("%")[0])
+    assert comm_pct > 0
