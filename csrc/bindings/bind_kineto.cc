@@ -22,14 +22,19 @@ py::array_t<T> to_array(std::vector<T>&& v) {
   return py::array_t<T>(static_cast<py::ssize_t>(heap->size()), heap->data(), owner);
 }
 
-const char* const kStrNames[] = {"ph",  "cat", "name", "a:cuda_sync_kind", "a:Collective name",
-                                 "a:dtype", "a:Process Group Name", "a:Process Group Description",
+const char* const kStrNames[] = {"ph",
+                                 "cat",
+                                 "name",
+                                 "a:cuda_sync_kind",
+                                 "a:Collective name",
+                                 "a:dtype",
+                                 "a:Process Group Name",
+                                 "a:Process Group Description",
                                  "a:Process Group Ranks"};
-const char* const kIntNames[] = {"pid",          "tid",       "id",
-                                 "a:correlation", "a:stream", "a:External id",
-                                 "a:device",     "a:bytes",   "a:Group size",
-                                 "a:In msg nelems", "a:Out msg nelems", "ts_ns",
-                                 "dur_ns"};
+const char* const kIntNames[] = {
+    "pid",      "tid",     "id",           "a:correlation",   "a:stream",         "a:External id",
+    "a:device", "a:bytes", "a:Group size", "a:In msg nelems", "a:Out msg nelems", "ts_ns",
+    "dur_ns"};
 
 py::object scan_py(py::buffer data) {
   py::buffer_info info = data.request();
@@ -50,8 +55,8 @@ py::object scan_py(py::buffer data) {
     out[py::str(kStrNames[i])] = py::make_tuple(to_array(std::move(r->str[i].codes)), strs);
   }
   for (int i = 0; i < kineto::kNumInt; ++i) {
-    out[py::str(kIntNames[i])] =
-        py::make_tuple(to_array(std::move(r->ints[i].values)), to_array(std::move(r->ints[i].valid)));
+    out[py::str(kIntNames[i])] = py::make_tuple(to_array(std::move(r->ints[i].values)),
+                                                to_array(std::move(r->ints[i].valid)));
   }
   out["has_ts"] = to_array(std::move(r->has_ts));
   out["has_dur"] = to_array(std::move(r->has_dur));

@@ -23,7 +23,7 @@ struct Unsupported {
   const char* why;
 };
 
-constexpr int kMaxDepth = 512;           // nesting of skipped values (orjson allows 1024)
+constexpr int kMaxDepth = 512;                // nesting of skipped values (orjson allows 1024)
 constexpr int64_t kMaxIp = 9000000000000000;  // ns_from_decimal: integer µs below 9e15
 
 enum ArgKind { kArgInt, kArgStr, kArgIgnored };
@@ -51,7 +51,19 @@ constexpr ArgKey kArgKeys[] = {
     {"Global rank stride", kArgIgnored, 0},
 };
 
-enum EvKey { kEvPh, kEvCat, kEvName, kEvPid, kEvTid, kEvTs, kEvDur, kEvId, kEvBp, kEvArgs, kEvOther };
+enum EvKey {
+  kEvPh,
+  kEvCat,
+  kEvName,
+  kEvPid,
+  kEvTid,
+  kEvTs,
+  kEvDur,
+  kEvId,
+  kEvBp,
+  kEvArgs,
+  kEvOther
+};
 
 EvKey event_key(std::string_view k) {
   switch (k.size()) {
@@ -81,7 +93,8 @@ inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 class Scanner {
  public:
-  Scanner(std::string_view d, ScanResult& r) : b_(d.data()), p_(d.data()), e_(d.data() + d.size()), r_(r) {}
+  Scanner(std::string_view d, ScanResult& r)
+      : b_(d.data()), p_(d.data()), e_(d.data() + d.size()), r_(r) {}
 
   void run() {
     ws();
@@ -180,10 +193,14 @@ class Scanner {
     for (int i = 0; i < 4; ++i) {
       char c = p_[i];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-      else throw Unsupported{"bad escape"};
+      if (c >= '0' && c <= '9')
+        v |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        throw Unsupported{"bad escape"};
     }
     p_ += 4;
     return v;
@@ -222,8 +239,10 @@ class Scanner {
       }
       if (c == '\\') break;
       if (c < 0x20) throw Unsupported{"control character in string"};
-      if (c >= 0x80) utf8();
-      else ++p_;
+      if (c >= 0x80)
+        utf8();
+      else
+        ++p_;
     }
     scratch_.assign(s, static_cast<size_t>(p_ - s));
     for (;;) {
@@ -237,14 +256,30 @@ class Scanner {
         ++p_;
         char esc = next();
         switch (esc) {
-          case '"': scratch_.push_back('"'); break;
-          case '\\': scratch_.push_back('\\'); break;
-          case '/': scratch_.push_back('/'); break;
-          case 'b': scratch_.push_back('\b'); break;
-          case 'f': scratch_.push_back('\f'); break;
-          case 'n': scratch_.push_back('\n'); break;
-          case 'r': scratch_.push_back('\r'); break;
-          case 't': scratch_.push_back('\t'); break;
+          case '"':
+            scratch_.push_back('"');
+            break;
+          case '\\':
+            scratch_.push_back('\\');
+            break;
+          case '/':
+            scratch_.push_back('/');
+            break;
+          case 'b':
+            scratch_.push_back('\b');
+            break;
+          case 'f':
+            scratch_.push_back('\f');
+            break;
+          case 'n':
+            scratch_.push_back('\n');
+            break;
+          case 'r':
+            scratch_.push_back('\r');
+            break;
+          case 't':
+            scratch_.push_back('\t');
+            break;
           case 'u': {
             unsigned cp = hex4();
             if (cp >= 0xDC00 && cp <= 0xDFFF) throw Unsupported{"lone surrogate"};
@@ -531,22 +566,42 @@ class Scanner {
         seen |= 1u << k;
       }
       switch (k) {
-        case kEvPh: str_field(r_.str[kPh]); break;
-        case kEvCat: str_field(r_.str[kCat]); break;
-        case kEvName: str_field(r_.str[kName]); break;
-        case kEvPid: int_field(r_.ints[kPid]); break;
-        case kEvTid: int_field(r_.ints[kTid]); break;
-        case kEvId: int_field(r_.ints[kId]); break;
-        case kEvTs: time_field(r_.ints[kTsNs], r_.has_ts, &r_.ts_is_float.back()); break;
-        case kEvDur: time_field(r_.ints[kDurNs], r_.has_dur, nullptr); break;
-        case kEvArgs: args(); break;
+        case kEvPh:
+          str_field(r_.str[kPh]);
+          break;
+        case kEvCat:
+          str_field(r_.str[kCat]);
+          break;
+        case kEvName:
+          str_field(r_.str[kName]);
+          break;
+        case kEvPid:
+          int_field(r_.ints[kPid]);
+          break;
+        case kEvTid:
+          int_field(r_.ints[kTid]);
+          break;
+        case kEvId:
+          int_field(r_.ints[kId]);
+          break;
+        case kEvTs:
+          time_field(r_.ints[kTsNs], r_.has_ts, &r_.ts_is_float.back());
+          break;
+        case kEvDur:
+          time_field(r_.ints[kDurNs], r_.has_dur, nullptr);
+          break;
+        case kEvArgs:
+          args();
+          break;
         case kEvBp: {
           char c = peek();
           if (c == '{' || c == '[' || c == 't' || c == 'f') throw Unsupported{"non-scalar bp"};
           skip_value(1);
           break;
         }
-        default: skip_value(1); break;
+        default:
+          skip_value(1);
+          break;
       }
       ws();
       char d = next();

@@ -15,13 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
+from test_import_fuzz import document  # type: ignore[import-not-found]
 
 import stallscope
 from stallscope import StallscopeWarning, TraceImportError
 from stallscope._kineto import _native, read_kineto
 from stallscope._kineto._parse import read_bytes
-
-from test_import_fuzz import document  # type: ignore[import-not-found]
 
 pytestmark = pytest.mark.skipif(not _native.available(), reason="_core built without kineto_scan")
 
@@ -74,7 +73,7 @@ def _check(doc: Any, truncate: int, monkeypatch: pytest.MonkeyPatch) -> None:
         _same(*_both(_write(d, raw), monkeypatch))
 
 
-_fast = settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+_fast = settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 _slow = settings(max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck))
 
 
