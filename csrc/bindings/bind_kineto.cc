@@ -61,6 +61,10 @@ py::object scan_py(py::buffer data) {
   out["has_ts"] = to_array(std::move(r->has_ts));
   out["has_dur"] = to_array(std::move(r->has_dur));
   out["ts_is_float"] = to_array(std::move(r->ts_is_float));
+  out["ts_f64"] = to_array(std::move(r->ts_f64));
+  out["dur_f64"] = to_array(std::move(r->dur_f64));
+  out["ts_any_float"] = r->ts_any_float;
+  out["dur_any_float"] = r->dur_any_float;
   return out;
 }
 

@@ -442,7 +442,8 @@ class Scanner {
 
   // ts / dur: integer ns as ns_from_decimal on the value's shortest round-trip text in fixed
   // notation (what the general reader sees); *is_float when that text has a '.'.
-  void time_field(IntCol& col, std::vector<uint8_t>& has, uint8_t* is_float) {
+  void time_field(IntCol& col, std::vector<uint8_t>& has, uint8_t* is_float, double* f64,
+                  bool* any_float) {
     if (null_here()) return;
     char c = peek();
     if (!(c == '-' || is_digit(c))) throw Unsupported{"non-number time"};
@@ -461,10 +462,14 @@ class Scanner {
       auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::fixed);
       if (res.ec != std::errc()) throw Unsupported{"float time out of range"};
       s = std::string_view(buf, static_cast<size_t>(res.ptr - buf));
+      *f64 = d;
+      *any_float = true;
     } else {
       size_t nd = t.size() - (t[0] == '-' ? 1 : 0);
       if (nd > 18) throw Unsupported{"integer time beyond int64"};
       if (t == "-0") s = "0";
+      int64_t iv = 0;
+      if (small_int(t, &iv)) *f64 = static_cast<double>(iv);
     }
     size_t i = 0;
     bool neg = false;
@@ -543,6 +548,8 @@ class Scanner {
     r_.has_ts.push_back(0);
     r_.has_dur.push_back(0);
     r_.ts_is_float.push_back(0);
+    r_.ts_f64.push_back(0);
+    r_.dur_f64.push_back(0);
     ++r_.rows;
   }
 
@@ -585,10 +592,11 @@ class Scanner {
           int_field(r_.ints[kId]);
           break;
         case kEvTs:
-          time_field(r_.ints[kTsNs], r_.has_ts, &r_.ts_is_float.back());
+          time_field(r_.ints[kTsNs], r_.has_ts, &r_.ts_is_float.back(), &r_.ts_f64.back(),
+                     &r_.ts_any_float);
           break;
         case kEvDur:
-          time_field(r_.ints[kDurNs], r_.has_dur, nullptr);
+          time_field(r_.ints[kDurNs], r_.has_dur, nullptr, &r_.dur_f64.back(), &r_.dur_any_float);
           break;
         case kEvArgs:
           args();

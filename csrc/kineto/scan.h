@@ -68,6 +68,10 @@ struct ScanResult {
   StrCol str[kNumStr];
   IntCol ints[kNumInt];
   std::vector<uint8_t> has_ts, has_dur, ts_is_float;
+  // ts / dur as float64 (what a typed decoder such as msgspec yields); any_float: a value was
+  // written with a fraction or exponent.
+  std::vector<double> ts_f64, dur_f64;
+  bool ts_any_float = false, dur_any_float = false;
   // Byte span of `"traceEvents": [...]` (key to end of value) in the input.
   size_t events_begin = 0, events_end = 0;
 };

@@ -5,7 +5,8 @@ object per event) and returns typed columns; this module turns them into the fra
 The scanner accepts only the common shape (strings where strings are expected, integers or plain
 decimal numbers elsewhere, no duplicated keys, valid JSON). For anything else it says why and
 `scan` returns None: the caller then takes the general reader (_parse), which also produces the
-error message for malformed input. Top-level metadata (everything but traceEvents, a few KiB)
+error message for malformed input. Numbers follow whichever decoder the general reader uses
+here: msgspec (typed) when installed, else Polars' string reader. Top-level metadata (everything but traceEvents, a few KiB)
 goes through the general reader's own metadata code, so it is identical too.
 """
 
@@ -19,6 +20,9 @@ import numpy as np
 import polars as pl
 
 from stallscope._kineto import _parse
+from stallscope._kineto._convert import ns_from_float
+from stallscope._kineto._fastjson import parse_fast
+from stallscope.exceptions import TraceImportError
 
 # normalise()'s columns, in its order: (name, kind) with kind str / int / time / flag.
 _STR = ("ph", "cat", "name")
@@ -49,6 +53,38 @@ def _ints(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]) -> pl.Serie
     return pl.select(pl.when(ok).then(v)).to_series()
 
 
+def typed() -> bool:
+    """Whether the general reader decodes with msgspec (typed numbers: a ts column with any
+    float is Float64, converted by `ns_from_float`) rather than Polars' string reader."""
+    try:
+        import msgspec  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _typed_meta(raw: bytes, path: Path) -> dict[str, Any] | None:
+    try:
+        res = parse_fast([raw], path)
+    except TraceImportError:
+        return None
+    return None if res is None else res[1]
+
+
+def _time(res: dict[str, Any], key: str, is_typed: bool) -> tuple[pl.Series, pl.Series]:
+    """(ns, written as a float) of ts or dur, as the general reader's `_as_ns` gives them."""
+    has = pl.Series(res[f"has_{key}"]).cast(pl.Boolean)
+    if is_typed and res[f"{key}_any_float"]:  # a Float64 column: every value is a float
+        f = pl.Series(res[f"{key}_f64"], dtype=pl.Float64)
+        f = pl.select(pl.when(has).then(f)).to_series()
+        ns = f.to_frame("v").select(ns_from_float(pl.col("v"))).to_series()
+        return ns, has
+    ns = _ints(*res[f"{key}_ns"])
+    if is_typed:  # an Int64 (or all-null) column
+        return ns, pl.Series([False] * len(has), dtype=pl.Boolean)
+    return ns, pl.Series(res["ts_is_float"]).cast(pl.Boolean)
+
+
 def meta(raw: bytes) -> dict[str, Any] | None:
     """The general reader's metadata for a document whose traceEvents list was emptied; None
     when that reader would not take its Polars path (the caller then falls back wholesale)."""
@@ -72,7 +108,9 @@ def scan(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
     if isinstance(res, str):
         return None
     begin, end = res["events_span"]
-    m = meta(raw[:begin] + b'"traceEvents":[]' + raw[end:])
+    rest = raw[:begin] + b'"traceEvents":[]' + raw[end:]
+    is_typed = typed()
+    m = _typed_meta(rest, path) if is_typed else meta(rest)
     if m is None:
         return None
     n = int(res["rows"])
@@ -82,9 +120,8 @@ def scan(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
     cols["bp"] = pl.Series([None] * n, dtype=pl.String)  # never read after normalise
     for c in _INT:
         cols[c] = _ints(*res[c])
-    cols["ts_ns"] = _ints(*res["ts_ns"])
-    cols["dur_ns"] = _ints(*res["dur_ns"])
-    cols["ts_is_float"] = pl.Series(res["ts_is_float"]).cast(pl.Boolean)
+    cols["ts_ns"], cols["ts_is_float"] = _time(res, "ts", is_typed)
+    cols["dur_ns"], _ = _time(res, "dur", is_typed)
     cols["has_ts"] = pl.Series(res["has_ts"]).cast(pl.Boolean)
     cols["has_dur"] = pl.Series(res["has_dur"]).cast(pl.Boolean)
     for c in _INT_ARGS:
