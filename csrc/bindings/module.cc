@@ -10,6 +10,7 @@ void bind_collector(py::module_& m);
 void bind_recording(py::module_& m);
 void bind_fast_api(py::module_& m);
 void bind_cupti(py::module_& m);
+void bind_kineto(py::module_& m);
 }  // namespace stallscope::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -20,4 +21,5 @@ PYBIND11_MODULE(_core, m) {
   stallscope::bindings::bind_recording(m);
   stallscope::bindings::bind_fast_api(m);
   stallscope::bindings::bind_cupti(m);
+  stallscope::bindings::bind_kineto(m);
 }

@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from stallscope._kineto import _native
 from stallscope._kineto._collectives import collective_events
 from stallscope._kineto._convert import TRACE_MARK, convert
 from stallscope._kineto._parse import parse_owned, read_bytes
@@ -93,12 +94,23 @@ def _as_int(v: Any) -> int | None:
         return None
 
 
+def _reader() -> str:
+    """STALLSCOPE_KINETO_READER: "auto" (default: native scanner, general reader as fallback),
+    "native" (the same; kept for symmetry) or "general" (never the native scanner)."""
+    return os.environ.get("STALLSCOPE_KINETO_READER", "auto")
+
+
 def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
     raw = read_bytes(path)
     m = _HTA_RANK_RE.search(raw)  # HTA's rule, used when distributedInfo has no rank
-    holder = [raw]
-    del raw  # the parser drops the text as soon as it is decoded
-    frame, meta = parse_owned(holder, path)
+    native = _native.scan(raw, path) if _reader() != "general" and _native.available() else None
+    if native is not None:
+        del raw
+        frame, meta = native
+    else:
+        holder = [raw]
+        del raw  # the parser drops the text as soon as it is decoded
+        frame, meta = parse_owned(holder, path)
     dist = meta.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else {}
     rank = _as_int(dist.get("rank"))
@@ -111,7 +123,9 @@ def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
     if not 0 <= base_ns < _MAX_BASE_NS:
         problems[f"baseTimeNanoseconds {base_ns} out of range (ignored: times stay relative)"] = 1
         base_ns = 0
-    events, ts_float = convert(frame, rank=rank, base_ns=base_ns, problems=problems)
+    events, ts_float = convert(
+        frame, rank=rank, base_ns=base_ns, problems=problems, normalised=native is not None
+    )
     del frame
     colls = collective_events(events)
     events = pl.concat([events, colls]) if colls.height else events

@@ -177,12 +177,18 @@ def normalise(raw: pl.DataFrame) -> pl.DataFrame:
 
 
 def convert(
-    raw: pl.DataFrame, *, rank: int, base_ns: int, problems: dict[str, int]
+    raw: pl.DataFrame,
+    *,
+    rank: int,
+    base_ns: int,
+    problems: dict[str, int],
+    normalised: bool = False,
 ) -> tuple[pl.DataFrame, bool]:
     """(events in the schema without the trace mark, ts_float). Rows that cannot be used are
-    counted in `problems` (reason -> count)."""
+    counted in `problems` (reason -> count). `normalised`: `raw` is already `normalise`'s
+    output (the native reader's frame)."""
     lf = (
-        normalise(raw)
+        (raw if normalised else normalise(raw))
         .lazy()
         .with_row_index("_i")
         .with_columns(

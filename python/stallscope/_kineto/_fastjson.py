@@ -112,7 +112,7 @@ def _parse(
         doc = decoder.decode(holder[0])
     except msgspec.ValidationError:
         return None
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # bad UTF-8 raises the latter
         raise TraceImportError(
             f"{path}: not valid JSON ({e}); is the file complete? (a profiler killed while "
             "writing leaves a truncated trace)"
