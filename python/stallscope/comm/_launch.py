@@ -6,9 +6,7 @@ would otherwise wait for the dead rank until the process-group timeout).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from stallscope._procs import stop_process_groups
 from stallscope.comm._harness import SweepConfig
 
 
@@ -26,22 +25,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _stop(procs: list[subprocess.Popen[bytes]], grace_s: float = 5.0) -> None:
-    """SIGTERM each live child's process group, then SIGKILL what is left after grace_s."""
-    for p in procs:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=5)
 
 
 def launch_local(cfg: SweepConfig, nprocs: int, timeout_s: float | None = None) -> dict[str, Any]:
@@ -101,10 +84,10 @@ def launch_local(cfg: SweepConfig, nprocs: int, timeout_s: float | None = None) 
                     break
                 time.sleep(0.05)
             else:
-                _stop(procs)
+                stop_process_groups(procs, grace_s=5.0)
                 raise RuntimeError(f"bench comm did not finish within {limit:.0f} s; stopped it")
             if failed is not None:
-                _stop(procs)
+                stop_process_groups(procs, grace_s=5.0)
                 for log in logs:
                     log.flush()
                 tail = (d / f"rank{failed}.log").read_text(errors="replace")[-3000:]
@@ -113,6 +96,6 @@ def launch_local(cfg: SweepConfig, nprocs: int, timeout_s: float | None = None) 
                 )
             return dict(orjson.loads((d / "report.json").read_bytes()))
         finally:
-            _stop(procs)
+            stop_process_groups(procs, grace_s=5.0)
             for log in logs:
                 log.close()

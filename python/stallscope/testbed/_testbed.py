@@ -36,6 +36,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from stallscope._procs import stop_process_groups
 from stallscope.testbed import _net
 from stallscope.testbed._net import TestbedError
 
@@ -350,7 +351,7 @@ class Testbed:
                     )
                 timed_out = not self._wait(procs, t0 + timeout_s, fail_grace_s)
             finally:
-                _stop_all(procs)
+                stop_process_groups(procs)
                 for f in logs:
                     f.close()
             outputs = []
@@ -399,22 +400,6 @@ class Testbed:
             raise TestbedError(
                 f"`{' '.join(argv)}` on node {node} exceeded {timeout_s:.0f} s"
             ) from None
-
-
-def _stop_all(procs: list[subprocess.Popen[bytes]], grace_s: float = 3.0) -> None:
-    for p in procs:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.01, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=5)  # unkillable (D state): the namespace clean-up reports it
 
 
 def _tail(path: Path, limit: int = 1 << 20) -> str:
