@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "activity_names.h"
+#include "buffer_pool.h"
 #include "core/clock.h"
 #include "core/event_record.h"
 #include "core/recorder.h"
@@ -27,65 +28,18 @@ namespace {
 
 // ---- state ---------------------------------------------------------------------------------
 std::mutex g_ctl_mu;   // start / stop
-std::mutex g_pool_mu;  // the buffer pool
 std::mutex g_proc_mu;  // buffer parsing (CUPTI's worker thread, or a flushing thread)
 std::atomic<bool> g_active{false};
 Options g_opts;
-Stats g_stats;  // counters below are updated under g_proc_mu / g_pool_mu / atomics
+Stats g_stats;  // updated under g_proc_mu (pool counters live in g_pool)
 std::vector<std::string> g_enabled_kinds;
 
 // ---- buffer pool ---------------------------------------------------------------------------
-std::vector<uint8_t*> g_free;  // buffers of g_opts.buffer_bytes not handed out
-uint64_t g_requested = 0, g_declined = 0, g_pool_peak = 0;  // under g_pool_mu
-uint64_t g_outstanding = 0;  // handed to CUPTI, not completed back to us (under g_pool_mu)
-uint64_t g_pool_bytes = 0;
-uint64_t g_buffer_size_in_pool = 0;  // size of the buffers in g_free
+BufferPool g_pool;
 
 void CUPTI_request(uint8_t** buffer, size_t* size, size_t* max_records) {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
   *max_records = 0;  // fill the buffer
-  g_requested++;
-  const uint64_t want = g_opts.buffer_bytes;
-  uint8_t* b = nullptr;
-  if (!g_free.empty() && g_buffer_size_in_pool == want) {
-    b = g_free.back();
-    g_free.pop_back();
-  } else if (g_pool_bytes + want <= g_opts.pool_limit_bytes) {
-    b = static_cast<uint8_t*>(std::aligned_alloc(8, want));
-    if (b != nullptr) {
-      g_pool_bytes += want;
-      if (g_pool_bytes > g_pool_peak) g_pool_peak = g_pool_bytes;
-    }
-  }
-  if (b == nullptr) {  // declined: CUPTI drops what it cannot store (and counts it)
-    g_declined++;
-    *buffer = nullptr;
-    *size = 0;
-    return;
-  }
-  g_outstanding++;
-  *buffer = b;
-  *size = want;
-}
-
-void release_buffer(uint8_t* b, size_t size) {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
-  if (g_outstanding > 0) g_outstanding--;
-  if (size == g_opts.buffer_bytes) {
-    g_buffer_size_in_pool = size;
-    g_free.push_back(b);
-  } else {  // from a session with another buffer size
-    std::free(b);
-    g_pool_bytes = g_pool_bytes > size ? g_pool_bytes - size : 0;
-  }
-}
-
-void free_pool() {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
-  for (uint8_t* b : g_free) std::free(b);
-  const uint64_t freed = g_free.size() * g_buffer_size_in_pool;
-  g_pool_bytes = g_pool_bytes > freed ? g_pool_bytes - freed : 0;  // late returns: never below 0
-  g_free.clear();
+  *buffer = g_pool.request(size);
 }
 
 // ---- correlation: CUPTI correlation id -> (step, region) -------------------------------------
@@ -418,7 +372,7 @@ void CUPTI_complete(void* /*ctx*/, uint32_t /*stream*/, uint8_t* buffer, size_t 
     }
     count_dropped();
   }
-  if (buffer != nullptr) release_buffer(buffer, size);
+  if (buffer != nullptr) g_pool.release(buffer, size);
 }
 
 uint64_t CUPTI_timestamp() { return clock_now_ns_u64(); }
@@ -448,7 +402,7 @@ void after_fork_in_child() {
   ext_after_fork();
   g_active.store(false, std::memory_order_relaxed);
   new (&g_ctl_mu) std::mutex();
-  new (&g_pool_mu) std::mutex();
+  g_pool.reinit_after_fork();
   new (&g_proc_mu) std::mutex();
 }
 // Installed by the first start() (not a static initializer: the linker may drop objects of a
@@ -501,16 +455,12 @@ StartResult start(const Options& opts) {
   }
   {
     std::lock_guard<std::mutex> pk(g_proc_mu);
-    std::lock_guard<std::mutex> ok(g_pool_mu);
     g_opts = opts;
     g_opts.buffer_bytes = (opts.buffer_bytes + 7) & ~uint64_t{7};  // aligned_alloc: multiple of 8
     if (g_opts.pool_limit_bytes < g_opts.buffer_bytes)
       g_opts.pool_limit_bytes = g_opts.buffer_bytes;
     g_stats = Stats{};
-    g_requested = g_declined = g_outstanding = 0;
-    // Buffers a previous session never got back (another tool took them) are not ours to count.
-    g_pool_bytes = g_free.size() * g_buffer_size_in_pool;
-    g_pool_peak = g_pool_bytes;
+    g_pool.reset_session(g_opts.buffer_bytes, g_opts.pool_limit_bytes);
     std::memset(g_ext, 0, sizeof g_ext);
     g_details.clear();
     g_open_markers.clear();
@@ -613,7 +563,7 @@ Stats stop(bool finalize) {
   // at full speed (pytorch/pytorch#146604). Never from inside a CUPTI callback.
   if (finalize) a.Finalize();
   g_active.store(false, std::memory_order_release);
-  free_pool();
+  g_pool.free_idle();
   return stats();
 }
 
@@ -626,14 +576,12 @@ Stats stats() {
     s = g_stats;
     s.distinct_kernel_names = distinct_kernel_names();
   }
-  {
-    std::lock_guard<std::mutex> ok(g_pool_mu);
-    s.buffers_requested = g_requested;
-    s.buffers_declined = g_declined;
-    s.pool_bytes = g_pool_bytes;
-    s.pool_peak_bytes = g_pool_peak;
-    s.buffers_outstanding = g_outstanding;
-  }
+  const PoolCounts pool = g_pool.counts();
+  s.buffers_requested = pool.requested;
+  s.buffers_declined = pool.declined;
+  s.pool_bytes = pool.bytes;
+  s.pool_peak_bytes = pool.peak_bytes;
+  s.buffers_outstanding = pool.outstanding;
   s.ext_push_errors = ext_push_errors();
   return s;
 }

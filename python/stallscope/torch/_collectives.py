@@ -268,24 +268,7 @@ def _on_complete(
 ) -> None:
     """Record when the work completes (the backend's completion thread calls back)."""
 
-    def done(_fut: Any) -> None:
-        with contextlib.suppress(Exception):  # a tracing problem never breaks training
-            record(
-                kind,
-                "comm",
-                op,
-                t0,
-                _core.now_ns(),
-                correlation=seq,
-                nbytes=nbytes,
-                lane=lane,
-                detail_text=detail,
-            )
-
-    try:
-        work.get_future().add_done_callback(done)
-    except Exception:  # backend without futures: the call's own return is all we know
-        detail += ";timing=issue"
+    def finish(detail_text: str) -> None:
         record(
             kind,
             "comm",
@@ -295,8 +278,17 @@ def _on_complete(
             correlation=seq,
             nbytes=nbytes,
             lane=lane,
-            detail_text=detail,
+            detail_text=detail_text,
         )
+
+    def done(_fut: Any) -> None:
+        with contextlib.suppress(Exception):  # a tracing problem never breaks training
+            finish(detail)
+
+    try:
+        work.get_future().add_done_callback(done)
+    except Exception:  # backend without futures: the call's own return is all we know
+        finish(detail + ";timing=issue")
 
 
 def patch() -> list[str]:
