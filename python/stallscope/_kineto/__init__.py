@@ -100,22 +100,24 @@ def _reader() -> str:
     return os.environ.get("STALLSCOPE_KINETO_READER", "auto")
 
 
-def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
-    raw = read_bytes(path)
-    m = _HTA_RANK_RE.search(raw)  # HTA's rule, used when distributedInfo has no rank
-    native = _native.scan(raw, path) if _reader() != "general" and _native.available() else None
-    if native is not None:
-        del raw
-        frame, meta = native
-    else:
-        holder = [raw]
-        del raw  # the parser drops the text as soon as it is decoded
-        frame, meta = parse_owned(holder, path)
+@dataclass
+class _Facts:
+    """What a file's metadata says, before its events are converted."""
+
+    rank: int
+    base_ns: int
+    world: int | None
+    dist: dict[str, Any]
+    meta: dict[str, Any]
+    problems: dict[str, int]
+
+
+def _facts(path: Path, meta: dict[str, Any], text_rank: int | None) -> _Facts:
     dist = meta.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else {}
     rank = _as_int(dist.get("rank"))
     if rank is None:
-        rank = int(m.group(1)) if m else 0
+        rank = text_rank if text_rank is not None else 0
     if not 0 <= rank < 2**31:
         raise TraceImportError(f"{path}: rank {rank} out of range")
     problems: dict[str, int] = {}
@@ -123,9 +125,68 @@ def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
     if not 0 <= base_ns < _MAX_BASE_NS:
         problems[f"baseTimeNanoseconds {base_ns} out of range (ignored: times stay relative)"] = 1
         base_ns = 0
-    events, ts_float = convert(
-        frame, rank=rank, base_ns=base_ns, problems=problems, normalised=native is not None
+    return _Facts(rank, base_ns, _as_int(dist.get("world_size")), dist, meta, problems)
+
+
+def _rank_meta(path: Path, f: _Facts, ts_float: bool, events: int) -> RankMeta:
+    devices = f.meta.get("deviceProperties")
+    return RankMeta(
+        rank=f.rank,
+        path=path,
+        world_size=f.world,
+        distributed_info=f.dist,
+        device_properties=devices if isinstance(devices, list) else [],
+        metadata={
+            k: v for k, v in f.meta.items() if k not in ("distributedInfo", "deviceProperties")
+        },
+        base_ns=f.base_ns,
+        ts_float=ts_float,
+        events=events,
+        problems=f.problems,
     )
+
+
+def _marks(rows: list[tuple[Path, _Facts, bool, int | None, int]]) -> pl.DataFrame:
+    """One trace mark per file: (path, facts, ts_float, row0_ns, start of its first event)."""
+    marks = [
+        {
+            "rank": f.rank,
+            "pid": 0,
+            "kind": "mark",
+            "category": "host",
+            "name": TRACE_MARK,
+            "start_ns": start,
+            "end_ns": start,
+            "lane": 0,
+            "device": -1,
+            "correlation": 0,
+            "bytes": 0,
+            "value": None,
+            "detail": format_detail(
+                {
+                    "source": "kineto",
+                    "base_ns": f.base_ns,
+                    "ts_float": int(ts_float),
+                    "world_size": f.world if f.world is not None else "",
+                    "row0_ns": "" if row0 is None else row0,
+                    "file": re.sub(r"[;=]", "_", path.name),
+                }
+            ),
+        }
+        for path, f, ts_float, row0, start in rows
+    ]
+    return conform(pl.DataFrame(marks)).collect()
+
+
+def _read_general(path: Path) -> tuple[pl.DataFrame, RankMeta]:
+    """One file through the general reader (_parse + _convert)."""
+    raw = read_bytes(path)
+    m = _HTA_RANK_RE.search(raw)  # HTA's rule, used when distributedInfo has no rank
+    holder = [raw]
+    del raw  # the parser drops the text as soon as it is decoded
+    frame, meta = parse_owned(holder, path)
+    f = _facts(path, meta, int(m.group(1)) if m else None)
+    events, ts_float = convert(frame, rank=f.rank, base_ns=f.base_ns, problems=f.problems)
     del frame
     colls = collective_events(events)
     events = pl.concat([events, colls]) if colls.height else events
@@ -134,49 +195,46 @@ def _read_one(path: Path) -> tuple[pl.DataFrame, RankMeta]:
     row0 = events.filter(pl.col("_i") == 0)["start_ns"]
     row0_ns = int(row0[0]) if row0.len() else None
     events = events.select(COLUMNS)
-    world = _as_int(dist.get("world_size"))
-    devices = meta.get("deviceProperties")
-    info = RankMeta(
-        rank=rank,
-        path=path,
-        world_size=world,
-        distributed_info=dist,
-        device_properties=devices if isinstance(devices, list) else [],
-        metadata={
-            k: v for k, v in meta.items() if k not in ("distributedInfo", "deviceProperties")
-        },
-        base_ns=base_ns,
-        ts_float=ts_float,
-        events=events.height,
-        problems=problems,
+    start = int(events["start_ns"].min()) if events.height else f.base_ns  # type: ignore[arg-type]
+    mark = _marks([(path, f, ts_float, row0_ns, start)])
+    out = pl.concat([mark, conform(events).collect()])
+    return out, _rank_meta(path, f, ts_float, events.height)
+
+
+def _read_native(
+    paths: list[Path],
+) -> tuple[pl.DataFrame | None, dict[Path, RankMeta], list[tuple[Path, pl.DataFrame, RankMeta]]]:
+    """Files through the native scanner: (their events, sorted by rank and time; their
+    RankMeta by path) plus the files it declined, read by the general reader."""
+    session = _native.Session()
+    scans: list[_native.FileScan] = []
+    facts: list[_Facts] = []
+    general: list[tuple[Path, pl.DataFrame, RankMeta]] = []
+    for path in paths:
+        fs = session.read(path)
+        if fs is None:
+            general.append((path, *_read_general(path)))
+            continue
+        scans.append(fs)
+        facts.append(_facts(path, fs.meta, fs.res["rank"]))
+    if not scans:
+        return None, {}, general
+    conv = _native.convert_all(scans, session, [f.rank for f in facts], [f.base_ns for f in facts])
+    starts = dict(conv.frame.group_by("rank").agg(pl.col("start_ns").min()).iter_rows())
+    infos: dict[Path, RankMeta] = {}
+    mark_rows = []
+    for i, (fs, f) in enumerate(zip(scans, facts, strict=True)):
+        f.problems.update(conv.problems[i])
+        infos[fs.path] = _rank_meta(fs.path, f, conv.ts_float[i], conv.counts[i])
+        start = starts.get(f.rank, f.base_ns)
+        mark_rows.append((fs.path, f, conv.ts_float[i], conv.row0[i], start))
+    marks = _marks(mark_rows).with_columns(_i=pl.lit(-1, pl.Int64), _kord=pl.lit(0, pl.UInt8))
+    events = (
+        pl.concat([marks, conv.frame])
+        .sort("rank", "start_ns", "_i", "_kord", maintain_order=True)
+        .drop("_i", "_kord")
     )
-    start = int(events["start_ns"].min()) if events.height else base_ns  # type: ignore[arg-type]
-    mark = {
-        "rank": rank,
-        "pid": 0,
-        "kind": "mark",
-        "category": "host",
-        "name": TRACE_MARK,
-        "start_ns": start,
-        "end_ns": start,
-        "lane": 0,
-        "device": -1,
-        "correlation": 0,
-        "bytes": 0,
-        "value": None,
-        "detail": format_detail(
-            {
-                "source": "kineto",
-                "base_ns": base_ns,
-                "ts_float": int(ts_float),
-                "world_size": world if world is not None else "",
-                "row0_ns": "" if row0_ns is None else row0_ns,
-                "file": re.sub(r"[;=]", "_", path.name),
-            }
-        ),
-    }
-    out = pl.concat([conform(pl.DataFrame([mark])).collect(), conform(events).collect()])
-    return out, info
+    return events, infos, general
 
 
 def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
@@ -186,16 +244,25 @@ def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
     dropped and counted in one StallscopeWarning per file."""
     files = _files(paths)
     frames: list[pl.DataFrame] = []
+    by_path: dict[Path, RankMeta] = {}
+    if _reader() != "general" and _native.available():
+        native, by_path, general = _read_native(files)
+        if native is not None:
+            frames.append(native)
+    else:
+        general = [(p, *_read_general(p)) for p in files]
+    for path, frame, info in general:
+        frames.append(frame)
+        by_path[path] = info
     ranks: dict[int, RankMeta] = {}
     for path in files:
-        frame, info = _read_one(path)
+        info = by_path[path]
         if info.rank in ranks:
             raise TraceImportError(
                 f"{path} and {ranks[info.rank].path} are both rank {info.rank}: import one "
                 "job's traces at a time, one file per rank (move the other file away)"
             )
         ranks[info.rank] = info
-        frames.append(frame)
         if info.problems:
             listed = "; ".join(f"{n} {why}" for why, n in info.problems.items())
             warnings.warn(f"{path}: {listed}", StallscopeWarning, stacklevel=3)
@@ -214,7 +281,9 @@ def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
                 f"rank(s) {beyond} are outside world_size {world}: these files do not come "
                 "from one job"
             )
-    events = pl.concat(frames).sort("rank", "start_ns", maintain_order=True)
+    events = pl.concat(frames) if len(frames) != 1 else frames[0]
+    if len(frames) != 1:
+        events = events.sort("rank", "start_ns", maintain_order=True)
     return KinetoImport(events=events, ranks=dict(sorted(ranks.items())))
 
 

@@ -21,32 +21,40 @@ P2P_NAMES = ("send", "recv", "isend", "irecv", "_send", "_recv")
 NOT_COLLECTIVES = ("wait", "")  # record_param_comms of a work.wait(): no transfer of its own
 
 
-def collective_events(events: pl.DataFrame) -> pl.DataFrame:
-    """Collective rows (schema columns plus the private _ columns, dropped by the caller) for
-    one rank's converted events."""
-    ops = events.filter(
+def nccl_ops(ops: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `ops` that are collectives: record_param_comms with a Collective name."""
+    return ops.filter(
         (pl.col("name") == "record_param_comms")
         & pl.col("_coll").is_not_null()
         & ~pl.col("_coll").is_in(NOT_COLLECTIVES)
-    ).with_row_index("_op")
+    )
+
+
+def collective_events(events: pl.DataFrame, ops: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Collective rows for converted events of one or more ranks: the columns of `ops` (by
+    default the collective rows of `events`, which then carry the private _ columns of the NCCL
+    metadata), dropped of nothing; `events` supplies the kernels and runtime calls."""
+    ops = nccl_ops(events if ops is None else ops).with_row_index("_op")
     if ops.height == 0:
         return ops.drop("_op").clear()
     # NCCL kernels and the runtime calls that launched them.
     kernels = events.filter((pl.col("kind") == "kernel") & (pl.col("category") == "comm")).select(
-        "correlation", k_start="start_ns", k_end="end_ns"
+        "rank", "correlation", k_start="start_ns", k_end="end_ns"
     )
     launches = (
         events.filter(pl.col("kind") == "runtime")
-        .join(kernels, on="correlation", how="inner")
-        .select("pid", "lane", "start_ns", "k_start", "k_end")
+        .join(kernels, on=["rank", "correlation"], how="inner")
+        .select("rank", "pid", "lane", "start_ns", "k_start", "k_end")
         .sort("start_ns")
     )
     linked = (
         launches.join_asof(
-            ops.select("_op", "pid", "lane", op_start="start_ns", op_end="end_ns").sort("op_start"),
+            ops.select("_op", "rank", "pid", "lane", op_start="start_ns", op_end="end_ns").sort(
+                "op_start"
+            ),
             left_on="start_ns",
             right_on="op_start",
-            by=["pid", "lane"],
+            by=["rank", "pid", "lane"],
             strategy="backward",
             check_sortedness=False,  # sorted by start_ns above, hence within each group
         )
@@ -60,7 +68,7 @@ def collective_events(events: pl.DataFrame) -> pl.DataFrame:
     name = pl.col("_coll")
     out = (
         ops.join(linked, on="_op", how="left")
-        .sort("start_ns")
+        .sort("rank", "start_ns", maintain_order=True)
         .with_columns(_group=group.str.replace_all(r"[;=]", "_"))
         .with_columns(
             kind=pl.when(name.str.to_lowercase().is_in(P2P_NAMES))
@@ -70,7 +78,7 @@ def collective_events(events: pl.DataFrame) -> pl.DataFrame:
             name=name,
             start_ns=pl.coalesce("k_start", "start_ns"),
             end_ns=pl.coalesce("k_end", "end_ns"),
-            correlation=pl.int_range(pl.len()).over("_group").cast(pl.Int64),
+            correlation=pl.int_range(pl.len()).over("rank", "_group").cast(pl.Int64),
             bytes=(pl.col("_in_nelems") * size).fill_null(0).clip(lower_bound=0),
             detail=pl.concat_str(
                 pl.lit("group="),
@@ -88,4 +96,4 @@ def collective_events(events: pl.DataFrame) -> pl.DataFrame:
         )
         .drop("_op", "k_start", "k_end", "_group")
     )
-    return out.select(events.columns)
+    return out.select([c for c in ops.columns if c != "_op"])

@@ -164,3 +164,20 @@ def _parse(
     frame = pl.DataFrame({**cols, "args": struct})
     meta = {k: v for k in _META_KEYS if (v := getattr(doc, k)) is not None}
     return frame, meta
+
+
+def parse_meta(raw: bytes, path: Path) -> dict[str, Any] | None:
+    """The metadata `parse_fast` gives for a document whose traceEvents list is empty (the
+    native reader's top-level members); None when that reader would not take it."""
+    try:
+        decoder = _decoder()
+        import msgspec
+    except ImportError:
+        return None
+    try:
+        doc = decoder.decode(raw)
+    except msgspec.ValidationError:
+        return None
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise TraceImportError(f"{path}: not valid JSON ({e})") from None
+    return {k: v for k in _META_KEYS if (v := getattr(doc, k)) is not None}

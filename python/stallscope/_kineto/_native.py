@@ -1,132 +1,434 @@
-"""The native reader of Kineto JSON: `_core.kineto_scan` walks the bytes once in C++ (no Python
-object per event) and returns typed columns; this module turns them into the frame that
-`_convert.normalise` would produce from the general reader's output, value for value.
+"""The native reader of Kineto JSON: files stream through `_core.KinetoScanner` (gunzipped in
+chunks, never held whole), which keeps only the complete events that pass the importer's row
+checks, as typed columns with strings as codes into dictionaries shared by every file of the
+import. The conversion to the event schema then runs once for all files: per-string work (kind,
+category and step of each distinct category and name) on the dictionaries, per-row work in NumPy,
+one Polars sort. Results are those of the general reader (_parse + _convert), value for value.
 
-The scanner accepts only the common shape (strings where strings are expected, integers or plain
-decimal numbers elsewhere, no duplicated keys, valid JSON). For anything else it says why and
-`scan` returns None: the caller then takes the general reader (_parse), which also produces the
-error message for malformed input. Numbers follow whichever decoder the general reader uses
-here: msgspec (typed) when installed, else Polars' string reader. Top-level metadata (everything but traceEvents, a few KiB)
-goes through the general reader's own metadata code, so it is identical too.
+The scanner takes the common shape only (see csrc/kineto/stream_scanner.h); for any other file
+it says why, and the caller reads that file with the general reader, which also words the error
+for malformed input. Numbers follow the general reader's typed decoder (msgspec, a dependency).
 """
 
 from __future__ import annotations
 
-import io
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from queue import Queue
+from typing import Any, Final
 
 import numpy as np
 import polars as pl
 
-from stallscope._kineto import _parse
-from stallscope._kineto._convert import ns_from_float
-from stallscope._kineto._fastjson import parse_fast
+from stallscope._classify import gpu_category
+from stallscope._kineto._collectives import collective_events
+from stallscope._kineto._convert import FLOW_CATS, GPU_KINDS, KIND_OF_CAT, STEP_RE
+from stallscope._kineto._fastjson import parse_meta
+from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, KIND, KIND_ID, KINDS
 from stallscope.exceptions import TraceImportError
 
-# normalise()'s columns, in its order: (name, kind) with kind str / int / time / flag.
-_STR = ("ph", "cat", "name")
-_INT = ("pid", "tid", "id")
-_INT_ARGS = ("a:correlation", "a:stream", "a:External id", "a:device", "a:bytes",
-             "a:Group size", "a:In msg nelems", "a:Out msg nelems")  # fmt: skip
-_STR_ARGS = ("a:cuda_sync_kind", "a:Collective name", "a:dtype", "a:Process Group Name",
-             "a:Process Group Description", "a:Process Group Ranks")  # fmt: skip
+NULL: Final = np.iinfo(np.int64).min  # the scanner's null in int64 columns
+_CHUNK: Final = 1 << 20  # compressed bytes per read
+_INT32 = (-(2**31), 2**31 - 1)
 
 
 def available() -> bool:
     try:
+        import msgspec  # noqa: F401  (the typed decoder the scanner's numbers follow)
+
         from stallscope import _core
     except ImportError:
         return False
-    return hasattr(_core, "kineto_scan")
+    return hasattr(_core, "KinetoScanner")
 
 
-def _strings(codes: np.ndarray[Any, Any], table: list[str]) -> pl.Series:
-    idx = pl.Series(codes, dtype=pl.Int32)
-    idx = pl.select(pl.when(idx >= 0).then(idx)).to_series()
-    return pl.Series(table, dtype=pl.String).gather(idx)
-
-
-def _ints(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]) -> pl.Series:
-    v = pl.Series(values, dtype=pl.Int64)
-    ok = pl.Series(valid).cast(pl.Boolean)
-    return pl.select(pl.when(ok).then(v)).to_series()
-
-
-def typed() -> bool:
-    """Whether the general reader decodes with msgspec (typed numbers: a ts column with any
-    float is Float64, converted by `ns_from_float`) rather than Polars' string reader."""
+def _inflater() -> Any:
+    """A gzip decompressor: ISA-L's (about 3x zlib's speed) when installed, else zlib's."""
     try:
-        import msgspec  # noqa: F401
+        from isal import isal_zlib
+
+        return isal_zlib.decompressobj(31)
     except ImportError:
-        return False
-    return True
+        return zlib.decompressobj(31)
 
 
-def _typed_meta(raw: bytes, path: Path) -> dict[str, Any] | None:
+def _gzip_error(path: Path, why: object) -> TraceImportError:
+    return TraceImportError(
+        f"{path}: corrupt or truncated gzip ({why}); re-copy the trace or gunzip it to check"
+    )
+
+
+def _chunks(path: Path) -> Iterator[bytes]:
+    """The file's text in chunks (gunzipped when it is gzip, members concatenated)."""
     try:
-        res = parse_fast([raw], path)
-    except TraceImportError:
-        return None
-    return None if res is None else res[1]
+        f = path.open("rb")
+    except OSError as e:
+        raise TraceImportError(f"{path}: cannot read ({e.strerror or e})") from None
+    with f:
+        head = f.read(_CHUNK)
+        if head[:2] != b"\x1f\x8b":
+            while head:
+                yield head
+                head = f.read(_CHUNK)
+            return
+        d = _inflater()
+        data = head
+        while data:
+            try:
+                out = d.decompress(data)
+                while d.eof and d.unused_data:  # another gzip member follows
+                    rest = d.unused_data
+                    d = _inflater()
+                    out += d.decompress(rest)
+            except Exception as e:  # zlib.error / isal's IsalError
+                raise _gzip_error(path, e) from None
+            if out:
+                yield out
+            data = f.read(_CHUNK)
+        if not d.eof:
+            raise _gzip_error(path, "Compressed file ended before the end-of-stream marker")
 
 
-def _time(res: dict[str, Any], key: str, is_typed: bool) -> tuple[pl.Series, pl.Series]:
-    """(ns, written as a float) of ts or dur, as the general reader's `_as_ns` gives them."""
-    has = pl.Series(res[f"has_{key}"]).cast(pl.Boolean)
-    if is_typed and res[f"{key}_any_float"]:  # a Float64 column: every value is a float
-        f = pl.Series(res[f"{key}_f64"], dtype=pl.Float64)
-        f = pl.select(pl.when(has).then(f)).to_series()
-        ns = f.to_frame("v").select(ns_from_float(pl.col("v"))).to_series()
-        return ns, has
-    ns = _ints(*res[f"{key}_ns"])
-    if is_typed:  # an Int64 (or all-null) column
-        return ns, pl.Series([False] * len(has), dtype=pl.Boolean)
-    return ns, pl.Series(res["ts_is_float"]).cast(pl.Boolean)
+@dataclass
+class FileScan:
+    """What the scanner kept of one file."""
+
+    path: Path
+    res: dict[str, Any]
+    meta: dict[str, Any]
 
 
-def meta(raw: bytes) -> dict[str, Any] | None:
-    """The general reader's metadata for a document whose traceEvents list was emptied; None
-    when that reader would not take its Polars path (the caller then falls back wholesale)."""
-    try:
-        top = pl.read_json(io.BytesIO(raw), schema=_parse.FAST_SCHEMA)
-    except Exception:  # the general reader would take its slow path: so does the caller
-        return None
-    if top.height != 1:
-        return None
-    out = _parse._meta_from_row(top.drop("traceEvents").row(0, named=True))
-    if out.get("distributedInfo") is not None or out.get("deviceProperties") is not None:
-        out.update(_parse._head_metadata(raw))
+class Session:
+    """One import: a scanner whose string dictionaries the files share."""
+
+    def __init__(self) -> None:
+        from stallscope import _core
+
+        self.scanner = _core.KinetoScanner()
+
+    def read(self, path: Path) -> FileScan | None:
+        """The file's columns, or None when the general reader must take it (the scanner does
+        not accept its shape). TraceImportError for unreadable files and broken gzip."""
+        sc = self.scanner
+        sc.begin_file()
+        ok = True
+        # Decompression runs in a thread ahead of the scan (both release the GIL): 2 cores.
+        q: Queue[bytes | BaseException | None] = Queue(maxsize=4)
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for chunk in _chunks(path):
+                    if stop.is_set():
+                        return
+                    q.put(chunk)
+                q.put(None)
+            except BaseException as e:  # handed to the reader, raised there
+                q.put(e)
+
+        t = threading.Thread(target=produce, name="stallscope-gunzip", daemon=True)
+        t.start()
+        try:
+            while True:
+                item = q.get()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                if ok:
+                    ok = sc.feed(item)
+                    if not ok:
+                        stop.set()
+                        break
+        finally:
+            stop.set()
+            while t.is_alive():  # unblock a producer waiting on a full queue
+                while not q.empty():
+                    q.get_nowait()
+                t.join(0.01)
+        res = sc.end_file() if ok else "unsupported"
+        if isinstance(res, str):
+            sc.begin_file()
+            return None
+        meta = parse_meta(res["meta_json"], path)
+        if meta is None:
+            return None
+        return FileScan(path, res, meta)
+
+
+@dataclass
+class _Tables:
+    """Per-code facts of the shared dictionaries (computed once per import)."""
+
+    cat_kind: np.ndarray[Any, Any]  # cat code -> KIND index
+    cat_known: np.ndarray[Any, Any]
+    cat_trace: np.ndarray[Any, Any]  # cat "Trace": dropped, as HTA does
+    cat_flow: np.ndarray[Any, Any]
+    cat_linked: np.ndarray[Any, Any]  # GPU / runtime categories (linked by correlation)
+    cat_stripped: list[str]
+    cat_detail: pl.Series  # "cat=<cat>" per code
+    name_step: np.ndarray[Any, Any]  # name code -> ProfilerStep number (NULL: none)
+    name_gpu_cat: np.ndarray[Any, Any]  # name code -> CATEGORY index for GPU rows
+    names: pl.Series  # name code -> name ("" appended for null names: code -1)
+    args: pl.Series  # args dictionary
+
+
+def _tables(scanner: Any) -> _Tables:
+    cats = pl.Series("c", scanner.strings("cat"), dtype=pl.String).str.strip_chars()
+    stripped = cats.to_list()
+    kinds = [KIND_OF_CAT.get(c, "region") for c in stripped]
+    linked = {c for c, k in KIND_OF_CAT.items() if k in (*GPU_KINDS, "runtime")}
+    names = pl.Series("n", [*scanner.strings("name"), ""], dtype=pl.String)
+    facts = names.to_frame().select(
+        step=pl.col("n").str.extract(STEP_RE, 1).cast(pl.Int64, strict=False).fill_null(NULL),
+        gpu=gpu_category(pl.col("n")).replace_strict(CATEGORY_ID, return_dtype=pl.UInt8),
+    )
+    args = pl.Series("a", scanner.strings("args"), dtype=pl.String)
+    return _Tables(
+        cat_kind=np.array([KIND_ID[k] for k in kinds], dtype=np.uint8),
+        cat_known=np.array([c in KIND_OF_CAT for c in stripped], dtype=bool),
+        cat_trace=np.array([c == "Trace" for c in stripped], dtype=bool),
+        cat_flow=np.array([c in FLOW_CATS for c in stripped], dtype=bool),
+        cat_linked=np.array([c in linked for c in stripped], dtype=bool),
+        cat_stripped=stripped,
+        cat_detail=("cat=" + cats.str.replace_all(r"[;=]", "_")).alias("d"),
+        name_step=facts["step"].to_numpy(),
+        name_gpu_cat=facts["gpu"].to_numpy(),
+        names=names,
+        args=args,
+    )
+
+
+def _link_flows(rows: dict[str, np.ndarray[Any, Any]], fs: FileScan, t: _Tables) -> None:
+    """args.correlation from ac2g flows (s at the runtime call, f at the GPU op; id =
+    correlation) for rows of traces whose events lack it; in place."""
+    corr = rows["correlation"]
+    unlinked = (corr == NULL) & t.cat_linked[rows["cat"]]
+    if not unlinked.any():
+        return
+    fl = fs.res["flows"]
+    keep = t.cat_flow[fl["cat"]] if len(fl["cat"]) else np.zeros(0, dtype=bool)
+    cols = {k: fl[k][keep] for k in ("pid", "tid", "ts_ns", "id")}
+    flows = (
+        pl.DataFrame(cols)
+        .filter(*(pl.col(k) != NULL for k in cols))
+        .unique(subset=["pid", "tid", "ts_ns"], keep="first", maintain_order=True)
+    )
+    pos = np.flatnonzero(unlinked)
+    want = pl.DataFrame({"pos": pos, **{k: rows[k][pos] for k in ("pid", "tid", "ts_ns")}}).filter(
+        pl.col("pid") != NULL, pl.col("tid") != NULL
+    )
+    found = want.join(flows, on=["pid", "tid", "ts_ns"], how="inner")
+    corr[found["pos"].to_numpy()] = found["id"].to_numpy()
+
+
+def _null(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    out: np.ndarray[Any, Any] = a == NULL
     return out
 
 
-def scan(raw: bytes, path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
-    """(normalised events, metadata) or None when the general reader must take the file."""
-    from stallscope import _core
+def _clip(a: np.ndarray[Any, Any], lo: int, hi: int, fill: int) -> np.ndarray[Any, Any]:
+    """clip(lo, hi) then fill_null(fill), as the general converter does."""
+    return np.where(_null(a), fill, np.clip(a, lo, hi))
 
-    res = _core.kineto_scan(raw)
-    if isinstance(res, str):
-        return None
-    begin, end = res["events_span"]
-    rest = raw[:begin] + b'"traceEvents":[]' + raw[end:]
-    is_typed = typed()
-    m = _typed_meta(rest, path) if is_typed else meta(rest)
-    if m is None:
-        return None
-    n = int(res["rows"])
-    cols: dict[str, pl.Series] = {}
-    for c in _STR:
-        cols[c] = _strings(*res[c])
-    cols["bp"] = pl.Series([None] * n, dtype=pl.String)  # never read after normalise
-    for c in _INT:
-        cols[c] = _ints(*res[c])
-    cols["ts_ns"], cols["ts_is_float"] = _time(res, "ts", is_typed)
-    cols["dur_ns"], _ = _time(res, "dur", is_typed)
-    cols["has_ts"] = pl.Series(res["has_ts"]).cast(pl.Boolean)
-    cols["has_dur"] = pl.Series(res["has_dur"]).cast(pl.Boolean)
-    for c in _INT_ARGS:
-        cols[c] = _ints(*res[c])
-    for c in _STR_ARGS:
-        cols[c] = _strings(*res[c])
-    del res
-    return pl.DataFrame({k: v.alias(k) for k, v in cols.items()}), m
+
+@dataclass
+class Converted:
+    """The events of every natively read file (schema columns plus _i, _kord: sort keys) and,
+    per file, what the caller reports."""
+
+    frame: pl.DataFrame
+    problems: list[dict[str, int]]
+    counts: list[int]  # events per file (collectives included, the trace mark not)
+    row0: list[int | None]  # start of the file's first event, when kept
+    ts_float: list[bool]  # the file's kept ts were read as floats
+
+
+def convert_all(
+    scans: list[FileScan], session: Session, ranks: list[int], bases: list[int]
+) -> Converted:
+    """Schema rows for the files read by `session` (rank and baseTimeNanoseconds per file)."""
+    t = _tables(session.scanner)
+    parts: dict[str, list[np.ndarray[Any, Any]]] = {}
+    problems: list[dict[str, int]] = []
+    sizes: list[int] = []
+    for fs in scans:
+        rows = dict(fs.res["rows"])
+        rows["name"] = np.where(rows["name"] < 0, len(t.names) - 1, rows["name"])
+        probs = _problems(fs.res["problems"])
+        _link_flows(rows, fs, t)
+        drop = t.cat_trace[rows["cat"]]
+        if drop.any():
+            rows = {k: v[~drop] for k, v in rows.items()}
+        unknown = ~t.cat_known[rows["cat"]]
+        if unknown.any():
+            cats = sorted({t.cat_stripped[c] for c in np.unique(rows["cat"][unknown])})[:5]
+            key = f"events of unknown categories (kept as host regions): {', '.join(cats)}"
+            probs[key] = probs.get(key, 0) + int(unknown.sum())
+        problems.append(probs)
+        sizes.append(len(rows["index"]))
+        for k, v in rows.items():
+            parts.setdefault(k, []).append(v)
+    n = sum(sizes)
+    cols = {k: np.concatenate(v) for k, v in parts.items()}
+    rank = np.repeat(np.array(ranks, dtype=np.int32), sizes)
+    base = np.repeat(np.array(bases, dtype=np.int64), sizes)
+    cat, name = cols["cat"], cols["name"]
+
+    kind = t.cat_kind[cat]
+    step = t.name_step[name]
+    is_step = (step != NULL) & (kind == KIND_ID["region"])
+    kind = np.where(is_step, KIND_ID["step"], kind).astype(np.uint8)
+    kind_gpu = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in GPU_KINDS])
+    is_gpu = kind_gpu[kind]
+    is_marker = kind == KIND_ID["marker"]
+    category = np.where(
+        is_gpu,
+        t.name_gpu_cat[name],
+        np.where(is_marker, CATEGORY_ID["other"], CATEGORY_ID["host"]),
+    ).astype(np.uint8)
+    pid, tid, stream = cols["pid"], cols["tid"], cols["stream"]
+    start = base + cols["ts_ns"]
+    lane_raw = np.where(is_gpu & ~_null(stream), stream, tid)
+    device_raw = np.where(_null(cols["device"]), pid, cols["device"])
+    corr = cols["correlation"]
+    gpu_or_runtime = is_gpu | (kind == KIND_ID["runtime"])
+    correlation = np.where(is_step, step, np.where(gpu_or_runtime & ~_null(corr), corr, 0)).astype(
+        np.int64
+    )
+    copies = (kind == KIND_ID["memcpy"]) | (kind == KIND_ID["memset"])
+    nbytes = cols["bytes"]
+    nbytes = np.where(copies & ~_null(nbytes), np.maximum(nbytes, 0), 0)
+    kord = _KIND_ORDER[kind]
+
+    ext = pl.Series("e", cols["ext"])
+    sync = _gather(t.args.str.replace_all(r"[;=]", "_"), cols["sync_kind"])
+    detail = pl.select(
+        pl.concat_str(
+            _gather(t.cat_detail, cat),
+            pl.when(ext != NULL).then(pl.lit(";ext=") + ext.cast(pl.String)).otherwise(pl.lit("")),
+            pl.when(sync.is_not_null()).then(pl.lit(";sync_kind=") + sync).otherwise(pl.lit("")),
+        ).alias("detail")
+    ).to_series()
+
+    frame = pl.DataFrame(
+        {
+            "rank": rank,
+            "pid": _clip(pid, *_INT32, 0).astype(np.int32),
+            "kind": pl.Series(KINDS, dtype=KIND).gather(pl.Series(kind, dtype=pl.UInt32)),
+            "category": pl.Series(CATEGORIES, dtype=CATEGORY).gather(
+                pl.Series(category, dtype=pl.UInt32)
+            ),
+            "name": t.names.gather(pl.Series(name, dtype=pl.UInt32)),
+            "start_ns": start,
+            "end_ns": start + cols["dur_ns"],
+            "lane": _clip(lane_raw, *_INT32, 0).astype(np.int32),
+            "device": np.where(is_gpu | is_marker, _clip(device_raw, -1, 2**15 - 1, -1), -1).astype(
+                np.int16
+            ),
+            "correlation": correlation,
+            "bytes": nbytes.astype(np.int64),
+            "value": pl.repeat(None, n, dtype=pl.Float64, eager=True),
+            "detail": detail,
+            "_i": cols["index"],
+            "_kord": kord,
+        }
+    )
+    colls = _collectives(frame, scans, t, sizes)
+    counts = list(sizes)
+    if colls.height:
+        per = colls.group_by("rank").len()
+        by_rank = dict(zip(per["rank"].to_list(), per["len"].to_list(), strict=True))
+        counts = [c + by_rank.get(r, 0) for c, r in zip(sizes, ranks, strict=True)]
+        frame = pl.concat([frame, colls])
+    row0 = _row0(frame, ranks)
+    ts_float = [
+        bool(fs.res["ts_float"]) and size > 0 for fs, size in zip(scans, sizes, strict=True)
+    ]
+    return Converted(frame=frame, problems=problems, counts=counts, row0=row0, ts_float=ts_float)
+
+
+def _gather(table: pl.Series, codes: np.ndarray[Any, Any]) -> pl.Series:
+    """table[code] per code; null where the code is negative."""
+    c = pl.Series(codes, dtype=pl.Int64)
+    idx = pl.select(pl.when(c >= 0).then(c)).to_series()
+    if table.len() == 0:
+        return pl.repeat(None, len(codes), dtype=table.dtype, eager=True)
+    return table.gather(idx)
+
+
+# Kind codes ordered as their names sort (the general converter sorts ties by the kind's name).
+_KIND_ORDER: Final = np.argsort(np.argsort(np.array(KINDS))).astype(np.uint8)
+
+
+def _problems(counts: dict[str, int]) -> dict[str, int]:
+    words = {
+        "no_dur": "complete events ('ph': 'X') without 'dur'",
+        "no_cat": "events without 'cat'",
+        "bad_time": "events with an unparseable 'ts' or 'dur'",
+        "negative_dur": "events with a negative 'dur'",
+    }
+    return {words[k]: int(v) for k, v in counts.items() if v}
+
+
+def _collectives(
+    frame: pl.DataFrame, scans: list[FileScan], t: _Tables, sizes: list[int]
+) -> pl.DataFrame:
+    """Collective rows (frame's columns) from the record_param_comms rows' NCCL metadata."""
+    pos_parts: list[np.ndarray[Any, Any]] = []
+    meta: dict[str, list[np.ndarray[Any, Any]]] = {}
+    offset = 0
+    for fs, size in zip(scans, sizes, strict=True):
+        nc = fs.res["nccl"]
+        if len(nc["index"]):
+            idx = frame["_i"].slice(offset, size).to_numpy()
+            at = np.searchsorted(idx, nc["index"])
+            ok = (at < size) & (idx[np.minimum(at, max(size - 1, 0))] == nc["index"])
+            if size == 0:
+                ok[:] = False
+            pos_parts.append(at[ok] + offset)
+            for k, v in nc.items():
+                meta.setdefault(k, []).append(v[ok])
+        offset += size
+    if not pos_parts:
+        return frame.clear()
+    pos = np.concatenate(pos_parts)
+    m = {k: np.concatenate(v) for k, v in meta.items()}
+
+    def s(k: str) -> pl.Series:
+        return _gather(t.args, m[k])
+
+    ops = frame[pos].with_columns(
+        _coll=s("coll"),
+        _group_size=pl.Series(m["group_size"]),
+        _in_nelems=pl.Series(m["in_nelems"]),
+        _dtype=s("dtype"),
+        _pg=s("pg"),
+        _pg_desc=s("pg_desc"),
+        _pg_ranks=s("pg_ranks"),
+    )
+    ops = ops.with_columns(
+        pl.when(pl.col(c) != NULL).then(pl.col(c)).alias(c) for c in ("_group_size", "_in_nelems")
+    )
+    out = collective_events(frame, ops)
+    order = {k: int(_KIND_ORDER[KIND_ID[k]]) for k in ("collective", "p2p")}
+    return out.select(frame.columns).with_columns(
+        _kord=pl.col("kind").replace_strict(order, return_dtype=pl.UInt8),
+        kind=pl.col("kind").cast(KIND),
+        category=pl.col("category").cast(CATEGORY),
+    )
+
+
+def _row0(frame: pl.DataFrame, ranks: list[int]) -> list[int | None]:
+    """Per file: the start of its first event (index 0) when kept; the first in sort order."""
+    first = (
+        frame.filter(pl.col("_i") == 0)
+        .sort("rank", "start_ns", "_kord")
+        .group_by("rank", maintain_order=True)
+        .agg(pl.col("start_ns").first())
+    )
+    got = dict(zip(first["rank"].to_list(), first["start_ns"].to_list(), strict=True))
+    return [got.get(r) for r in ranks]

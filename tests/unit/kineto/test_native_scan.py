@@ -1,5 +1,6 @@
-"""The native Kineto scanner (_core.kineto_scan) against the general reader: identical frames and
-metadata on every real trace and on fuzzed documents; arbitrary bytes never crash it."""
+"""The native Kineto reader (_core.KinetoScanner, streaming) against the general reader: identical
+frames and metadata on every real trace and on fuzzed documents, whatever the chunking of the
+text; arbitrary bytes never crash it."""
 
 from __future__ import annotations
 
@@ -20,9 +21,31 @@ from test_import_fuzz import document  # type: ignore[import-not-found]
 import stallscope
 from stallscope import StallscopeWarning, TraceImportError
 from stallscope._kineto import _native, read_kineto
-from stallscope._kineto._parse import read_bytes
 
-pytestmark = pytest.mark.skipif(not _native.available(), reason="_core built without kineto_scan")
+pytestmark = pytest.mark.skipif(
+    not _native.available(), reason="_core built without KinetoScanner, or msgspec missing"
+)
+
+
+def _scan(raw: bytes, chunk: int) -> Any:
+    """The scanner's result for `raw` fed in chunks of `chunk` bytes (one file)."""
+    from stallscope import _core
+
+    sc = _core.KinetoScanner()
+    sc.begin_file()
+    for i in range(0, len(raw), max(chunk, 1)):
+        if not sc.feed(raw[i : i + chunk]):
+            break
+    return sc.end_file()
+
+
+def _plain(res: Any) -> Any:
+    """A scan result with arrays as lists (comparable)."""
+    if isinstance(res, dict):
+        return {k: _plain(v) for k, v in res.items()}
+    if hasattr(res, "tolist"):
+        return res.tolist()
+    return res
 
 
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
@@ -52,7 +75,7 @@ def test_real_traces_identical(kineto_data: Path, monkeypatch: pytest.MonkeyPatc
     for folder in folders:
         for f in sorted(folder.iterdir()):
             # The scanner takes every real trace itself (no silent fallback).
-            assert _native.scan(read_bytes(f), f) is not None, f
+            assert _native.Session().read(f) is not None, f
         general, native = _both(folder, monkeypatch)
         assert not isinstance(general, str), general
         _same(general, native)
@@ -109,14 +132,14 @@ _SEED = (
     end=st.integers(0, len(_SEED)),
 )
 def test_scanner_survives_mutations(cuts: list[tuple[int, bytes]], end: int) -> None:
-    from stallscope import _core
 
     raw = bytearray(_SEED)
     for at, b in cuts:
         raw[at : at + len(b)] = b
     for data in (bytes(raw), bytes(raw[:end])):
-        res = _core.kineto_scan(data)
+        res = _scan(data, 7)
         assert isinstance(res, (str, dict))
+        assert _plain(_scan(data, len(data) or 1)) == _plain(res)  # chunking changes nothing
         with tempfile.TemporaryDirectory() as d:
             p = _write(d, data)
             with warnings.catch_warnings():
@@ -128,33 +151,61 @@ def test_scanner_survives_mutations(cuts: list[tuple[int, bytes]], end: int) -> 
             assert (ev["end_ns"] >= ev["start_ns"]).all()
 
 
-def test_scanner_values() -> None:
-    res = _native.scan(_SEED, Path("x.json"))
-    assert res is not None
-    frame, meta = res
-    assert frame["name"].to_list() == ["k\u00e9", None]
-    assert frame["dur_ns"].to_list() == [1500, None]
-    if _native.typed():  # msgspec: a float ts column, rounded to ns; every row counts as float
-        assert frame["ts_ns"].to_list() == [1234568, 5000]
-        assert frame["ts_is_float"].to_list() == [True, True]
-        assert meta["schemaVersion"] == 1
-    else:  # Polars' string reader: the decimal digits, truncated to ns
-        assert frame["ts_ns"].to_list() == [1234567, 5000]
-        assert frame["ts_is_float"].to_list() == [True, False]
-        assert meta["schemaVersion"] == "1"
-    assert frame["pid"].to_list() == [0, None]
-    assert frame["a:Collective name"].to_list() == ["allreduce", None]
+def test_scanner_values(tmp_path: Path) -> None:
+    p = tmp_path / "seed.json"
+    p.write_bytes(_SEED)
+    session = _native.Session()
+    fs = session.read(p)
+    assert fs is not None
+    rows, sc = fs.res["rows"], session.scanner
+    assert rows["index"].tolist() == [0]  # the complete event; the flow is kept apart
+    assert [sc.strings("name")[c] for c in rows["name"]] == ["k\u00e9"]
+    assert rows["dur_ns"].tolist() == [1500]
+    # A float ts anywhere makes every ts a float64, rounded to ns (the typed decoder's rule).
+    assert rows["ts_ns"].tolist() == [1234568]
+    assert fs.res["ts_float"] is True
+    assert fs.res["flows"]["ts_ns"].tolist() == [5000]
+    assert fs.res["flows"]["pid"].tolist() == [_native.NULL]  # "Spans": null
+    assert rows["pid"].tolist() == [0] and rows["correlation"].tolist() == [3]
+    assert [sc.strings("args")[c] for c in fs.res["nccl"]["coll"]] == ["allreduce"]
+    assert fs.meta["schemaVersion"] == 1
+    assert fs.res["rank"] == 0  # HTA's textual rule: "rank": then blanks, then digits
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13, 64])
+def test_every_chunking_gives_the_same_result(chunk: int) -> None:
+    events = _SEED[_SEED.index(b"[") : _SEED.rindex(b"]") + 1]
+    # A rank after two spaces, escapes, non-ASCII, floats, flows: every token can be cut.
+    doc = b'{"distributedInfo": {"rank":  12}, "traceEvents": ' + events + b', "x": "\\u00e9"}'
+
+    whole = _plain(_scan(doc, len(doc)))
+    assert isinstance(whole, dict), whole
+    assert whole["rank"] == 12
+    assert _plain(_scan(doc, chunk)) == whole
+
+
+def test_rank_text_split_across_chunks() -> None:
+    doc = b'{"traceEvents": [], "x": {"rank": 1234}, "y": {"rank": 5}}'
+    at = doc.index(b"rank")
+    for cut in range(at - 2, at + 14):
+        from stallscope import _core
+
+        sc = _core.KinetoScanner()
+        sc.begin_file()
+        assert sc.feed(doc[:cut]) and sc.feed(doc[cut:])
+        res = sc.end_file()
+        assert isinstance(res, dict) and res["rank"] == 1234, cut
 
 
 @pytest.mark.parametrize(
     "raw",
     [b"", b"{", b'{"traceEvents": [', b'{"traceEvents": [{"ph": "X"', b"[1]", b'"x"',
-     b'{"traceEvents": null}', b'{"traceEvents": [{"ts": [1]}]}', b"\x1f\x8b"],
+     b'{"traceEvents": null}', b'{"traceEvents": [{"ts": [1]}]}', b"\x1f\x8b",
+     b'{"traceEvents": []} x', b'{"traceEvents": [], "traceEvents": []}'],
 )  # fmt: skip
 def test_scanner_declines_what_it_does_not_take(raw: bytes) -> None:
-    from stallscope import _core
-
-    assert isinstance(_core.kineto_scan(raw), str)
+    for chunk in (1, 4, len(raw) or 1):
+        assert isinstance(_scan(raw, chunk), str)
 
 
 def test_gzip_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

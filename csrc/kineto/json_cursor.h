@@ -1,0 +1,346 @@
+// A strict JSON tokenizer over one span of bytes, for the streaming Kineto reader.
+//
+// Validation is full (grammar, UTF-8, escapes, nesting depth): whatever the reader does not accept
+// is "unsupported" and the caller takes its general reader, which also words the error. Running
+// off the end of the span throws NeedMore while more input may follow (the reader rewinds to its
+// last checkpoint and waits for the next chunk), and Unsupported{"truncated JSON"} at the end of
+// the input. Every read is bounds-checked: no input can crash it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace stallscope::kineto {
+
+struct Unsupported {
+  const char* why;
+};
+struct NeedMore {};
+
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// First byte in [p, e) that ends a run of plain string bytes: '"', '\\', a control byte or a
+// non-ASCII byte (those need a closer look). 16 bytes per step where SSE2 exists.
+inline const char* skip_plain(const char* p, const char* e) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i space = _mm_set1_epi8(0x20);
+  while (e - p >= 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    // Signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches non-ASCII.
+    __m128i stop =
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                     _mm_cmplt_epi8(v, space));
+    int mask = _mm_movemask_epi8(stop);
+    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+#endif
+  while (p < e) {
+    auto c = static_cast<unsigned char>(*p);
+    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) return p;
+    ++p;
+  }
+  return p;
+}
+
+class Cursor {
+ public:
+  static constexpr int kMaxDepth = 512;  // nesting of skipped values (orjson allows 1024)
+
+  void reset(const char* p, const char* e, bool final) {
+    p_ = p;
+    e_ = e;
+    final_ = final;
+  }
+  const char* pos() const { return p_; }
+  void seek(const char* p) { p_ = p; }
+  bool at_end() const { return p_ >= e_; }
+
+  [[noreturn]] void ran_out() const {
+    if (final_) throw Unsupported{"truncated JSON"};
+    throw NeedMore{};
+  }
+  char peek() const {
+    if (p_ >= e_) ran_out();
+    return *p_;
+  }
+  char next() {
+    if (p_ >= e_) ran_out();
+    return *p_++;
+  }
+  void expect(char c) {
+    if (next() != c) throw Unsupported{"malformed JSON"};
+  }
+  void ws() {
+    while (p_ < e_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  void literal(const char* lit) {
+    size_t n = std::strlen(lit);
+    for (size_t i = 0; i < n; ++i) {
+      if (p_ + i >= e_) ran_out();
+      if (p_[i] != lit[i]) throw Unsupported{"malformed JSON"};
+    }
+    p_ += n;
+  }
+  bool null_here() {
+    if (peek() == 'n') {
+      literal("null");
+      return true;
+    }
+    return false;
+  }
+
+  // A JSON string at p_ (which must be '"'): its decoded value, a view into the input when it
+  // has no escapes, else into scratch_ (valid until the next call).
+  std::string_view str() {
+    if (next() != '"') throw Unsupported{"malformed JSON"};
+    const char* s = p_;
+    for (;;) {
+      p_ = skip_plain(p_, e_);
+      if (p_ >= e_) ran_out();
+      auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        std::string_view v(s, static_cast<size_t>(p_ - s));
+        ++p_;
+        return v;
+      }
+      if (c == '\\') break;
+      if (c < 0x20) throw Unsupported{"control character in string"};
+      utf8();
+    }
+    scratch_.assign(s, static_cast<size_t>(p_ - s));
+    for (;;) {
+      const char* run = p_;
+      p_ = skip_plain(p_, e_);
+      scratch_.append(run, static_cast<size_t>(p_ - run));
+      if (p_ >= e_) ran_out();
+      auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        ++p_;
+        return scratch_;
+      }
+      if (c == '\\') {
+        ++p_;
+        escape();
+      } else if (c < 0x20) {
+        throw Unsupported{"control character in string"};
+      } else {
+        const char* at = p_;
+        utf8();
+        scratch_.append(at, static_cast<size_t>(p_ - at));
+      }
+    }
+  }
+
+  // A JSON number token at p_: its text; *is_int when it has no fraction or exponent. The
+  // token must be followed by a byte (a number cannot end the input here).
+  std::string_view number(bool* is_int) {
+    const char* s = p_;
+    if (peek() == '-') ++p_;
+    char c = peek();
+    if (c == '0') {
+      ++p_;
+    } else if (c >= '1' && c <= '9') {
+      digits();
+    } else {
+      throw Unsupported{"malformed number"};
+    }
+    *is_int = true;
+    if (peek() == '.') {
+      ++p_;
+      *is_int = false;
+      if (!is_digit(peek())) throw Unsupported{"malformed number"};
+      digits();
+    }
+    c = peek();
+    if (c == 'e' || c == 'E') {
+      ++p_;
+      *is_int = false;
+      c = peek();
+      if (c == '+' || c == '-') ++p_;
+      if (!is_digit(peek())) throw Unsupported{"malformed number"};
+      digits();
+      peek();  // the token's end must be in the span
+    }
+    return {s, static_cast<size_t>(p_ - s)};
+  }
+
+  void skip_value(int depth) {
+    if (depth > kMaxDepth) throw Unsupported{"nesting too deep"};
+    ws();
+    char c = peek();
+    if (c == '"') {
+      str();
+    } else if (c == '{') {
+      ++p_;
+      ws();
+      if (peek() == '}') {
+        ++p_;
+        return;
+      }
+      for (;;) {
+        ws();
+        str();
+        ws();
+        expect(':');
+        skip_value(depth + 1);
+        ws();
+        char d = next();
+        if (d == '}') return;
+        if (d != ',') throw Unsupported{"malformed JSON"};
+      }
+    } else if (c == '[') {
+      ++p_;
+      ws();
+      if (peek() == ']') {
+        ++p_;
+        return;
+      }
+      for (;;) {
+        skip_value(depth + 1);
+        ws();
+        char d = next();
+        if (d == ']') return;
+        if (d != ',') throw Unsupported{"malformed JSON"};
+      }
+    } else if (c == 't') {
+      literal("true");
+    } else if (c == 'f') {
+      literal("false");
+    } else if (c == 'n') {
+      literal("null");
+    } else {
+      bool is_int;
+      number(&is_int);
+    }
+  }
+
+ private:
+  const char* p_ = nullptr;
+  const char* e_ = nullptr;
+  bool final_ = true;
+  std::string scratch_;
+
+  void digits() {
+    while (p_ < e_ && is_digit(*p_)) ++p_;
+    if (p_ >= e_) ran_out();  // the number may go on in the next chunk
+  }
+
+  unsigned byte_at(size_t i) const {
+    if (p_ + i >= e_) ran_out();
+    return static_cast<unsigned char>(p_[i]);
+  }
+
+  // One UTF-8 sequence starting at p_ (a byte >= 0x80), validated and consumed.
+  void utf8() {
+    unsigned c = byte_at(0);
+    auto cont = [&](size_t i, unsigned lo, unsigned hi) {
+      unsigned x = byte_at(i);
+      if (x < lo || x > hi) throw Unsupported{"invalid UTF-8"};
+    };
+    if (c >= 0xC2 && c <= 0xDF) {
+      cont(1, 0x80, 0xBF);
+      p_ += 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      cont(1, c == 0xE0 ? 0xA0 : 0x80, c == 0xED ? 0x9F : 0xBF);
+      cont(2, 0x80, 0xBF);
+      p_ += 3;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      cont(1, c == 0xF0 ? 0x90 : 0x80, c == 0xF4 ? 0x8F : 0xBF);
+      cont(2, 0x80, 0xBF);
+      cont(3, 0x80, 0xBF);
+      p_ += 4;
+    } else {
+      throw Unsupported{"invalid UTF-8"};
+    }
+  }
+
+  unsigned hex4() {
+    unsigned v = 0;
+    for (size_t i = 0; i < 4; ++i) {
+      auto c = static_cast<char>(byte_at(i));
+      v <<= 4;
+      if (c >= '0' && c <= '9')
+        v |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        throw Unsupported{"bad escape"};
+    }
+    p_ += 4;
+    return v;
+  }
+
+  void put_utf8(unsigned cp) {
+    if (cp < 0x80) {
+      scratch_.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      scratch_.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      scratch_.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+      scratch_.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      scratch_.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      scratch_.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      scratch_.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+      scratch_.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+      scratch_.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      scratch_.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+
+  // The escape after a backslash (already consumed), decoded into scratch_.
+  void escape() {
+    char esc = next();
+    switch (esc) {
+      case '"':
+      case '\\':
+      case '/':
+        scratch_.push_back(esc);
+        return;
+      case 'b':
+        scratch_.push_back('\b');
+        return;
+      case 'f':
+        scratch_.push_back('\f');
+        return;
+      case 'n':
+        scratch_.push_back('\n');
+        return;
+      case 'r':
+        scratch_.push_back('\r');
+        return;
+      case 't':
+        scratch_.push_back('\t');
+        return;
+      case 'u': {
+        unsigned cp = hex4();
+        if (cp >= 0xDC00 && cp <= 0xDFFF) throw Unsupported{"lone surrogate"};
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          if (byte_at(0) != '\\' || byte_at(1) != 'u') throw Unsupported{"lone surrogate"};
+          p_ += 2;
+          unsigned lo = hex4();
+          if (lo < 0xDC00 || lo > 0xDFFF) throw Unsupported{"lone surrogate"};
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        put_utf8(cp);
+        return;
+      }
+      default:
+        throw Unsupported{"bad escape"};
+    }
+  }
+};
+
+}  // namespace stallscope::kineto

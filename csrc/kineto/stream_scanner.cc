@@ -1,0 +1,533 @@
+// The streaming Kineto reader (see stream_scanner.h): a resumable state machine over the top
+// level, one event at a time. A value cut by a chunk's end is read again from its start once the
+// next chunk has arrived (NeedMore), so nothing is committed from a partial event.
+#include "kineto/stream_scanner.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+namespace stallscope::kineto {
+
+int32_t Dict::intern(std::string_view s) {
+  auto it = index_.find(s);
+  if (it != index_.end()) return it->second;
+  strs_.emplace_back(s);
+  auto code = static_cast<int32_t>(strs_.size() - 1);
+  index_.emplace(std::string_view(strs_.back()), code);
+  return code;
+}
+
+namespace {
+
+constexpr int64_t kMaxIp = 9000000000000000;     // integer µs below 9e15: x1000 stays in int64
+constexpr int64_t kMaxNs = 2000000000000000000;  // |ts| and dur bound (base + ts + dur in int64)
+
+enum ArgKind { kArgRow, kArgSync, kArgNcclInt, kArgNcclStr, kArgIgnored };
+struct ArgKey {
+  std::string_view key;
+  ArgKind kind;
+  int field;  // RowInt, NcclInt or NcclStr
+};
+constexpr ArgKey kArgKeys[] = {
+    {"External id", kArgRow, kRowExtId},
+    {"correlation", kArgRow, kRowCorrelation},
+    {"stream", kArgRow, kRowStream},
+    {"device", kArgRow, kRowDevice},
+    {"bytes", kArgRow, kRowBytes},
+    {"cuda_sync_kind", kArgSync, 0},
+    {"Collective name", kArgNcclStr, kNcclColl},
+    {"In msg nelems", kArgNcclInt, kNcclInNelems},
+    {"Out msg nelems", kArgIgnored, 0},  // validated as an integer, not kept
+    {"Group size", kArgNcclInt, kNcclGroupSize},
+    {"dtype", kArgNcclStr, kNcclDtype},
+    {"Process Group Name", kArgNcclStr, kNcclPg},
+    {"Process Group Description", kArgNcclStr, kNcclPgDesc},
+    {"Process Group Ranks", kArgNcclStr, kNcclPgRanks},
+    {"Global rank start", kArgIgnored, -1},  // scalars, not kept
+    {"Global rank stride", kArgIgnored, -1},
+};
+
+enum EvKey {
+  kEvPh,
+  kEvCat,
+  kEvName,
+  kEvPid,
+  kEvTid,
+  kEvTs,
+  kEvDur,
+  kEvId,
+  kEvBp,
+  kEvArgs,
+  kEvOther
+};
+
+EvKey event_key(std::string_view k) {
+  switch (k.size()) {
+    case 2:
+      if (k == "ph") return kEvPh;
+      if (k == "ts") return kEvTs;
+      if (k == "id") return kEvId;
+      if (k == "bp") return kEvBp;
+      break;
+    case 3:
+      if (k == "cat") return kEvCat;
+      if (k == "pid") return kEvPid;
+      if (k == "tid") return kEvTid;
+      if (k == "dur") return kEvDur;
+      break;
+    case 4:
+      if (k == "name") return kEvName;
+      if (k == "args") return kEvArgs;
+      break;
+    default:
+      break;
+  }
+  return kEvOther;
+}
+
+// Signed decimal digits (<= 18) -> value; false when not of that form.
+bool small_int(std::string_view t, int64_t* v) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < t.size() && (t[i] == '-' || t[i] == '+')) neg = t[i++] == '-';
+  size_t nd = t.size() - i;
+  if (nd == 0 || nd > 18) return false;
+  int64_t x = 0;
+  for (; i < t.size(); ++i) {
+    if (!is_digit(t[i])) return false;
+    x = x * 10 + (t[i] - '0');
+  }
+  *v = neg ? -x : x;
+  return true;
+}
+
+double as_double(int64_t bits) {
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
+// ns of a value written as `flags`/`bits`, under the file's decision (float64 or integer µs);
+// kNull when absent or out of range. Float64: floor, then the fraction rounded half to even (the
+// importer's ns_from_float); integers: exact.
+int64_t to_ns(uint8_t flags, int64_t bits, bool as_float) {
+  if (!(flags & 1)) return kNull;
+  if (as_float) {
+    double s = (flags & 2) ? as_double(bits) : static_cast<double>(bits);
+    if (!std::isfinite(s) || std::fabs(s) >= 9e15) return kNull;
+    double ip = std::floor(s);
+    double frac = std::nearbyint((s - ip) * 1000.0);
+    return static_cast<int64_t>(ip) * 1000 + static_cast<int64_t>(frac);
+  }
+  if (bits >= kMaxIp || bits <= -kMaxIp) return kNull;
+  return bits * 1000;
+}
+
+}  // namespace
+
+void StreamScanner::Event::clear() {
+  ph = 0;
+  for (auto& v : ints) v = kNull;
+  for (auto& v : strs) v = -1;
+  for (auto& v : nccl) v = kNull;
+  for (auto& v : nccl_strs) v = -1;
+  id = kNull;
+  ts = Time{0, 0};
+  dur = Time{0, 0};
+}
+
+void StreamScanner::begin_file() {
+  state_ = kStart;
+  buf_.clear();
+  pos_ = 0;
+  reason_.clear();
+  found_events_ = false;
+  ts_any_float_ = dur_any_float_ = false;
+  events_ = 0;
+  meta_.clear();
+  rank_.reset();
+  staged_ = FileResult();
+  ts_flags_.clear();
+  dur_flags_.clear();
+  flow_ts_flags_.clear();
+}
+
+bool StreamScanner::feed(std::string_view chunk) {
+  if (state_ == kFailed) return false;
+  rank_.feed(chunk);
+  if (pos_ > 0) {
+    buf_.erase(0, pos_);
+    pos_ = 0;
+  }
+  buf_.append(chunk);
+  parse(false);
+  return state_ != kFailed;
+}
+
+bool StreamScanner::end_file(FileResult* out) {
+  if (state_ != kFailed) parse(true);
+  if (state_ != kFailed && state_ != kDone) {
+    state_ = kFailed;
+    reason_ = "truncated JSON";
+  }
+  if (state_ == kFailed) return false;
+  if (!found_events_) {
+    reason_ = "no traceEvents";
+    state_ = kFailed;
+    return false;
+  }
+  rank_.finish();
+  FileResult& r = staged_;
+  r.events = events_;
+
+  // Times under the file-wide decision, then the importer's row checks, compacting in place.
+  std::vector<int64_t>* rows = r.rows;
+  size_t n = rows[kRowIndex].size(), kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t ts = to_ns(ts_flags_[i], rows[kRowTs][i], ts_any_float_);
+    int64_t dur = to_ns(dur_flags_[i], rows[kRowDur][i], dur_any_float_);
+    bool has_dur = dur_flags_[i] & kHas;
+    bool has_cat = r.strs[kRowCat][i] >= 0;
+    bool bad_ts = ts == kNull || ts > kMaxNs || ts < -kMaxNs;
+    bool bad_dur = dur == kNull || dur > kMaxNs;
+    r.problems[kNoDur] += !has_dur;
+    r.problems[kNoCat] += !has_cat && has_dur;
+    r.problems[kBadTime] += (bad_ts || bad_dur) && has_dur && has_cat;
+    r.problems[kNegativeDur] += dur != kNull && dur < 0;
+    if (!has_dur || !has_cat || bad_ts || dur == kNull || dur < 0 || dur > kMaxNs) continue;
+    for (int c = 0; c < kNumRowInt; ++c) rows[c][kept] = rows[c][i];
+    rows[kRowTs][kept] = ts;
+    rows[kRowDur][kept] = dur;
+    for (int c = 0; c < kNumRowStr; ++c) r.strs[c][kept] = r.strs[c][i];
+    ++kept;
+  }
+  for (auto& c : r.rows) c.resize(kept);
+  for (auto& c : r.strs) c.resize(kept);
+  auto& flow_ts = r.flows[kFlowTs];
+  for (size_t i = 0; i < flow_ts.size(); ++i) {
+    flow_ts[i] = to_ns(flow_ts_flags_[i], flow_ts[i], ts_any_float_);
+  }
+  r.ts_float = ts_any_float_ && kept > 0;
+  r.meta_json = "{\"traceEvents\":[]";
+  r.meta_json += meta_;
+  r.meta_json += "}";
+  r.rank_found = rank_.found();
+  r.rank = rank_.rank();
+  *out = std::move(r);
+  begin_file();
+  return true;
+}
+
+void StreamScanner::parse(bool final) {
+  const char* base = buf_.data();
+  cur_.reset(base + pos_, base + buf_.size(), final);
+  try {
+    for (;;) {
+      pos_ = static_cast<size_t>(cur_.pos() - base);  // the checkpoint: rewind here on NeedMore
+      switch (state_) {
+        case kStart:
+          cur_.ws();
+          cur_.expect('{');
+          state_ = kTopFirst;
+          break;
+        case kTopFirst:
+          cur_.ws();
+          if (cur_.peek() == '}') {
+            cur_.next();
+            state_ = kDone;
+          } else {
+            state_ = kTopKey;
+          }
+          break;
+        case kTopKey:
+          top_member();
+          break;
+        case kTopNext: {
+          cur_.ws();
+          char c = cur_.next();
+          if (c == '}') {
+            state_ = kDone;
+          } else if (c == ',') {
+            state_ = kTopKey;
+          } else {
+            throw Unsupported{"malformed JSON"};
+          }
+          break;
+        }
+        case kEvent:
+          cur_.ws();
+          event();
+          state_ = kEventNext;
+          break;
+        case kEventNext: {
+          cur_.ws();
+          char c = cur_.next();
+          if (c == ']') {
+            state_ = kTopNext;
+          } else if (c == ',') {
+            state_ = kEvent;
+          } else {
+            throw Unsupported{"malformed JSON"};
+          }
+          break;
+        }
+        case kDone:
+          cur_.ws();
+          if (!cur_.at_end()) throw Unsupported{"trailing data"};
+          pos_ = buf_.size();
+          return;
+        case kFailed:
+          return;
+      }
+    }
+  } catch (const NeedMore&) {
+    // pos_ is the last checkpoint: the cut value is read again with the next chunk.
+  } catch (const Unsupported& u) {
+    state_ = kFailed;
+    reason_ = u.why;
+    buf_.clear();
+    buf_.shrink_to_fit();
+    pos_ = 0;
+  }
+}
+
+void StreamScanner::top_member() {
+  cur_.ws();
+  const char* at = cur_.pos();
+  std::string_view k = cur_.str();
+  bool events = k == "traceEvents";
+  cur_.ws();
+  cur_.expect(':');
+  cur_.ws();
+  if (events) {
+    if (found_events_) throw Unsupported{"duplicate traceEvents"};
+    if (cur_.next() != '[') throw Unsupported{"traceEvents not a list"};
+    cur_.ws();
+    bool empty = cur_.peek() == ']';  // may still need more text: nothing is set before it
+    found_events_ = true;
+    if (empty) {
+      cur_.next();
+      state_ = kTopNext;
+    } else {
+      state_ = kEvent;
+    }
+    return;
+  }
+  cur_.skip_value(0);
+  meta_ += ',';
+  meta_.append(at, static_cast<size_t>(cur_.pos() - at));
+  state_ = kTopNext;
+}
+
+void StreamScanner::int_field(int64_t* out) {
+  char c = cur_.peek();
+  if (cur_.null_here()) return;
+  int64_t v = 0;
+  if (c == '"') {
+    std::string_view s = cur_.str();
+    bool digit = false;
+    for (char ch : s) digit = digit || is_digit(ch);
+    if (!digit) return;  // "Spans", "Traces": null
+    if (!small_int(s, &v)) throw Unsupported{"numeric string in an integer field"};
+  } else if (c == '-' || is_digit(c)) {
+    bool is_int;
+    std::string_view t = cur_.number(&is_int);
+    if (!is_int || !small_int(t, &v)) throw Unsupported{"non-integer in an integer field"};
+  } else {
+    throw Unsupported{"non-scalar in an integer field"};
+  }
+  *out = v;
+}
+
+void StreamScanner::str_field(Dict& dict, int32_t* out) {
+  if (cur_.null_here()) return;
+  if (cur_.peek() != '"') throw Unsupported{"non-string in a string field"};
+  *out = dict.intern(cur_.str());
+}
+
+void StreamScanner::time_field(Time* t, bool* any_float) {
+  if (cur_.null_here()) return;
+  char c = cur_.peek();
+  if (!(c == '-' || is_digit(c))) throw Unsupported{"non-number time"};
+  bool is_int;
+  std::string_view s = cur_.number(&is_int);
+  if (is_int) {
+    size_t nd = s.size() - (s[0] == '-' ? 1 : 0);
+    if (nd > 18) throw Unsupported{"integer time beyond int64"};
+    int64_t v = 0;
+    small_int(s, &v);
+    *t = Time{kHas, v};
+    return;
+  }
+  double d = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(d) ||
+      (d == 0 && std::signbit(d))) {
+    throw Unsupported{"float time out of range"};
+  }
+  int64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  *t = Time{static_cast<uint8_t>(kHas | kFloat), bits};
+  *any_float = true;
+}
+
+void StreamScanner::args(Event& ev) {
+  if (cur_.null_here()) return;
+  if (cur_.next() != '{') throw Unsupported{"args not an object"};
+  cur_.ws();
+  if (cur_.peek() == '}') {
+    cur_.next();
+    return;
+  }
+  uint32_t seen = 0;
+  int64_t ignored = 0;
+  for (;;) {
+    cur_.ws();
+    std::string_view k = cur_.str();
+    cur_.ws();
+    cur_.expect(':');
+    cur_.ws();
+    int which = -1;
+    for (int j = 0; j < static_cast<int>(std::size(kArgKeys)); ++j) {
+      if (kArgKeys[j].key == k) {
+        which = j;
+        break;
+      }
+    }
+    if (which < 0) {
+      cur_.skip_value(1);
+    } else {
+      if (seen & (1u << which)) throw Unsupported{"duplicate arg"};
+      seen |= 1u << which;
+      const ArgKey& a = kArgKeys[which];
+      switch (a.kind) {
+        case kArgRow:
+          int_field(&ev.ints[a.field]);
+          break;
+        case kArgSync:
+          str_field(args_, &ev.strs[kRowSyncKind]);
+          break;
+        case kArgNcclInt:
+          int_field(&ev.nccl[a.field]);
+          break;
+        case kArgNcclStr:
+          str_field(args_, &ev.nccl_strs[a.field]);
+          break;
+        case kArgIgnored:
+          if (a.field == 0) {
+            int_field(&ignored);
+          } else {
+            char c = cur_.peek();
+            if (c == '{' || c == '[' || c == 't' || c == 'f') throw Unsupported{"non-scalar arg"};
+            cur_.skip_value(1);
+          }
+          break;
+      }
+    }
+    cur_.ws();
+    char d = cur_.next();
+    if (d == '}') return;
+    if (d != ',') throw Unsupported{"malformed JSON"};
+  }
+}
+
+void StreamScanner::event() {
+  if (cur_.next() != '{') throw Unsupported{"event not an object"};
+  Event& ev = ev_;
+  ev.clear();
+  cur_.ws();
+  if (cur_.peek() == '}') {
+    cur_.next();
+    commit(ev);
+    return;
+  }
+  uint32_t seen = 0;
+  for (;;) {
+    cur_.ws();
+    EvKey k = event_key(cur_.str());
+    cur_.ws();
+    cur_.expect(':');
+    cur_.ws();
+    if (k != kEvOther) {
+      if (seen & (1u << k)) throw Unsupported{"duplicate event key"};
+      seen |= 1u << k;
+    }
+    switch (k) {
+      case kEvPh: {
+        if (cur_.null_here()) break;
+        if (cur_.peek() != '"') throw Unsupported{"non-string in a string field"};
+        std::string_view ph = cur_.str();
+        ev.ph = ph == "X" ? 1 : (ph == "s" || ph == "f" || ph == "t") ? 2 : 0;
+        break;
+      }
+      case kEvCat:
+        str_field(cats_, &ev.strs[kRowCat]);
+        break;
+      case kEvName:
+        str_field(names_, &ev.strs[kRowName]);
+        break;
+      case kEvPid:
+        int_field(&ev.ints[kRowPid]);
+        break;
+      case kEvTid:
+        int_field(&ev.ints[kRowTid]);
+        break;
+      case kEvId:
+        int_field(&ev.id);
+        break;
+      case kEvTs:
+        time_field(&ev.ts, &ts_any_float_);
+        break;
+      case kEvDur:
+        time_field(&ev.dur, &dur_any_float_);
+        break;
+      case kEvArgs:
+        args(ev);
+        break;
+      case kEvBp: {
+        char c = cur_.peek();
+        if (c == '{' || c == '[' || c == 't' || c == 'f') throw Unsupported{"non-scalar bp"};
+        cur_.skip_value(1);
+        break;
+      }
+      default:
+        cur_.skip_value(1);
+        break;
+    }
+    cur_.ws();
+    char d = cur_.next();
+    if (d == '}') break;
+    if (d != ',') throw Unsupported{"malformed JSON"};
+  }
+  commit(ev);
+}
+
+void StreamScanner::commit(const Event& ev) {
+  int64_t index = events_++;
+  FileResult& r = staged_;
+  if (ev.ph == 1) {
+    for (int c = 0; c < kNumRowInt; ++c) r.rows[c].push_back(ev.ints[c]);
+    r.rows[kRowIndex].back() = index;
+    r.rows[kRowTs].back() = ev.ts.bits;
+    r.rows[kRowDur].back() = ev.dur.bits;
+    ts_flags_.push_back(ev.ts.flags);
+    dur_flags_.push_back(ev.dur.flags);
+    for (int c = 0; c < kNumRowStr; ++c) r.strs[c].push_back(ev.strs[c]);
+    if (ev.nccl_strs[kNcclColl] >= 0) {
+      for (int c = 0; c < kNumNcclInt; ++c) r.nccl[c].push_back(ev.nccl[c]);
+      r.nccl[kNcclIndex].back() = index;
+      for (int c = 0; c < kNumNcclStr; ++c) r.nccl_strs[c].push_back(ev.nccl_strs[c]);
+    }
+  } else if (ev.ph == 2) {
+    r.flows[kFlowPid].push_back(ev.ints[kRowPid]);
+    r.flows[kFlowTid].push_back(ev.ints[kRowTid]);
+    r.flows[kFlowTs].push_back(ev.ts.bits);
+    r.flows[kFlowId].push_back(ev.id);
+    flow_ts_flags_.push_back(ev.ts.flags);
+    r.flow_cat.push_back(ev.strs[kRowCat]);
+  }
+}
+
+}  // namespace stallscope::kineto

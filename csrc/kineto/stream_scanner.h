@@ -1,0 +1,148 @@
+// The streaming reader of Kineto (Chrome trace) JSON: fed the decompressed text in chunks, it
+// walks it once without building a DOM or keeping the text, and keeps per file only what the
+// importer uses:
+//  - complete events (ph "X") that pass the importer's row checks, as typed columns (ts / dur as
+//    integer ns; strings as codes into dictionaries shared by every file of one import);
+//  - flow events (ph s / f / t) for the ac2g links;
+//  - counts of the rows dropped per reason;
+//  - the top-level members other than traceEvents, as JSON text (metadata, a few KiB);
+//  - HTA's textual rank (see rank_search.h).
+// Numbers follow the importer's typed decoder (msgspec): a file whose ts (dur) has any value
+// written as a float takes every ts (dur) as float64 µs, rounded to ns; otherwise integers.
+// Anything outside the common shape (a list where a scalar belongs, a float pid, a duplicated
+// key, invalid JSON) makes the file "unsupported": the caller then uses its general reader.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kineto/json_cursor.h"
+#include "kineto/rank_search.h"
+
+namespace stallscope::kineto {
+
+constexpr int64_t kNull = std::numeric_limits<int64_t>::min();  // null in int64 columns
+
+// value -> code, shared by the files of one import.
+class Dict {
+ public:
+  int32_t intern(std::string_view s);
+  const std::deque<std::string>& strings() const { return strs_; }
+
+ private:
+  std::deque<std::string> strs_;  // stable storage: the map's keys view into it
+  std::unordered_map<std::string_view, int32_t> index_;
+};
+
+// Int64 columns of kept complete events (kNull = null), in this order.
+enum RowInt {
+  kRowIndex,  // position of the event in traceEvents (every event counts)
+  kRowTs,     // start, ns, trace clock (before baseTimeNanoseconds)
+  kRowDur,    // duration, ns
+  kRowPid,
+  kRowTid,
+  kRowCorrelation,  // args.correlation
+  kRowStream,
+  kRowExtId,  // args["External id"]
+  kRowDevice,
+  kRowBytes,
+  kNumRowInt
+};
+// Int32 string codes of kept complete events (-1 = null): cat and name into their own
+// dictionaries, cuda_sync_kind into the shared "args" dictionary.
+enum RowStr { kRowCat, kRowName, kRowSyncKind, kNumRowStr };
+// NCCL metadata (record_param_comms rows with a "Collective name"), sparse: the event's index,
+// then these. Strings are codes into the "args" dictionary.
+enum NcclInt { kNcclIndex, kNcclGroupSize, kNcclInNelems, kNumNcclInt };
+enum NcclStr { kNcclColl, kNcclDtype, kNcclPg, kNcclPgDesc, kNcclPgRanks, kNumNcclStr };
+// Flow events: pid, tid, ts (ns), id (kNull = null); cat codes separately.
+enum FlowInt { kFlowPid, kFlowTid, kFlowTs, kFlowId, kNumFlowInt };
+
+// Rows dropped, per reason (the importer's wording lives in Python).
+enum Problem { kNoDur, kNoCat, kBadTime, kNegativeDur, kNumProblems };
+
+struct FileResult {
+  std::vector<int64_t> rows[kNumRowInt];
+  std::vector<int32_t> strs[kNumRowStr];
+  std::vector<int64_t> nccl[kNumNcclInt];
+  std::vector<int32_t> nccl_strs[kNumNcclStr];
+  std::vector<int64_t> flows[kNumFlowInt];
+  std::vector<int32_t> flow_cat;
+  int64_t problems[kNumProblems] = {};
+  int64_t events = 0;     // elements of traceEvents
+  bool ts_float = false;  // ts read as float64 (HTA then rounds: ceil(ts))
+  std::string meta_json;  // {"traceEvents":[], <the other top-level members>}
+  bool rank_found = false;
+  int64_t rank = -1;  // HTA's textual rank, when found
+};
+
+class StreamScanner {
+ public:
+  // Starts a new file (the dictionaries are kept).
+  void begin_file();
+  // Appends text and reads as far as it goes. Returns false once the file is unsupported.
+  bool feed(std::string_view chunk);
+  // End of the file's text: true and *out filled, or false (reason()).
+  bool end_file(FileResult* out);
+  const std::string& reason() const { return reason_; }
+
+  const Dict& cats() const { return cats_; }
+  const Dict& names() const { return names_; }
+  const Dict& args() const { return args_; }
+
+ private:
+  enum State { kStart, kTopFirst, kTopKey, kTopNext, kEvent, kEventNext, kDone, kFailed };
+
+  // A ts or dur value as written: an integer (µs) or a float64 (its bits), and flags.
+  struct Time {
+    uint8_t flags;  // kHas | kFloat
+    int64_t bits;
+  };
+  static constexpr uint8_t kHas = 1, kFloat = 2;
+  // One event's fields while it is read (committed only when complete).
+  struct Event {
+    int ph = 0;  // 0 other / null, 1 "X", 2 flow (s, f, t)
+    int64_t ints[kNumRowInt];
+    int32_t strs[kNumRowStr];
+    int64_t nccl[kNumNcclInt];
+    int32_t nccl_strs[kNumNcclStr];
+    int64_t id;
+    Time ts, dur;
+    void clear();
+  };
+
+  void parse(bool final);
+  void top_member();
+  void event();
+  void args(Event& ev);
+  void int_field(int64_t* out);
+  void str_field(Dict& dict, int32_t* out);
+  void time_field(Time* t, bool* any_float);
+  void commit(const Event& ev);
+
+  Cursor cur_;
+  State state_ = kStart;
+  std::string buf_;  // unread text (an unfinished value, then the newest chunk)
+  size_t pos_ = 0;   // read up to here in buf_
+  std::string reason_;
+  bool found_events_ = false;
+  bool ts_any_float_ = false, dur_any_float_ = false;
+  int64_t events_ = 0;  // events read so far in this file
+  std::string meta_;
+  RankSearch rank_;
+  Event ev_;
+  // Complete and flow events as read; times stay as written until the file-wide float decision.
+  // rows[kRowTs], rows[kRowDur] and flows[kFlowTs] hold Time::bits; their flags are here.
+  FileResult staged_;
+  std::vector<uint8_t> ts_flags_, dur_flags_, flow_ts_flags_;
+
+  Dict cats_, names_, args_;
+};
+
+}  // namespace stallscope::kineto
