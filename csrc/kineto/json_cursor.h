@@ -141,6 +141,24 @@ class Cursor {
     }
   }
 
+  // A short plain key (1..6 ASCII bytes, no escapes) at p_, as Kineto writes event keys: its
+  // value without the general string path; an empty view when the key is not of that form (p_
+  // unchanged: the caller then takes str()).
+  std::string_view short_key() {
+    if (e_ - p_ < 8 || *p_ != '"') return {};
+    const char* s = p_ + 1;
+    for (int i = 0; i < 7; ++i) {
+      auto c = static_cast<unsigned char>(s[i]);
+      if (c == '"') {
+        if (i == 0) return {};
+        p_ = s + i + 1;
+        return {s, static_cast<size_t>(i)};
+      }
+      if (c == '\\' || c < 0x20 || c >= 0x80) return {};
+    }
+    return {};
+  }
+
   // A JSON number token at p_: its text; *is_int when it has no fraction or exponent. The
   // token must be followed by a byte (a number cannot end the input here).
   std::string_view number(bool* is_int) {
@@ -172,6 +190,45 @@ class Cursor {
       peek();  // the token's end must be in the span
     }
     return {s, static_cast<size_t>(p_ - s)};
+  }
+
+  // A JSON number at p_, read once: true with *v when it is an integer of at most 18 digits;
+  // false otherwise, *is_int saying whether it was an integer (longer) or had a fraction or
+  // exponent, *text its token.
+  bool integer(int64_t* v, bool* is_int, std::string_view* text) {
+    const char* s = p_;
+    bool neg = false;
+    if (peek() == '-') {
+      neg = true;
+      ++p_;
+    }
+    char c = peek();
+    int64_t x = 0;
+    int nd = 0;
+    if (c == '0') {
+      ++p_;
+      nd = 1;
+    } else if (c >= '1' && c <= '9') {
+      while (p_ < e_ && is_digit(*p_)) {
+        if (nd < 18) x = x * 10 + (*p_ - '0');
+        ++nd;
+        ++p_;
+      }
+      if (p_ >= e_) ran_out();
+    } else {
+      throw Unsupported{"malformed number"};
+    }
+    c = *p_;
+    if (c == '.' || c == 'e' || c == 'E') {
+      p_ = s;
+      *text = number(is_int);
+      return false;
+    }
+    *is_int = true;
+    *text = std::string_view(s, static_cast<size_t>(p_ - s));
+    if (nd > 18) return false;
+    *v = neg ? -x : x;
+    return true;
   }
 
   void skip_value(int depth) {

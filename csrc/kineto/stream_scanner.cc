@@ -3,6 +3,7 @@
 // next chunk has arrived (NeedMore), so nothing is committed from a partial event.
 #include "kineto/stream_scanner.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -48,6 +49,37 @@ constexpr ArgKey kArgKeys[] = {
     {"Global rank start", kArgIgnored, -1},  // scalars, not kept
     {"Global rank stride", kArgIgnored, -1},
 };
+
+// The kArgKeys entry of `k`, or -1: by length first (most keys are not ours).
+int arg_index(std::string_view k) {
+  auto is = [&](int j) { return kArgKeys[j].key == k ? j : -1; };
+  switch (k.size()) {
+    case 5:
+      return k[0] == 'b' ? is(4) : is(10);  // bytes, dtype
+    case 6:
+      return k[0] == 's' ? is(2) : is(3);  // stream, device
+    case 10:
+      return is(9);  // Group size
+    case 11:
+      return k[0] == 'E' ? is(0) : is(1);  // External id, correlation
+    case 13:
+      return is(7);  // In msg nelems
+    case 14:
+      return k[0] == 'c' ? is(5) : is(8);  // cuda_sync_kind, Out msg nelems
+    case 15:
+      return is(6);  // Collective name
+    case 17:
+      return is(14);  // Global rank start
+    case 18:
+      return k[0] == 'P' ? is(11) : is(15);  // Process Group Name, Global rank stride
+    case 19:
+      return is(13);  // Process Group Ranks
+    case 25:
+      return is(12);  // Process Group Description
+    default:
+      return -1;
+  }
+}
 
 enum EvKey {
   kEvPh,
@@ -141,7 +173,6 @@ void StreamScanner::Event::clear() {
 void StreamScanner::begin_file() {
   state_ = kStart;
   buf_.clear();
-  pos_ = 0;
   reason_.clear();
   found_events_ = false;
   ts_any_float_ = dur_any_float_ = false;
@@ -157,17 +188,33 @@ void StreamScanner::begin_file() {
 bool StreamScanner::feed(std::string_view chunk) {
   if (state_ == kFailed) return false;
   rank_.feed(chunk);
-  if (pos_ > 0) {
-    buf_.erase(0, pos_);
-    pos_ = 0;
+  // A value cut by the previous chunk's end: complete it from the head of this chunk (growing
+  // the piece until the cut value is through), then read the rest of the chunk in place.
+  while (!buf_.empty() && !chunk.empty()) {
+    size_t pending = buf_.size();
+    size_t take = std::min(chunk.size(), std::max(pending, size_t{1} << 16));
+    buf_.append(chunk.data(), take);
+    size_t used = parse(buf_.data(), buf_.size(), false);
+    if (state_ == kFailed) return false;
+    if (used >= pending) {  // past the old text: what is left is in the chunk
+      chunk.remove_prefix(used - pending);
+      buf_.clear();
+      break;
+    }
+    buf_.erase(0, used);
+    chunk.remove_prefix(take);
   }
-  buf_.append(chunk);
-  parse(false);
-  return state_ != kFailed;
+  if (buf_.empty() && !chunk.empty()) {
+    size_t used = parse(chunk.data(), chunk.size(), false);
+    if (state_ == kFailed) return false;
+    buf_.assign(chunk.data() + used, chunk.size() - used);
+  }
+  return true;
 }
 
 bool StreamScanner::end_file(FileResult* out) {
-  if (state_ != kFailed) parse(true);
+  if (state_ != kFailed) parse(buf_.data(), buf_.size(), true);
+  buf_.clear();
   if (state_ != kFailed && state_ != kDone) {
     state_ = kFailed;
     reason_ = "truncated JSON";
@@ -220,12 +267,12 @@ bool StreamScanner::end_file(FileResult* out) {
   return true;
 }
 
-void StreamScanner::parse(bool final) {
-  const char* base = buf_.data();
-  cur_.reset(base + pos_, base + buf_.size(), final);
+size_t StreamScanner::parse(const char* begin, size_t size, bool final) {
+  cur_.reset(begin, begin + size, final);
+  size_t used = 0;  // the checkpoint: what was read up to the last complete value
   try {
     for (;;) {
-      pos_ = static_cast<size_t>(cur_.pos() - base);  // the checkpoint: rewind here on NeedMore
+      used = static_cast<size_t>(cur_.pos() - begin);
       switch (state_) {
         case kStart:
           cur_.ws();
@@ -276,21 +323,18 @@ void StreamScanner::parse(bool final) {
         case kDone:
           cur_.ws();
           if (!cur_.at_end()) throw Unsupported{"trailing data"};
-          pos_ = buf_.size();
-          return;
+          return size;
         case kFailed:
-          return;
+          return used;
       }
     }
   } catch (const NeedMore&) {
-    // pos_ is the last checkpoint: the cut value is read again with the next chunk.
+    // The cut value is read again, from the checkpoint, with the next chunk.
   } catch (const Unsupported& u) {
     state_ = kFailed;
     reason_ = u.why;
-    buf_.clear();
-    buf_.shrink_to_fit();
-    pos_ = 0;
   }
+  return used;
 }
 
 void StreamScanner::top_member() {
@@ -333,8 +377,8 @@ void StreamScanner::int_field(int64_t* out) {
     if (!small_int(s, &v)) throw Unsupported{"numeric string in an integer field"};
   } else if (c == '-' || is_digit(c)) {
     bool is_int;
-    std::string_view t = cur_.number(&is_int);
-    if (!is_int || !small_int(t, &v)) throw Unsupported{"non-integer in an integer field"};
+    std::string_view t;
+    if (!cur_.integer(&v, &is_int, &t)) throw Unsupported{"non-integer in an integer field"};
   } else {
     throw Unsupported{"non-scalar in an integer field"};
   }
@@ -352,15 +396,13 @@ void StreamScanner::time_field(Time* t, bool* any_float) {
   char c = cur_.peek();
   if (!(c == '-' || is_digit(c))) throw Unsupported{"non-number time"};
   bool is_int;
-  std::string_view s = cur_.number(&is_int);
-  if (is_int) {
-    size_t nd = s.size() - (s[0] == '-' ? 1 : 0);
-    if (nd > 18) throw Unsupported{"integer time beyond int64"};
-    int64_t v = 0;
-    small_int(s, &v);
+  std::string_view s;
+  int64_t v = 0;
+  if (cur_.integer(&v, &is_int, &s)) {
     *t = Time{kHas, v};
     return;
   }
+  if (is_int) throw Unsupported{"integer time beyond int64"};
   double d = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
   if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(d) ||
@@ -389,13 +431,7 @@ void StreamScanner::args(Event& ev) {
     cur_.ws();
     cur_.expect(':');
     cur_.ws();
-    int which = -1;
-    for (int j = 0; j < static_cast<int>(std::size(kArgKeys)); ++j) {
-      if (kArgKeys[j].key == k) {
-        which = j;
-        break;
-      }
-    }
+    int which = arg_index(k);
     if (which < 0) {
       cur_.skip_value(1);
     } else {
@@ -446,7 +482,8 @@ void StreamScanner::event() {
   uint32_t seen = 0;
   for (;;) {
     cur_.ws();
-    EvKey k = event_key(cur_.str());
+    std::string_view key = cur_.short_key();
+    EvKey k = event_key(key.empty() ? cur_.str() : key);
     cur_.ws();
     cur_.expect(':');
     cur_.ws();

@@ -117,7 +117,9 @@ class StreamScanner {
     void clear();
   };
 
-  void parse(bool final);
+  // Reads [begin, begin + size) from the current state; returns the bytes read up to the last
+  // complete value (the rest is read again once more text has come).
+  size_t parse(const char* begin, size_t size, bool final);
   void top_member();
   void event();
   void args(Event& ev);
@@ -128,8 +130,7 @@ class StreamScanner {
 
   Cursor cur_;
   State state_ = kStart;
-  std::string buf_;  // unread text (an unfinished value, then the newest chunk)
-  size_t pos_ = 0;   // read up to here in buf_
+  std::string buf_;  // a value cut by a chunk's end (read again with the next chunk)
   std::string reason_;
   bool found_events_ = false;
   bool ts_any_float_ = false, dur_any_float_ = false;

@@ -31,7 +31,7 @@ from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, KIND, KIND_ID,
 from stallscope.exceptions import TraceImportError
 
 NULL: Final = np.iinfo(np.int64).min  # the scanner's null in int64 columns
-_CHUNK: Final = 1 << 20  # compressed bytes per read
+_CHUNK: Final = 1 << 18  # compressed bytes per read (about 4 MiB of text)
 _INT32 = (-(2**31), 2**31 - 1)
 
 
