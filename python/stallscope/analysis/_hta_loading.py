@@ -77,11 +77,11 @@ def _hta_rows(
     lf = events.lazy()
     facts = _trace_facts(lf)
     rows = (
-        lf.filter(~pl.col("kind").cast(pl.String).is_in(NOT_HTA_KINDS))
+        lf.filter(~pl.col("kind").is_in(NOT_HTA_KINDS))
         .join(facts, on="rank", how="left")
         .with_columns(pl.col("base_ns").fill_null(0), pl.col("ts_float").fill_null(True))
     )
-    kind = pl.col("kind").cast(pl.String)
+    kind = pl.col("kind")  # the schema's Enum: compared by code, no string per row
     stream = pl.when(kind.is_in(GPU_KINDS)).then(pl.col("lane")).otherwise(-1).cast(pl.Int64)
     corr = (
         pl.when(kind.is_in([*GPU_KINDS, "runtime"]) & (pl.col("correlation") != 0))
@@ -117,20 +117,43 @@ def _hta_rows(
         .agg(ts_runtime=pl.col("ts").last())
     )
     row0 = _row0_ts(facts.collect(), shift)
-    df = (
-        df.join(cpu_ts, on=["rank", "correlation"], how="left")
+    # Only GPU rows get a ts_runtime: join those alone (a fraction of the rows), then scatter.
+    gpu = (
+        df.select("rank", "correlation", "is_gpu")
+        .with_row_index("_r")
+        .filter(pl.col("is_gpu"))
+        .join(cpu_ts, on=["rank", "correlation"], how="left")
         .join(row0, on="rank", how="left")
-        .with_columns(
-            ts_runtime=pl.when(pl.col("is_gpu")).then(
-                pl.coalesce("ts_runtime", pl.when(pl.col("correlation") >= 0).then("row0_ts"))
-            )
+        .select(
+            "_r",
+            ts_runtime=pl.coalesce(
+                "ts_runtime", pl.when(pl.col("correlation") >= 0).then("row0_ts")
+            ),
         )
-        .drop("row0_ts")
     )
+    runtime = pl.repeat(None, df.height, dtype=pl.Float64, eager=True)
+    if gpu.height:
+        runtime = runtime.scatter(gpu["_r"], gpu["ts_runtime"])
+    df = df.with_columns(runtime.alias("ts_runtime"))
     step_names = df.filter(pl.col("name").str.contains("ProfilerStep", literal=True))["name"]
     if not include_last_profiler_step and step_names.n_unique() >= 2:
         df = _drop_last_step(df)
-    return df.with_columns(kernel_type=hta_kernel_type(pl.col("name")))
+    return df.with_columns(kind=pl.col("kind").cast(pl.String), kernel_type=_kernel_types(df))
+
+
+def _kernel_types(df: pl.DataFrame) -> pl.Series:
+    """HTA's kernel type of the GPU rows (stream >= 0; null elsewhere: no view reads it there),
+    classified once per distinct name."""
+    gpu = df["stream"] != -1
+    names = df["name"].filter(gpu)
+    uniq = names.unique()
+    types = uniq.to_frame("n").select(hta_kernel_type(pl.col("n")).alias("t"))["t"]
+    out = pl.repeat(None, df.height, dtype=pl.String, eager=True)
+    if names.len():
+        out = out.scatter(
+            gpu.arg_true(), names.replace_strict(uniq, types, return_dtype=pl.String)
+        )
+    return out.alias("kernel_type")
 
 
 def _row0_ts(facts: pl.DataFrame, shift: float) -> pl.DataFrame:
