@@ -116,7 +116,7 @@ class Session:
         sc.begin_file()
         ok = True
         # Decompression runs in a thread ahead of the scan (both release the GIL): 2 cores.
-        q: Queue[bytes | BaseException | None] = Queue(maxsize=4)
+        q: Queue[bytes | BaseException | None] = Queue(maxsize=2)
         stop = threading.Event()
 
         def produce() -> None:
