@@ -75,11 +75,14 @@ def _hta_rows(
     events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool
 ) -> pl.DataFrame:
     lf = events.lazy()
-    facts = _trace_facts(lf)
-    rows = (
-        lf.filter(~pl.col("kind").is_in(NOT_HTA_KINDS))
-        .join(facts, on="rank", how="left")
-        .with_columns(pl.col("base_ns").fill_null(0), pl.col("ts_float").fill_null(True))
+    facts = _trace_facts(lf).collect()
+    # Per-rank facts by lookup (a handful of ranks): cheaper than a join over every row.
+    bases = {r: b or 0 for r, b in facts.select("rank", "base_ns").iter_rows()}
+    floats = {r: f is not False for r, f in facts.select("rank", "ts_float").iter_rows()}
+    rank = pl.col("rank")
+    rows = lf.filter(~pl.col("kind").is_in(NOT_HTA_KINDS)).with_columns(
+        base_ns=rank.replace_strict(bases, default=0, return_dtype=pl.Int64),
+        ts_float=rank.replace_strict(floats, default=True, return_dtype=pl.Boolean),
     )
     kind = pl.col("kind")  # the schema's Enum: compared by code, no string per row
     stream = pl.when(kind.is_in(GPU_KINDS)).then(pl.col("lane")).otherwise(-1).cast(pl.Int64)
@@ -116,7 +119,7 @@ def _hta_rows(
         .group_by("rank", "correlation")
         .agg(ts_runtime=pl.col("ts").last())
     )
-    row0 = _row0_ts(facts.collect(), shift)
+    row0 = _row0_ts(facts, shift)
     # Only GPU rows get a ts_runtime: join those alone (a fraction of the rows), then scatter.
     gpu = (
         df.select("rank", "correlation", "is_gpu")
@@ -192,17 +195,32 @@ def _hta_times(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _drop_last_step(df: pl.DataFrame) -> pl.DataFrame:
-    cpu = df.filter(~pl.col("is_gpu"))
-    last = (
-        cpu.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
+    gpu = pl.col("is_gpu")
+    last = dict(
+        df.filter(~gpu & pl.col("name").str.contains("ProfilerStep", literal=True))
         .group_by("rank")
-        .agg(last_start=pl.col("ts").max())
+        .agg(pl.col("ts").max())
+        .iter_rows()
     )
-    cpu_kept = cpu.join(last, on="rank", how="inner").filter(pl.col("ts") < pl.col("last_start"))
-    gpu_kept = df.filter(pl.col("is_gpu")).join(
-        cpu_kept.select("rank", "correlation"), on=["rank", "correlation"], how="inner"
+    # CPU rows before their rank's last step (ranks without a step keep none: null compares false).
+    limit = pl.col("rank").replace_strict(last, default=None, return_dtype=pl.Float64)
+    cpu_kept = df.filter(~gpu & (pl.col("ts") < limit).fill_null(False))
+    # GPU rows matching a kept CPU row by correlation, one copy per match (HTA's inner merge).
+    corr = pl.col("correlation")
+    matches = pl.concat(
+        [  # rows without a correlation (-1) are many: counted per rank without hashing
+            cpu_kept.filter(corr != -1).group_by("rank", "correlation").len("_n"),
+            cpu_kept.filter(corr == -1)
+            .group_by("rank")
+            .len("_n")
+            .select("rank", correlation=pl.lit(-1, pl.Int64), _n="_n"),
+        ]
     )
-    return pl.concat([gpu_kept, cpu_kept.drop("last_start")])
+    gpu_kept = df.filter(gpu).join(matches, on=["rank", "correlation"], how="inner")
+    n = gpu_kept["_n"].to_numpy()
+    if gpu_kept.height and n.max() > 1:
+        gpu_kept = gpu_kept[np.repeat(np.arange(gpu_kept.height), n)]
+    return pl.concat([gpu_kept.drop("_n"), cpu_kept])
 
 
 def merge_intervals(rows: pl.LazyFrame | pl.DataFrame, by: str = "rank") -> pl.LazyFrame:
