@@ -36,18 +36,29 @@ def kernel_type_breakdown(
     Bits: COMPUTATION 1, COMMUNICATION 2, MEMORY 4 (HTA's TraceAnalysis default includes memory
     kernels)."""
     types = _types(include_memory_kernels)
-    rows = hta_rows(events).filter(pl.col("stream") != -1)
-    parts = []
-    for bit, kind in enumerate(types):
-        merged = merge_intervals(rows.filter(pl.col("kernel_type") == kind))
-        w = 1 << bit
-        parts += [
-            merged.select("rank", time=pl.col("ts"), status=pl.lit(w, pl.Int64)),
-            merged.select("rank", time=pl.col("end"), status=pl.lit(-w, pl.Int64)),
+    rows = hta_rows(events).filter((pl.col("stream") != -1) & pl.col("kernel_type").is_in(types))
+
+    # All types merged in one pass; bit i for types[i]. Boundaries sorted by rank and time, ties
+    # in the order of (type, start before end): the order a per-type concatenation would give.
+    def by_type(values: list[int]) -> pl.Expr:
+        return pl.col("kernel_type").replace_strict(
+            dict(zip(types, values, strict=True)), return_dtype=pl.Int64
+        )
+
+    merged = merge_intervals(rows, by=["rank", "kernel_type"]).with_columns(
+        _w=by_type([1 << i for i in range(len(types))]),
+        _part=by_type([2 * i for i in range(len(types))]),
+    )
+    bounds = pl.concat(
+        [
+            merged.select("rank", time=pl.col("ts"), status=pl.col("_w"), _part="_part"),
+            merged.select(
+                "rank", time=pl.col("end"), status=-pl.col("_w"), _part=pl.col("_part") + 1
+            ),
         ]
+    )
     sums = (
-        pl.concat(parts)
-        .sort("rank", "time", maintain_order=True)
+        bounds.sort("rank", "time", "_part", maintain_order=True)
         .with_columns(
             running=pl.col("status").cum_sum().over("rank"),
             nxt=pl.col("time").shift(-1).over("rank"),

@@ -223,15 +223,19 @@ def _drop_last_step(df: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([gpu_kept.drop("_n"), cpu_kept])
 
 
-def merge_intervals(rows: pl.LazyFrame | pl.DataFrame, by: str = "rank") -> pl.LazyFrame:
-    """HTA's merge_kernel_intervals per `by`: sort by ts; a new interval starts when ts exceeds
-    the running max of earlier ends (touching intervals merge). Columns: by, ts, end."""
-    lf = rows.lazy().sort(by, "ts", maintain_order=True)
+def merge_intervals(
+    rows: pl.LazyFrame | pl.DataFrame, by: str | list[str] = "rank"
+) -> pl.LazyFrame:
+    """HTA's merge_kernel_intervals per `by` (a column or several): sort by ts; a new interval
+    starts when ts exceeds the running max of earlier ends (touching intervals merge). Columns:
+    by, ts, end."""
+    by = [by] if isinstance(by, str) else by
+    lf = rows.lazy().sort(*by, "ts", maintain_order=True)
     prev_max = pl.col("end").shift(1).cum_max().over(by)
     return (
         lf.with_columns(_g=(pl.col("ts") > prev_max).fill_null(False).cum_sum().over(by))
-        .group_by(by, "_g")
+        .group_by(*by, "_g")
         .agg(ts=pl.col("ts").min(), end=pl.col("end").max())
         .drop("_g")
-        .sort(by, "ts")
+        .sort(*by, "ts")
     )
