@@ -153,9 +153,7 @@ def _kernel_types(df: pl.DataFrame) -> pl.Series:
     types = uniq.to_frame("n").select(hta_kernel_type(pl.col("n")).alias("t"))["t"]
     out = pl.repeat(None, df.height, dtype=pl.String, eager=True)
     if names.len():
-        out = out.scatter(
-            gpu.arg_true(), names.replace_strict(uniq, types, return_dtype=pl.String)
-        )
+        out = out.scatter(gpu.arg_true(), names.replace_strict(uniq, types, return_dtype=pl.String))
     return out.alias("kernel_type")
 
 
