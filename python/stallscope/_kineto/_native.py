@@ -115,6 +115,16 @@ class Session:
         sc = self.scanner
         sc.begin_file()
         ok = True
+        try:
+            small = path.stat().st_size <= 2 * _CHUNK
+        except OSError:
+            small = False  # _chunks words the error
+        if small:  # a thread would cost more than it overlaps
+            for chunk in _chunks(path):
+                if not sc.feed(chunk):
+                    ok = False
+                    break
+            return self._end(path, ok)
         # Decompression runs in a thread ahead of the scan (both release the GIL): 2 cores.
         q: Queue[bytes | BaseException | None] = Queue(maxsize=2)
         stop = threading.Event()
@@ -149,6 +159,10 @@ class Session:
                 while not q.empty():
                     q.get_nowait()
                 t.join(0.01)
+        return self._end(path, ok)
+
+    def _end(self, path: Path, ok: bool) -> FileScan | None:
+        sc = self.scanner
         res = sc.end_file() if ok else "unsupported"
         if isinstance(res, str):
             sc.begin_file()
