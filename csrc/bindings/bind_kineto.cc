@@ -89,7 +89,8 @@ void bind_kineto(py::module_& m) {
                             "Streaming reader of Kineto JSON: begin_file(), feed(chunk)..., "
                             "end_file(); string dictionaries shared by the files read.")
       .def(py::init<>())
-      .def("begin_file", &StreamScanner::begin_file, "Start a new file (dictionaries kept).")
+      .def("begin_file", &StreamScanner::begin_file, py::arg("text_bytes") = 0,
+           "Start a new file (dictionaries kept); text_bytes: its expected text size, if known.")
       .def("feed", &feed, py::arg("chunk"),
            "Read the next chunk of the file's text; False once the file is unsupported.")
       .def("end_file", &end_file,

@@ -170,7 +170,7 @@ void StreamScanner::Event::clear() {
   dur = Time{0, 0};
 }
 
-void StreamScanner::begin_file() {
+void StreamScanner::begin_file(size_t text_bytes) {
   state_ = kStart;
   buf_.clear();
   reason_.clear();
@@ -183,6 +183,13 @@ void StreamScanner::begin_file() {
   ts_flags_.clear();
   dur_flags_.clear();
   flow_ts_flags_.clear();
+  size_t rows = text_bytes / 200;  // Kineto events take 200-450 bytes of text each
+  if (rows > 0) {
+    for (auto& c : staged_.rows) c.reserve(rows);
+    for (auto& c : staged_.strs) c.reserve(rows);
+    ts_flags_.reserve(rows);
+    dur_flags_.reserve(rows);
+  }
 }
 
 bool StreamScanner::feed(std::string_view chunk) {

@@ -84,8 +84,9 @@ struct FileResult {
 
 class StreamScanner {
  public:
-  // Starts a new file (the dictionaries are kept).
-  void begin_file();
+  // Starts a new file (the dictionaries are kept). `text_bytes`: the expected size of its text,
+  // if known (columns are reserved for it: no regrowth copies; untouched pages cost nothing).
+  void begin_file(size_t text_bytes = 0);
   // Appends text and reads as far as it goes. Returns false once the file is unsupported.
   bool feed(std::string_view chunk);
   // End of the file's text: true and *out filled, or false (reason()).
