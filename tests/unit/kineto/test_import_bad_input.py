@@ -91,6 +91,37 @@ def test_truncated_gzip(tmp_path: Path) -> None:
         stallscope.import_kineto(p)
 
 
+def _large_gz(path: Path) -> Path:
+    """A gzip'd trace over 1 MiB compressed (the reader gunzips those in a thread)."""
+    import random
+
+    rnd = random.Random(7)
+    events = [
+        kernel(i, corr=i, name=f"k{rnd.getrandbits(128):032x}{rnd.getrandbits(128):032x}")
+        for i in range(40_000)
+    ]
+    p = write(path, trace(events, distributedInfo={"rank": 0}), gz=True)
+    assert p.stat().st_size > 1 << 20
+    return p
+
+
+def test_large_gzip_read_in_a_thread_and_its_truncation(tmp_path: Path) -> None:
+    p = _large_gz(tmp_path / "big.json")
+    ev = stallscope.import_kineto(p)
+    assert ev.filter(pl.col("kind") == "kernel").height == 40_000
+    for cut in (1000, (p.stat().st_size // 2)):
+        q = tmp_path / f"cut{cut}.json.gz"
+        q.write_bytes(p.read_bytes()[:-cut])
+        with pytest.raises(TraceImportError, match="truncated gzip"):
+            stallscope.import_kineto(q)
+    q = tmp_path / "corrupt.json.gz"
+    raw = bytearray(p.read_bytes())
+    raw[len(raw) // 3 : len(raw) // 3 + 64] = b"\xff" * 64
+    q.write_bytes(bytes(raw))
+    with pytest.raises(TraceImportError, match="gzip|JSON"):
+        stallscope.import_kineto(q)
+
+
 @pytest.mark.parametrize("doc", [{"foo": 1}, {"traceEvents": 5}, [1, 2], "x", None])
 def test_missing_trace_events(tmp_path: Path, doc: Any) -> None:
     p = write(tmp_path / "t.json", doc)
