@@ -118,7 +118,7 @@ def test_large_gzip_read_in_a_thread_and_its_truncation(tmp_path: Path) -> None:
     raw = bytearray(p.read_bytes())
     raw[len(raw) // 3 : len(raw) // 3 + 64] = b"\xff" * 64
     q.write_bytes(bytes(raw))
-    with pytest.raises(TraceImportError, match="gzip|JSON"):
+    with pytest.raises(TraceImportError, match=r"gzip|JSON"):
         stallscope.import_kineto(q)
 
 
