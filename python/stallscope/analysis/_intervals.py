@@ -69,7 +69,7 @@ class Union:
             return np.zeros(t.shape, np.int64)
         k = np.searchsorted(self.s, t, side="right")
         j = np.maximum(k - 1, 0)
-        out = t - self.s[0] - self.p[j] - np.maximum(t - self.e[j], 0)
+        out: np.ndarray = t - self.s[0] - self.p[j] - np.maximum(t - self.e[j], 0)
         out[k == 0] = 0
         return out
 
