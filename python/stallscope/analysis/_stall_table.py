@@ -108,7 +108,8 @@ def _sources(events: pl.DataFrame | pl.LazyFrame) -> tuple[pl.LazyFrame, pl.Lazy
         ev = lf.select(*_NEEDED, "name", "detail").collect().lazy()
         comm = ev.filter(is_comm).with_columns(bytes=pl.lit(0, pl.Int64))
         return ev, comm.collect().lazy()
-    return lf.select(_NEEDED), lf.filter(is_comm).collect().lazy()
+    comm = lf.filter(is_comm).select(*_NEEDED, "name", "detail", "bytes")
+    return lf.select(_NEEDED), comm.collect().lazy()
 
 
 def is_gpu_run(events: pl.DataFrame | pl.LazyFrame) -> bool:
@@ -348,9 +349,10 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         _labelled(ev, gpu, compute=True) if gpu else _cpu_compute(ev, comm_events, windows)
     )
     compute_lf = flat(compute_src).select("start", "end")
-    base, coll_flat, compute_df = pl.collect_all(
-        [flat(_labelled(ev, gpu, compute=False)), flat(coll), compute_lf]
-    )
+    # Collected one by one: together, Polars would cache their common input (all events).
+    base = flat(_labelled(ev, gpu, compute=False)).collect()
+    coll_flat = flat(coll).collect()
+    compute_df = compute_lf.collect()
     label = pl.col("label")
     comm = (
         base.lazy()
