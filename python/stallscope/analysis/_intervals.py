@@ -220,21 +220,23 @@ def exclusive_arrays(
     t = np.concatenate((start, end, cuts)).astype(np.int64, copy=False)
     order = np.argsort(t, kind="stable")
     t = t[order]
-    rows = order[order < 2 * n]  # positions of the edges (not cuts) in edge order
-    counts = np.zeros((t.size, labels), np.int32)  # per label, intervals active from t on
-    lab = np.concatenate((label, label)).astype(np.intp, copy=False)
-    delta = np.where(rows < n, 1, -1).astype(np.int32)
-    counts[np.flatnonzero(order < 2 * n), lab[rows]] = delta
-    np.cumsum(counts, axis=0, out=counts)
-    active = counts > 0
+    # Per edge in time order: its label (-1 for a cut) and +1 (a start) or -1 (an end).
+    lab = np.concatenate((label, label, np.full(cuts.size, -1))).astype(np.int32)[order]
+    delta = np.where(order < n, 1, -1).astype(np.int32)
+    winner = np.full(t.size, labels, np.int32)  # labels = none active
+    for j in range(labels - 1, -1, -1):  # smallest label last: it wins
+        mine = lab == j
+        if mine.any():
+            active = np.cumsum(np.where(mine, delta, 0), dtype=np.int32) > 0
+            winner[active] = j
     # After the sort, the last edge at a time t holds the state from t on; the others give
     # empty segments, dropped by next > t (as is the open end after the last edge).
     nxt = np.empty_like(t)
     nxt[:-1] = t[1:]
     if t.size:
         nxt[-1] = t[-1]
-    keep = active.any(axis=1) & (nxt > t)
-    return active[keep].argmax(axis=1).astype(np.int32), t[keep], nxt[keep]
+    keep = (winner < labels) & (nxt > t)
+    return winner[keep], t[keep], nxt[keep]
 
 
 def flatten_offsets(bounds: pl.DataFrame) -> pl.DataFrame:
