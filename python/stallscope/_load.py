@@ -148,12 +148,10 @@ def _clock_offsets(info: RunInfo) -> dict[int, _Clock]:
 
 
 def _aligned(lf: pl.LazyFrame, shift: pl.Expr) -> pl.LazyFrame:
-    """`lf` with `shift` (ns, from start_ns; 0 where null) added to start_ns and end_ns."""
-    return lf.with_columns(_shift=shift.round().cast(pl.Int64).fill_null(0)).select(
-        pl.exclude("_shift", "start_ns", "end_ns"),
-        start_ns=pl.col("start_ns") + pl.col("_shift"),
-        end_ns=pl.col("end_ns") + pl.col("_shift"),
-    )
+    """`lf` with `shift` (ns, from start_ns; 0 where null) added to start_ns and end_ns (both
+    computed from the original start_ns; Polars evaluates the shared shift once)."""
+    ns = shift.round().cast(pl.Int64).fill_null(0)
+    return lf.with_columns(start_ns=pl.col("start_ns") + ns, end_ns=pl.col("end_ns") + ns)
 
 
 def _align_one_rank(lf: pl.LazyFrame, c: _Clock) -> pl.LazyFrame:
@@ -161,7 +159,7 @@ def _align_one_rank(lf: pl.LazyFrame, c: _Clock) -> pl.LazyFrame:
     shift = pl.lit(c.o_a, pl.Int64) + pl.lit(c.slope, pl.Float64) * (
         pl.col("start_ns") - pl.lit(c.t_a, pl.Int64)
     )
-    return _aligned(lf, shift).select(COLUMNS)
+    return _aligned(lf, shift)
 
 
 def _align_by_join(lf: pl.LazyFrame, clocks: dict[int, _Clock]) -> pl.LazyFrame:
