@@ -3,7 +3,8 @@
 Intervals are half-open ``[start, end)`` in int64 ns, columns ``start`` and ``end``. Every function
 here works on a single timeline: to handle several ranks at once, lay them out one after another
 first (`flatten`), so that no group-by or per-row Python is needed anywhere (each operation is a
-sort, a cumulative maximum, a filter or an as-of join).
+sort, a cumulative maximum, a filter or an as-of join). The stall table's hot path uses the
+NumPy forms `Union` (measuring the union of millions of intervals) and `exclusive_arrays`.
 """
 
 from __future__ import annotations
@@ -13,18 +14,6 @@ import polars as pl
 
 _S = pl.col("start")
 _E = pl.col("end")
-
-
-def sort_by_start(intervals: pl.DataFrame) -> pl.DataFrame:
-    """`intervals` (columns start, end) sorted by start, flagged sorted. A stable NumPy sort
-    (timsort): much cheaper than a general sort on the long ordered runs of real captures
-    (each thread's and stream's events come in order)."""
-    start = intervals["start"].to_numpy()
-    order = np.argsort(start, kind="stable")
-    return pl.DataFrame(
-        {"start": start[order], "end": intervals["end"].to_numpy()[order]},
-        schema={"start": pl.Int64, "end": pl.Int64},
-    ).with_columns(pl.col("start").set_sorted())
 
 
 class Union:

@@ -47,12 +47,14 @@ do no work: their time falls to the categories below (usually host or data).
 How: every source interval gets the number of its category (0 = compute ... 7 = data) by a
 table lookup on the kind / category codes; ranks are laid out one after another on one int64
 timeline (rank r's time t at r * span + t - start of the run), so nothing is grouped by rank.
-The compute intervals (the bulk: every kernel) are sorted once and merged into their union U_0;
-the other intervals (few) are cut into segments that each carry the highest priority active over
-them and never cross a step boundary. Compute in a step is |U_0 ∩ step|; a segment of priority k
-adds its length outside U_0 to category k (every length of U_0 comes from one as-of lookup into
-U_0's cumulative lengths); host is the step minus all of these, so the categories sum exactly to
-the step time. stall_intervals gives the same attribution as a timeline.
+The compute intervals (the bulk: every kernel) become their union U_0 (_intervals.Union: their
+starts and their ends each sorted once, in NumPy, and the cumulative gaps between them); the
+other intervals (few) are cut into segments that each carry the highest priority active over
+them and never cross a step boundary (_intervals.exclusive_arrays). Compute in a step is
+|U_0 ∩ step|; a segment of priority k adds its length outside U_0 to category k (every length of
+U_0 comes from a binary search into U_0's sorted starts); host is the step minus all of these,
+so the categories sum exactly to the step time. stall_intervals gives the same attribution as a
+timeline.
 """
 
 from __future__ import annotations
