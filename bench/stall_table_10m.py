@@ -37,6 +37,8 @@ LAYERS = 20
 KERNELS = 1_200  # compute kernels per step and rank
 COLLECTIVES = 10  # gradient buckets per step
 COPIES = 20
+# Bumped whenever the writer's file format changes, so that a stale run directory is rewritten.
+FORMAT = "writer-2: Enum-marked uint8 dictionaries, _PARQUET_OPTIONS; run.json with clock offsets"
 
 
 def per_step_events() -> int:
@@ -156,24 +158,25 @@ def rank_frame(rank: int, steps: int, rng: np.random.Generator) -> pl.DataFrame:
 
 
 def to_native_table(frame: pl.DataFrame) -> pa.Table:
-    """`frame` as the native writer's Arrow table: kind / category dictionary-encoded on the
-    schema's value lists (int8 codes), names and details plain strings."""
-    from stallscope._writer import _CATEGORY_DICT, _KIND_DICT
+    """`frame` as the native writer's Arrow table (its very schema: kind / category
+    dictionary-encoded on the schema's value lists with uint8 codes and marked as Polars Enums,
+    names and details plain strings)."""
+    from stallscope._writer import _ARROW_SCHEMA, _CATEGORY_DICT, _KIND_DICT
 
     table = frame.to_arrow()
     cols = {name: table.column(name) for name in table.column_names}
     for col, values in (("kind", _KIND_DICT), ("category", _CATEGORY_DICT)):
-        codes = frame[col].to_physical().to_numpy().astype(np.int8)
-        cols[col] = pa.DictionaryArray.from_arrays(codes, values)
+        codes = frame[col].to_physical().to_numpy().astype(np.uint8)
+        cols[col] = pa.DictionaryArray.from_arrays(codes, values, ordered=True)
     for col in ("name", "detail"):
         cols[col] = cols[col].cast(pa.string())
-    return pa.table(cols)
+    return pa.Table.from_arrays([cols[f.name] for f in _ARROW_SCHEMA], schema=_ARROW_SCHEMA)
 
 
 def generate(run: Path, events: int, ranks: int) -> int:
     import pyarrow.parquet as pq
 
-    from stallscope._writer import _COMPRESSION, _COMPRESSION_LEVEL
+    from stallscope._writer import _PARQUET_OPTIONS
 
     run.mkdir(parents=True, exist_ok=True)
     steps = max(2, events // (ranks * per_step_events()))
@@ -184,13 +187,47 @@ def generate(run: Path, events: int, ranks: int) -> int:
         pq.write_table(
             to_native_table(df),
             run / f"rank-{r:05d}.parquet",
-            compression=_COMPRESSION,
-            compression_level=_COMPRESSION_LEVEL,
+            **_PARQUET_OPTIONS,  # type: ignore[arg-type]
             row_group_size=10 * per_step_events(),
         )
         total += df.height
-    (run / "bench.json").write_text(json.dumps({"events": total, "ranks": ranks, "steps": steps}))
+    write_run_json(run, ranks, steps)
+    meta = {"events": total, "ranks": ranks, "steps": steps, "format": FORMAT}
+    (run / "bench.json").write_text(json.dumps(meta))
     return total
+
+
+def write_run_json(run: Path, ranks: int, steps: int) -> None:
+    """run.json as a traced 2-node job leaves it: one entry per rank, stopped, with the clock
+    offsets to rank 0 measured at start and stop (a few us apart, drifting by 1 ppm), so `load`
+    aligns the clocks as it does for a real multi-node run."""
+    from stallscope._run_dir import FORMAT as RUN_FORMAT
+    from stallscope._run_dir import FORMAT_VERSION, stem_for
+
+    t_start = 1_700_000_000_000_000_000
+    t_stop = t_start + steps * STEP_NS
+    procs = {}
+    for r in range(ranks):
+        o = 0 if r == 0 else 3_000 * r - 5_000  # ns
+        drift = 0 if r == 0 else (steps * STEP_NS) // 1_000_000 * (1 if r % 2 else -1)
+        samples = [
+            {"local_ns": t, "offset_ns": off, "error_ns": 2_000, "rtt_ns": 4_000}
+            for t, off in ((t_start, o), (t_stop, o + drift))
+        ]
+        procs[stem_for(r)] = {
+            "status": "stopped",
+            "rank": r,
+            "world_size": ranks,
+            "local_rank": r % 2,
+            "local_world_size": 2,
+            "node_rank": r // 2,
+            "pid": 40_000 + r,
+            "clock": {"source": "CLOCK_MONOTONIC", "unit": "ns", "reference_rank": 0}
+            | ({"offsets": samples} if r else {}),
+            "drops": {"ring_full": 0, "no_thread_slot": 0, "nesting_too_deep": 0},
+        }
+    doc = {"format": RUN_FORMAT, "format_version": FORMAT_VERSION, "processes": procs}
+    (run / "run.json").write_text(json.dumps(doc, indent=2))
 
 
 def peak_rss() -> int:
@@ -246,7 +283,8 @@ def main() -> None:
         print(json.dumps(measure(a.dir, a.measure)))
         return
     meta = a.dir / "bench.json"
-    if not meta.exists() or json.loads(meta.read_text())["events"] < 0.95 * a.events:
+    old = json.loads(meta.read_text()) if meta.exists() else {}
+    if old.get("events", 0) < 0.95 * a.events or old.get("format") != FORMAT:
         t = time.perf_counter()
         n = generate(a.dir, a.events, a.ranks)
         print(f"generated {n:,} events in {time.perf_counter() - t:.1f} s into {a.dir}")

@@ -86,49 +86,109 @@ def _dropped(entry: dict[str, Any]) -> int:
     )
 
 
-def _check_file(path: Path) -> None:
+def _check_file(path: Path) -> int | None:
+    """Check that `path` is a readable event file; return the one rank all of its rows carry
+    (from the rank column's Parquet statistics, which the writer keeps), None when its
+    statistics do not say."""
     import pyarrow.parquet as pq
 
     try:
-        pq.read_metadata(path)
+        meta = pq.read_metadata(path)
     except Exception as e:
         raise RunDirError(
             f"{path}: truncated or not a Parquet file ({type(e).__name__}: {e}); it was probably "
             "being written when its process died. Move it aside to load the rest of the run."
         ) from None
-    have = pq.read_schema(path).names
+    have = meta.schema.names
     missing = [c for c in COLUMNS if c not in have]
     if missing:
         raise RunDirError(f"{path}: not a stallscope event file (missing columns {missing})")
+    return _single_rank(meta, have.index("rank"))
 
 
-def _clock_offsets(info: RunInfo) -> pl.DataFrame | None:
+def _single_rank(meta: Any, column: int) -> int | None:
+    """The rank of every row of a file whose row groups' statistics of column `column` (rank)
+    all have min == max == one value without nulls; None otherwise (or when a statistic is
+    missing)."""
+    ranks = set()
+    for g in range(meta.num_row_groups):
+        st = meta.row_group(g).column(column).statistics
+        if st is None or not st.has_min_max or st.null_count != 0 or st.min != st.max:
+            return None
+        ranks.add(st.min)
+        if len(ranks) > 1:
+            return None
+    return int(ranks.pop()) if len(ranks) == 1 else None
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """One rank's alignment onto rank 0's clock: aligned = t + round(o_a + slope * (t - t_a))."""
+
+    t_a: int
+    o_a: int
+    slope: float
+
+
+def _clock_offsets(info: RunInfo) -> dict[int, _Clock]:
     """Per rank: aligned = t + offset_a + slope * (t - t_a), from run.json's clock samples
-    (offset to rank 0 measured at start and stop; see the collective tracing backend)."""
-    rows = []
+    (offset to rank 0 measured at start and stop; see the collective tracing backend).
+    Processes of one rank share its host clock: the first process listed with samples wins."""
+    out: dict[int, _Clock] = {}
     for p in info.processes.values():
         samples = (p.get("clock") or {}).get("offsets") or []
-        if not samples or not isinstance(p.get("rank"), int):
+        rank = p.get("rank")
+        if not samples or not isinstance(rank, int) or rank in out:
             continue
         a, b = samples[0], samples[-1]
         ta, oa = int(a["local_ns"]), int(a["offset_ns"])
         tb, ob = int(b["local_ns"]), int(b["offset_ns"])
-        slope = (ob - oa) / (tb - ta) if tb != ta else 0.0
-        rows.append(
-            {"rank": p["rank"], "pid": p.get("pid", 0), "t_a": ta, "o_a": oa, "slope": slope}
-        )
-    if not rows:
-        return None
-    return pl.DataFrame(
-        rows,
-        schema={
-            "rank": pl.Int32,
-            "pid": pl.Int32,
-            "t_a": pl.Int64,
-            "o_a": pl.Int64,
-            "slope": pl.Float64,
-        },
+        out[rank] = _Clock(ta, oa, (ob - oa) / (tb - ta) if tb != ta else 0.0)
+    return out
+
+
+def _aligned(lf: pl.LazyFrame, shift: pl.Expr) -> pl.LazyFrame:
+    """`lf` with `shift` (ns, from start_ns; 0 where null) added to start_ns and end_ns (both
+    computed from the original start_ns; Polars evaluates the shared shift once)."""
+    ns = shift.round().cast(pl.Int64).fill_null(0)
+    return lf.with_columns(start_ns=pl.col("start_ns") + ns, end_ns=pl.col("end_ns") + ns)
+
+
+def _align_one_rank(lf: pl.LazyFrame, c: _Clock) -> pl.LazyFrame:
+    """Every row of `lf` belongs to the rank of clock `c`: its shift, from literals."""
+    shift = pl.lit(c.o_a, pl.Int64) + pl.lit(c.slope, pl.Float64) * (
+        pl.col("start_ns") - pl.lit(c.t_a, pl.Int64)
     )
+    return _aligned(lf, shift)
+
+
+def _align_by_join(lf: pl.LazyFrame, clocks: dict[int, _Clock]) -> pl.LazyFrame:
+    """Rows of any ranks: each gets its rank's shift by a join (no clock: no shift)."""
+    per_rank = pl.LazyFrame(
+        {
+            "rank": list(clocks),
+            "_t_a": [c.t_a for c in clocks.values()],
+            "_o_a": [c.o_a for c in clocks.values()],
+            "_slope": [c.slope for c in clocks.values()],
+        },
+        schema={"rank": pl.Int32, "_t_a": pl.Int64, "_o_a": pl.Int64, "_slope": pl.Float64},
+    )
+    shift = pl.col("_o_a") + pl.col("_slope") * (pl.col("start_ns") - pl.col("_t_a"))
+    joined = lf.join(per_rank, on="rank", how="left", maintain_order="left")
+    return _aligned(joined, shift).select(COLUMNS)
+
+
+def _read(path: Path) -> pl.LazyFrame:
+    """One event file in the event schema. Files of other writers (an older version, an
+    importer) may store kind / category as Categorical, Enum of other values or strings: only
+    the columns whose type differs from the schema's are cast (the native writer's files need
+    none: Polars reads its dictionaries as the schema's Enums)."""
+    lf = pl.scan_parquet(path)
+    have = lf.collect_schema()
+    casts = [pl.col(c).cast(t) for c, t in SCHEMA.items() if have.get(c) != t]
+    if casts or list(have.names()) != list(COLUMNS):
+        lf = lf.select([pl.col(c) for c in COLUMNS]).with_columns(casts)
+    return lf
 
 
 def scan(run_dir: str | os.PathLike[str], *, align_clocks: bool = True) -> pl.LazyFrame:
@@ -143,32 +203,20 @@ def scan(run_dir: str | os.PathLike[str], *, align_clocks: bool = True) -> pl.La
     for problem in info.problems:
         warnings.warn(f"{info.run_dir}: {problem}", StallscopeWarning, stacklevel=2)
     paths = [p for ps in info.files.values() for p in ps]
-    for p in paths:
-        _check_file(p)
-    # Per file, then concatenated: files of other writers (an older version, an importer) may
-    # store kind / category as Categorical or Enum; each is cast to the schema on its own.
-    casts = [pl.col(c).cast(t) for c, t in SCHEMA.items()]
-    lf = pl.concat([pl.scan_parquet(p).select(casts) for p in paths], how="vertical")
-    if align_clocks:
-        offsets = _clock_offsets(info)
-        if offsets is not None:
-            # Processes of one rank share its host clock: join on rank only.
-            per_rank = offsets.unique("rank", keep="first").drop("pid").lazy()
-            shift = (
-                (pl.col("o_a") + pl.col("slope") * (pl.col("start_ns") - pl.col("t_a")))
-                .round()
-                .cast(pl.Int64)
-            )
-            lf = (
-                lf.join(per_rank, on="rank", how="left")
-                .with_columns(shift=shift.fill_null(0))
-                .with_columns(
-                    start_ns=pl.col("start_ns") + pl.col("shift"),
-                    end_ns=pl.col("end_ns") + pl.col("shift"),
-                )
-                .select(COLUMNS)
-            )
-    return lf
+    ranks = [_check_file(p) for p in paths]
+    clocks = _clock_offsets(info) if align_clocks else {}
+    # Per file, then concatenated (each file is cast to the schema on its own). A file of one
+    # rank (the native writer's: its rank statistics say so) is aligned with that rank's clock
+    # as literals; any other file by a join on rank.
+    frames = []
+    for path, rank in zip(paths, ranks, strict=True):
+        lf = _read(path)
+        if clocks and rank is None:
+            lf = _align_by_join(lf, clocks)
+        elif rank in clocks:
+            lf = _align_one_rank(lf, clocks[rank])
+        frames.append(lf)
+    return pl.concat(frames, how="vertical")
 
 
 def load(run_dir: str | os.PathLike[str], *, align_clocks: bool = True) -> pl.DataFrame:

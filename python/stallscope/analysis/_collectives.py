@@ -29,21 +29,28 @@ from stallscope._schema import parse_detail
 def collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
     """The collective / p2p events with their detail keys as columns: rank, name, seq, group,
     group_size, nnodes, start_ns, end_ns, bytes."""
-    return (
-        events.lazy()
-        .filter(pl.col("kind").is_in(["collective", "p2p"]))
-        .select(
-            "rank",
-            "name",
-            pl.col("correlation").alias("seq"),
+    c = events.lazy().filter(pl.col("kind").is_in(["collective", "p2p"]))
+    # Details repeat (one per group and size): each distinct one is parsed once, joined back.
+    keys = (
+        c.select(pl.col("detail").unique())
+        .drop_nulls()
+        .with_columns(
             parse_detail(pl.col("detail"), "group").alias("group"),
             parse_detail(pl.col("detail"), "group_size", pl.Int32()).alias("group_size"),
             parse_detail(pl.col("detail"), "nnodes", pl.Int32()).alias("nnodes"),
-            "start_ns",
-            "end_ns",
-            "bytes",
-            "kind",
         )
+    )
+    return c.join(keys, on="detail", how="left", maintain_order="left").select(
+        "rank",
+        "name",
+        pl.col("correlation").alias("seq"),
+        "group",
+        "group_size",
+        "nnodes",
+        "start_ns",
+        "end_ns",
+        "bytes",
+        "kind",
     )
 
 

@@ -3,7 +3,8 @@
 Intervals are half-open ``[start, end)`` in int64 ns, columns ``start`` and ``end``. Every function
 here works on a single timeline: to handle several ranks at once, lay them out one after another
 first (`flatten`), so that no group-by or per-row Python is needed anywhere (each operation is a
-sort, a cumulative maximum, a filter or an as-of join).
+sort, a cumulative maximum, a filter or an as-of join). The stall table's hot path uses the
+NumPy forms `Union` (measuring the union of millions of intervals) and `exclusive_arrays`.
 """
 
 from __future__ import annotations
@@ -15,16 +16,61 @@ _S = pl.col("start")
 _E = pl.col("end")
 
 
-def sort_by_start(intervals: pl.DataFrame) -> pl.DataFrame:
-    """`intervals` (columns start, end) sorted by start, flagged sorted. A stable NumPy sort
-    (timsort): much cheaper than a general sort on the long ordered runs of real captures
-    (each thread's and stream's events come in order)."""
-    start = intervals["start"].to_numpy()
-    order = np.argsort(start, kind="stable")
-    return pl.DataFrame(
-        {"start": start[order], "end": intervals["end"].to_numpy()[order]},
-        schema={"start": pl.Int64, "end": pl.Int64},
-    ).with_columns(pl.col("start").set_sorted())
+class Union:
+    """The union of many intervals, for measuring: its length before any time, in NumPy.
+
+    Built from the starts and the ends sorted each on its own (no argsort, no gather): the union
+    only depends on them (at time t, ``#starts <= t - #ends <= t`` intervals are active), and with
+    S and E sorted, the union has a gap after E[i] exactly where ``S[i + 1] > E[i]`` (the i + 1
+    intervals ending first all started by E[i]; no other did). Its length before t is then
+    ``(t - S[0]) - gaps before t``, with k = #starts <= t:
+    ``(t - S[0]) - P[k - 1] - max(0, t - E[k - 1])``, P[m] the total length of the gaps
+    ``max(0, S[i + 1] - E[i])`` for i < m. One extra array (P) of the size of the input."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray) -> None:
+        """`start`, `end`: int64 arrays of the intervals (any order, every end > start); both
+        are sorted in place when writable (pass copies you own)."""
+        self.s = self._sorted(start)
+        self.e = self._sorted(end)
+        n = self.s.size
+        gaps = np.zeros(n, np.int64)  # gaps[m] = P[m]
+        if n > 1:
+            np.subtract(self.s[1:], self.e[:-1], out=gaps[1:])
+            np.maximum(gaps[1:], 0, out=gaps[1:])
+            np.cumsum(gaps[1:], out=gaps[1:])
+        self.p = gaps
+
+    @staticmethod
+    def _sorted(a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a, np.int64)
+        if not a.flags.writeable:
+            return np.sort(a, kind="stable")  # timsort: fast on the ordered runs of captures
+        a.sort(kind="stable")
+        return a
+
+    def __len__(self) -> int:
+        return int(self.s.size)
+
+    def before(self, t: np.ndarray) -> np.ndarray:
+        """Length (ns) of the union before each time of `t` (int64, any order)."""
+        t = np.asarray(t, np.int64)
+        if self.s.size == 0:
+            return np.zeros(t.shape, np.int64)
+        k = np.searchsorted(self.s, t, side="right")
+        j = np.maximum(k - 1, 0)
+        out: np.ndarray = t - self.s[0] - self.p[j] - np.maximum(t - self.e[j], 0)
+        out[k == 0] = 0
+        return out
+
+    def intervals(self) -> pl.DataFrame:
+        """The union as disjoint intervals (start, end), sorted; touching ones merged."""
+        n = self.s.size
+        if n == 0:
+            return pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64})
+        gap = self.s[1:] > self.e[:-1]
+        heads = np.concatenate(([True], gap))
+        tails = np.concatenate((gap, [True]))
+        return pl.DataFrame({"start": self.s[heads], "end": self.e[tails]})
 
 
 def merge_sorted(intervals: pl.LazyFrame) -> pl.LazyFrame:
@@ -151,6 +197,35 @@ def exclusive(
         .select(label=winner, start="t", end="nxt")
         .filter(lab.is_not_null() & (_E > _S))
     )
+
+
+def exclusive_arrays(
+    label: np.ndarray, start: np.ndarray, end: np.ndarray, labels: int, cuts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`exclusive` on NumPy arrays: the intervals (label in 0 .. labels - 1, start, end; any
+    order) cut into disjoint segments, each with the smallest label active over it, also split
+    at `cuts`: (label int32, start, end) sorted by start."""
+    n = start.size
+    t = np.concatenate((start, end, cuts)).astype(np.int64, copy=False)
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    # Per edge in time order: its label (-1 for a cut) and +1 (a start) or -1 (an end).
+    lab = np.concatenate((label, label, np.full(cuts.size, -1))).astype(np.int32)[order]
+    delta = np.where(order < n, 1, -1).astype(np.int32)
+    winner = np.full(t.size, labels, np.int32)  # labels = none active
+    for j in range(labels - 1, -1, -1):  # smallest label last: it wins
+        mine = lab == j
+        if mine.any():
+            active = np.cumsum(np.where(mine, delta, 0), dtype=np.int32) > 0
+            winner[active] = j
+    # After the sort, the last edge at a time t holds the state from t on; the others give
+    # empty segments, dropped by next > t (as is the open end after the last edge).
+    nxt = np.empty_like(t)
+    nxt[:-1] = t[1:]
+    if t.size:
+        nxt[-1] = t[-1]
+    keep = (winner < labels) & (nxt > t)
+    return winner[keep], t[keep], nxt[keep]
 
 
 def flatten_offsets(bounds: pl.DataFrame) -> pl.DataFrame:

@@ -47,12 +47,14 @@ do no work: their time falls to the categories below (usually host or data).
 How: every source interval gets the number of its category (0 = compute ... 7 = data) by a
 table lookup on the kind / category codes; ranks are laid out one after another on one int64
 timeline (rank r's time t at r * span + t - start of the run), so nothing is grouped by rank.
-The compute intervals (the bulk: every kernel) are sorted once and merged into their union U_0;
-the other intervals (few) are cut into segments that each carry the highest priority active over
-them and never cross a step boundary. Compute in a step is |U_0 ∩ step|; a segment of priority k
-adds its length outside U_0 to category k (every length of U_0 comes from one as-of lookup into
-U_0's cumulative lengths); host is the step minus all of these, so the categories sum exactly to
-the step time. stall_intervals gives the same attribution as a timeline.
+The compute intervals (the bulk: every kernel) become their union U_0 (_intervals.Union: their
+starts and their ends each sorted once, in NumPy, and the cumulative gaps between them); the
+other intervals (few) are cut into segments that each carry the highest priority active over
+them and never cross a step boundary (_intervals.exclusive_arrays). Compute in a step is
+|U_0 ∩ step|; a segment of priority k adds its length outside U_0 to category k (every length of
+U_0 comes from a binary search into U_0's sorted starts); host is the step minus all of these,
+so the categories sum exactly to the step time. stall_intervals gives the same attribution as a
+timeline.
 """
 
 from __future__ import annotations
@@ -60,17 +62,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
 import polars as pl
 
 from stallscope._schema import CATEGORIES, KINDS, conform, parse_detail
-from stallscope.analysis._collectives import collectives, match_collectives
-from stallscope.analysis._intervals import (
-    cumulative,
-    exclusive,
-    measure_before,
-    merge_sorted,
-    sort_by_start,
-)
+from stallscope.analysis._collectives import collectives
+from stallscope.analysis._intervals import Union, exclusive, exclusive_arrays
 from stallscope.analysis._steps import assign_steps, step_windows
 
 ATTRIBUTED: Final[tuple[str, ...]] = (
@@ -113,7 +110,8 @@ def _sources(events: pl.DataFrame | pl.LazyFrame) -> tuple[pl.LazyFrame, pl.Lazy
         ev = lf.select(*_NEEDED, "name", "detail").collect().lazy()
         comm = ev.filter(is_comm).with_columns(bytes=pl.lit(0, pl.Int64))
         return ev, comm.collect().lazy()
-    return lf.select(_NEEDED), lf.filter(is_comm).collect().lazy()
+    comm = lf.filter(is_comm).select(*_NEEDED, "name", "detail", "bytes")
+    return lf.select(_NEEDED), comm.collect().lazy()
 
 
 def is_gpu_run(events: pl.DataFrame | pl.LazyFrame) -> bool:
@@ -275,27 +273,33 @@ def _cpu_compute(ev: pl.LazyFrame, comm: pl.LazyFrame, windows: pl.DataFrame) ->
 
 
 def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """(intervals of collectives: rank, label, start_ns, end_ns; per rank ``multi_node``)."""
+    """(intervals of collectives: rank, label, start_ns, end_ns; per rank ``multi_node``).
+
+    A collective's sync wait is match_collectives' sync_wait_ns (its time before the last
+    member of its instance arrived), computed here without the rest of that table."""
+    c = collectives(ev).collect().lazy()
     transfer = (
         pl.when(pl.col("nnodes").fill_null(1) > 1)
-        .then(pl.lit(_P["network"]))
-        .otherwise(pl.lit(_P["interconnect"]))
+        .then(pl.lit(_P["network"], pl.Int32))
+        .otherwise(pl.lit(_P["interconnect"], pl.Int32))
     )
-    matched = match_collectives(ev).lazy()
-    wait_end = pl.col("start_ns") + pl.col("sync_wait_ns")
+    # Instances: (group, seq) and, for kind collective, the name (see match_collectives).
+    op_key = pl.when(pl.col("kind") == "collective").then(pl.col("name")).otherwise(pl.lit(""))
+    last_arrival = pl.col("start_ns").max().over("group", op_key, "seq")
+    wait_end = pl.col("start_ns") + (
+        pl.min_horizontal(last_arrival, pl.col("end_ns")) - pl.col("start_ns")
+    ).clip(lower_bound=0)
+    matched = c.filter(pl.col("group").is_not_null()).with_columns(_wait_end=wait_end)
     waits = matched.select(
-        "rank", label=pl.lit(_P["sync_wait"]), start_ns="start_ns", end_ns=wait_end
+        "rank", label=pl.lit(_P["sync_wait"], pl.Int32), start_ns="start_ns", end_ns="_wait_end"
     )
-    rest = matched.select("rank", label=transfer, start_ns=wait_end, end_ns="end_ns")
-    all_c = collectives(ev)
+    rest = matched.select("rank", label=transfer, start_ns="_wait_end", end_ns="end_ns")
     # Collectives without a group cannot be matched: all of their time is transfer.
-    lone = all_c.filter(pl.col("group").is_null()).select(
+    lone = c.filter(pl.col("group").is_null()).select(
         "rank", label=transfer, start_ns="start_ns", end_ns="end_ns"
     )
-    per_rank = all_c.group_by("rank").agg(multi_node=(pl.col("nnodes").fill_null(1) > 1).any())
-    out = pl.concat(
-        [f.with_columns(pl.col("label").cast(pl.Int32)) for f in (waits, rest, lone)]
-    ).filter(pl.col("end_ns") > pl.col("start_ns"))
+    per_rank = c.group_by("rank").agg(multi_node=(pl.col("nnodes").fill_null(1) > 1).any())
+    out = pl.concat([waits, rest, lone]).filter(pl.col("end_ns") > pl.col("start_ns"))
     return out, per_rank
 
 
@@ -303,7 +307,7 @@ def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]
 class _Prepared:
     """Intervals on the flat timeline (ranks laid end to end, clipped to their steps)."""
 
-    compute: pl.DataFrame  # start, end of priority 0, sorted by start: the bulk of the events
+    compute: Union  # the union of the intervals of priority 0: the bulk of the events
     rest: pl.DataFrame  # label, start, end of priorities 1.., sorted by start
     windows: pl.DataFrame  # rank, step, start_ns, end_ns, step_ns, start, end (flat), offset
 
@@ -316,7 +320,8 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     empty = pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64})
     if windows.height == 0:
         w = windows.with_columns(start="start_ns", end="end_ns", offset=pl.lit(0, pl.Int64))
-        return _Prepared(empty, empty.with_columns(label=pl.lit(0, pl.Int32)), w)
+        none = np.zeros(0, np.int64)
+        return _Prepared(Union(none, none), empty.with_columns(label=pl.lit(0, pl.Int32)), w)
     gpu = is_gpu_run(ev)
     lo_all, hi_all = int(windows["start_ns"].min()), int(windows["end_ns"].max())  # type: ignore[arg-type]
     span = hi_all - lo_all + 1
@@ -346,9 +351,10 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         _labelled(ev, gpu, compute=True) if gpu else _cpu_compute(ev, comm_events, windows)
     )
     compute_lf = flat(compute_src).select("start", "end")
-    base, coll_flat, compute_df = pl.collect_all(
-        [flat(_labelled(ev, gpu, compute=False)), flat(coll), compute_lf]
-    )
+    # Collected one by one: together, Polars would cache their common input (all events).
+    base = flat(_labelled(ev, gpu, compute=False)).collect()
+    coll_flat = flat(coll).collect()
+    compute_df = compute_lf.collect()
     label = pl.col("label")
     comm = (
         base.lazy()
@@ -372,7 +378,10 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         .sort("start")
         .collect()
     )
-    compute_df = sort_by_start(compute_df)
+    compute = Union(
+        compute_df["start"].to_numpy(writable=True), compute_df["end"].to_numpy(writable=True)
+    )
+    del compute_df
     offset = pl.col("rank").cast(pl.Int64) * span - lo_all
     w = (
         windows.with_columns(offset=offset)
@@ -381,7 +390,7 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         )
         .sort("start")
     )
-    return _Prepared(compute_df, rest_df, w)
+    return _Prepared(compute, rest_df, w)
 
 
 def _empty_table() -> pl.DataFrame:
@@ -412,6 +421,16 @@ def _locate(segments: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _locate_arrays(start: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """`_locate` on arrays: per segment start, the index of the window (ws, we sorted by ws,
+    disjoint) holding it, -1 outside every window (empty windows hold nothing)."""
+    real = np.flatnonzero(we > ws)
+    j = np.searchsorted(ws[real], start, side="right") - 1
+    jj = real[np.maximum(j, 0)] if real.size else np.zeros(start.shape, np.intp)
+    hit = (j >= 0) & (start < we[jj]) if real.size else np.zeros(start.shape, bool)
+    return np.where(hit, jj, -1).astype(np.int64)
+
+
 def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank and step: rank, step, start_ns, end_ns, step_ns and the time (ns) of
     each stall category (`STALL_COLUMNS`: compute_ns, memcpy_ns, sync_wait_ns, network_ns,
@@ -423,48 +442,31 @@ def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     w = p.windows
     if w.height == 0:
         return _empty_table()
-    windows = w.lazy().select("start", "end").with_row_index("_w")
-    # Compute (the bulk) is merged once (U_0). The other intervals (few) are cut into segments
+    # Compute (the bulk) is one Union (U_0). The other intervals (few) are cut into segments
     # that each carry the highest priority active over them (and never cross a step boundary);
     # a segment of priority k counts for category k where U_0 does not cover it. Every length
-    # of U_0 needed (inside each step, inside each segment) comes from one as-of lookup of all
-    # the boundaries into U_0's cumulative lengths.
-    cuts = pl.concat([windows.select(t="start"), windows.select(t="end")])
-    cum0 = cumulative(merge_sorted(p.compute.lazy()))
-    segs = _locate(exclusive(p.rest.lazy(), len(ATTRIBUTED), cuts), windows)
-    cum0_df, segs_df = pl.collect_all([cum0, segs])
-    spans = pl.concat(
-        [
-            windows.with_columns(label=pl.lit(0, pl.Int32)),
-            segs_df.lazy().select("_w", "start", "end", "label"),
-        ],
-        how="diagonal",
-    ).with_row_index("_i")
-    points = pl.concat(
-        [spans.select("_i", t="start", side=pl.lit(0)), spans.select("_i", t="end", side=pl.lit(1))]
-    ).sort("t")
-    at = measure_before(cum0_df.lazy(), points, prepared=True)
-    f_start = at.filter(pl.col("side") == 0).select("_i", _a="measure")
-    f_end = at.filter(pl.col("side") == 1).select("_i", _b="measure")
-    u0 = pl.col("_b") - pl.col("_a")
-    # label 0 rows are the steps (U_0's length inside); the others segments (outside U_0)
-    v = pl.when(pl.col("label") == 0).then(u0).otherwise(pl.col("end") - pl.col("start") - u0)
-    per = (
-        spans.join(f_start, on="_i", how="left")
-        .join(f_end, on="_i", how="left")
-        .group_by("_w")
-        .agg(
-            [
-                v.filter(pl.col("label") == k).sum().alias(f"{c}_ns")
-                for k, c in enumerate(ATTRIBUTED)
-            ]
-        )
-        .sort("_w")
-        .collect()
+    # of U_0 needed (inside each step, inside each segment) comes from U_0.before.
+    ws, we = w["start"].to_numpy(), w["end"].to_numpy()
+    rest = p.rest
+    label, ss, se = exclusive_arrays(
+        rest["label"].to_numpy(),
+        rest["start"].to_numpy(),
+        rest["end"].to_numpy(),
+        len(ATTRIBUTED),
+        np.concatenate((ws, we)),
     )
+    seg_w = _locate_arrays(ss, ws, we)
+    inside = seg_w >= 0
+    label, ss, se, seg_w = label[inside], ss[inside], se[inside], seg_w[inside]
+    u0 = p.compute
+    nl = len(ATTRIBUTED)
+    sums = np.zeros(w.height * nl, np.int64)  # (window, category) -> ns
+    sums[0::nl] = u0.before(we) - u0.before(ws)
+    np.add.at(sums, seg_w * nl + label, (se - ss) - (u0.before(se) - u0.before(ss)))
+    per = pl.DataFrame(sums.reshape(-1, nl), schema=[f"{c}_ns" for c in ATTRIBUTED], orient="row")
     claimed = pl.sum_horizontal([pl.col(f"{c}_ns") for c in ATTRIBUTED])
     return (
-        pl.concat([w, per.drop("_w")], how="horizontal")
+        pl.concat([w, per], how="horizontal")
         .with_columns(host_ns=pl.col("step_ns") - claimed)
         .select("rank", "step", "start_ns", "end_ns", "step_ns", *STALL_COLUMNS)
         .sort("rank", "step")
@@ -492,7 +494,7 @@ def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     host = len(ATTRIBUTED)
     everything = pl.concat(
         [
-            p.compute.lazy().with_columns(label=pl.lit(0, pl.Int32)),
+            p.compute.intervals().lazy().with_columns(label=pl.lit(0, pl.Int32)),
             p.rest.lazy(),
             windows.select("start", "end", label=pl.lit(host, pl.Int32)),
         ],

@@ -101,3 +101,38 @@ def test_send_and_recv_are_one_transfer() -> None:
     m = match_collectives(conform(pl.DataFrame(rows)).collect()).sort("rank")
     assert m["members"].to_list() == [2, 2]
     assert m["sync_wait_ns"].to_list() == [3 * MS, 0]  # the sender waited for the receiver
+
+
+def test_details_are_parsed_per_row_whatever_repeats() -> None:
+    """collectives() parses each distinct detail once: every row still gets its own keys
+    (repeated, distinct, missing keys, null details), in the input's row order."""
+    from stallscope.analysis import collectives
+
+    details = [
+        "group=a;group_size=2;nnodes=1",
+        None,
+        "group=b;group_size=4;nnodes=2",
+        "group=a;group_size=2;nnodes=1",
+        "nnodes=3",
+        "group=a;group_size=2;nnodes=1",
+    ]
+    rows = [
+        {
+            "rank": i % 2,
+            "kind": "p2p" if i == 4 else "collective",
+            "category": "comm",
+            "name": "all_reduce",
+            "start_ns": 10 * i,
+            "end_ns": 10 * i + 5,
+            "correlation": i,
+            "detail": d,
+        }
+        for i, d in enumerate(details)
+    ]
+    rows.insert(2, {**rows[0], "kind": "kernel", "detail": "group=zzz"})  # not a collective
+    got = collectives(conform(pl.DataFrame(rows))).collect()
+    assert got["seq"].to_list() == [0, 1, 2, 3, 4, 5]
+    assert got["group"].to_list() == ["a", None, "b", "a", None, "a"]
+    assert got["group_size"].to_list() == [2, None, 4, 2, None, 2]
+    assert got["nnodes"].to_list() == [1, None, 2, 1, 3, 1]
+    assert got["kind"].to_list()[4] == "p2p"
