@@ -10,7 +10,9 @@ queue behind other processes (measured: up to 128 % of a 64 KiB operation's time
 --no-realtime shows that. The links' token bucket is the test bed's default, 2 ms of the rate
 (--burst overrides it). A noisy-neighbour guard (two single-threaded matmul processes side by side
 vs one alone) runs before and after each rate; a rate whose guard ratio exceeds 1.1 is marked
-DISCARDED (its numbers are kept for the record but do not count). Needs root and iproute2 (run as
+DISCARDED (its numbers are kept for the record but do not count); so is one during which the rest
+of the machine used more than 0.1 cores (CPU + hypervisor steal; the guard before and after can
+miss a neighbour that starts and stops in between). Needs root and iproute2 (run as
 root: python bench/comm_testbed_validation.py --retries 2). Results:
 bench/results/comm_testbed_validation.{json,md}.
 """
@@ -30,7 +32,7 @@ from typing import Any
 import orjson
 
 from stallscope.comm import SweepConfig, fit_frame, parse_size, predict_seconds, results_frame
-from stallscope.comm._neighbour import neighbour_guard
+from stallscope.comm._neighbour import cpu_sample, neighbour_guard, others_during
 from stallscope.testbed import Testbed, parse_rate
 
 #: rate -> largest size: bounded sweeps (a 64 MB all-reduce at 50 Mbit/s takes 11.6 s).
@@ -124,6 +126,13 @@ def _runq_share(r: dict[str, Any]) -> float:
     return max(shares) if shares else float("nan")
 
 
+def _others(r: dict[str, Any]) -> str:
+    d = r.get("during")
+    if d is None:
+        return "-"
+    return f"{d['others_cores']:.2f} + {d['steal_cores']:.2f}"
+
+
 def markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# Test-bed validation of `stallscope bench comm` calibration",
@@ -136,12 +145,15 @@ def markdown(doc: dict[str, Any]) -> str:
         "after >= 1 MiB of warm-up; fit (weights 1/t^2: relative residuals) on sizes >= 64 KiB of "
         "the block median (median over blocks of >= 1 MiB of consecutive operations of the "
         "block's mean time per operation). 'run-queue wait' is the largest share of an "
-        "operation's time a rank spent runnable but waiting for a CPU (schedstat).",
+        "operation's time a rank spent runnable but waiting for a CPU (schedstat). 'others during' "
+        "is the CPU the rest of the machine used while the sweep ran (/proc/stat busy time less "
+        "the bench's and its ranks' own, and the hypervisor's steal); above 0.1 cores the run is "
+        "discarded like one that fails the guard.",
         "",
         "| rate | attempt | rt | burst | max size | fitted bandwidth | vs rate | at max size | alpha "
         "| R^2 | max time error (block median) | (mean) | run-queue wait | guard before / after "
-        "| load avg before / after | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| others during (cores: CPU + steal) | load avg before / after | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["runs"]:
         g0, g1 = r["guard_before"]["ratio"], r["guard_after"]["ratio"]
@@ -160,7 +172,7 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{r['alpha_s'] * 1e6:.0f} us | {r['r2']:.5f} | "
             f"{r['max_time_error'] * 100:.2f} % | {r['max_time_error_vs_mean'] * 100:.2f} % | "
             f"{_runq_share(r) * 100:.1f} % | "
-            f"{g0:.2f}x / {g1:.2f}x | {r['loadavg_before'][0]:.1f} / {r['loadavg_after'][0]:.1f} | "
+            f"{g0:.2f}x / {g1:.2f}x | {_others(r)} | {r['loadavg_before'][0]:.1f} / {r['loadavg_after'][0]:.1f} | "
             f"{verdict} |"
         )
     lines += ["", "Per size (predicted vs measured block median; run-queue wait per op):", ""]
@@ -212,10 +224,13 @@ def main() -> int:
             load_before = os.getloadavg()
             before = neighbour_guard()
             t0 = time.monotonic()
+            s0 = cpu_sample()
             report = measure(
                 rate, args.mtu, max_bytes, args.min_seconds, not args.no_realtime, args.burst
             )
+            s1 = cpu_sample()  # the ranks have been waited for: their CPU time is ours
             wall = time.monotonic() - t0
+            during = None if s0 is None or s1 is None else others_during(s0, s1)
             after = neighbour_guard()
             ev = evaluate(rate, report)
             ev.update(
@@ -224,7 +239,8 @@ def main() -> int:
                 wall_s=wall,
                 guard_before=before.to_dict(),
                 guard_after=after.to_dict(),
-                discarded=not (before.ok and after.ok),
+                during=None if during is None else during.to_dict(),
+                discarded=not (before.ok and after.ok and (during is None or during.ok)),
                 loadavg_before=load_before,
                 loadavg_after=os.getloadavg(),
                 report=report,
@@ -235,7 +251,9 @@ def main() -> int:
                 f"Mbit/s ({ev['bandwidth_error'] * 100:+.2f} %), max time error "
                 f"{ev['max_time_error'] * 100:.2f} % (vs mean {ev['max_time_error_vs_mean'] * 100:.2f} %), "
                 f"run-queue wait {_runq_share(ev) * 100:.1f} %, "
-                f"guard {before.ratio:.2f}x/{after.ratio:.2f}x"
+                f"guard {before.ratio:.2f}x/{after.ratio:.2f}x, others "
+                f"{'-' if during is None else f'{during.others_cores + during.steal_cores:.2f}'} "
+                "cores"
                 f"{' DISCARDED' if ev['discarded'] else ''}, {wall:.0f} s",
                 flush=True,
             )
