@@ -4,10 +4,17 @@ On 2 emulated nodes (1 rank each) with links shaped to 1 Gbit/s, 200 Mbit/s and 
 all-reduce from 64 KiB up (bounded per rate), fit alpha-beta on sizes >= 64 KiB, and check
   * the fitted bandwidth is within 6 % of the shaped rate;
   * the fitted model's all-reduce time is within 10 % of the measured time at every size.
-A noisy-neighbour guard (two single-threaded matmul processes side by side vs one alone) runs before
-and after each rate; a rate whose guard ratio exceeds 1.1 is marked DISCARDED (its numbers are kept
-for the record but do not count). Needs root and iproute2 (run as root: python
-bench/comm_testbed_validation.py). Results: bench/results/comm_testbed_validation.{json,md}.
+The ranks run under SCHED_FIFO (Testbed(realtime=True)): the two emulated machines share this
+machine's two cores with everything else, and a rank woken by the network otherwise waits on the run
+queue behind other processes (measured: up to 128 % of a 64 KiB operation's time at 1 Gbit/s);
+--no-realtime shows that. The links' token bucket is the test bed's default, 2 ms of the rate
+(--burst overrides it). A noisy-neighbour guard (two single-threaded matmul processes side by side
+vs one alone) runs before and after each rate; a rate whose guard ratio exceeds 1.1 is marked
+DISCARDED (its numbers are kept for the record but do not count); so is one during which the rest
+of the machine used more than 0.1 cores (CPU + hypervisor steal; the guard before and after can
+miss a neighbour that starts and stops in between). Needs root and iproute2 (run as
+root: python bench/comm_testbed_validation.py --retries 2). Results:
+bench/results/comm_testbed_validation.{json,md}.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import Any
 import orjson
 
 from stallscope.comm import SweepConfig, fit_frame, parse_size, predict_seconds, results_frame
-from stallscope.comm._neighbour import neighbour_guard
+from stallscope.comm._neighbour import cpu_sample, neighbour_guard, others_during
 from stallscope.testbed import Testbed, parse_rate
 
 #: rate -> largest size: bounded sweeps (a 64 MB all-reduce at 50 Mbit/s takes 11.6 s).
@@ -33,7 +40,9 @@ MAX_BYTES = {"1gbit": "64M", "200mbit": "32M", "50mbit": "16M"}
 BW_TOL, TIME_TOL = 0.06, 0.10
 
 
-def measure(rate: str, mtu: int, max_bytes: int, min_seconds: float) -> dict[str, Any]:
+def measure(
+    rate: str, mtu: int, max_bytes: int, min_seconds: float, realtime: bool, burst: int | None
+) -> dict[str, Any]:
     cfg = SweepConfig(
         collectives=("all_reduce",),
         min_bytes=64 * 1024,
@@ -52,10 +61,15 @@ def measure(rate: str, mtu: int, max_bytes: int, min_seconds: float) -> dict[str
     with tempfile.TemporaryDirectory(prefix="stallscope-validation-") as tmp:
         cfg_path, rep_path = Path(tmp) / "cfg.json", Path(tmp) / "report.json"
         cfg_path.write_bytes(orjson.dumps(cfg.to_dict()))
-        with Testbed(nodes=2, ranks_per_node=1, rate=rate, mtu=mtu) as tb:
+        with Testbed(
+            nodes=2, ranks_per_node=1, rate=rate, mtu=mtu, burst=burst, realtime=realtime
+        ) as tb:
             argv = [sys.executable, "-m", "stallscope.comm._worker", str(cfg_path), str(rep_path)]
             tb.run(argv, timeout_s=400).check()
-        return dict(orjson.loads(rep_path.read_bytes()))
+            report = dict(orjson.loads(rep_path.read_bytes()))
+            report["tbf_burst_bytes"] = tb.bursts[0]
+            report["realtime"] = realtime
+        return report
 
 
 def evaluate(rate: str, report: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +93,7 @@ def evaluate(rate: str, report: dict[str, Any]) -> dict[str, Any]:
                 "error_vs_median": pred / med - 1,
                 "error_vs_mean": pred / mean - 1,
                 "busbw_Gbitps": r["busbw_Bps"] * 8 / 1e9,
+                "runq_wait_s": None if r["runq_wait_ns"] is None else r["runq_wait_ns"] * 1e-9,
             }
         )
     worst = max(abs(s["error_vs_median"]) for s in sizes)
@@ -103,22 +118,42 @@ def evaluate(rate: str, report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _runq_share(r: dict[str, Any]) -> float:
+    """Largest share of an operation's time that a rank spent waiting for a CPU."""
+    shares = [
+        s["runq_wait_s"] / s["measured_mean_s"] for s in r["sizes"] if s["runq_wait_s"] is not None
+    ]
+    return max(shares) if shares else float("nan")
+
+
+def _others(r: dict[str, Any]) -> str:
+    d = r.get("during")
+    if d is None:
+        return "-"
+    return f"{d['others_cores']:.2f} + {d['steal_cores']:.2f}"
+
+
 def markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# Test-bed validation of `stallscope bench comm` calibration",
         "",
         f"{doc['created']}, host {doc['host']} ({doc['cpus']} CPUs shared with other work), "
-        f"torch {doc['torch']}, 2 emulated nodes x 1 rank, gloo, MTU {doc['mtu']}, tbf burst 256kb "
-        "latency 200ms on both ends of each node's link; all-reduce 64 KiB and up (factor 2), "
+        f"torch {doc['torch']}, 2 emulated nodes x 1 rank, gloo, MTU {doc['mtu']}, tbf latency "
+        "200ms on both ends of each node's link (burst per row); ranks under SCHED_FIFO where "
+        "'rt' says yes; all-reduce 64 KiB and up (factor 2), "
         f"each size timed for >= {doc['min_seconds_per_size']} s and >= 5 MiB (capped at 10 s), "
-        "after >= 1 MiB of warm-up; fit on sizes >= 64 KiB of the "
-        "block median (median over blocks of >= 1 MiB of consecutive operations of the block's mean "
-        "time per operation).",
+        "after >= 1 MiB of warm-up; fit (weights 1/t^2: relative residuals) on sizes >= 64 KiB of "
+        "the block median (median over blocks of >= 1 MiB of consecutive operations of the "
+        "block's mean time per operation). 'run-queue wait' is the largest share of an "
+        "operation's time a rank spent runnable but waiting for a CPU (schedstat). 'others during' "
+        "is the CPU the rest of the machine used while the sweep ran (/proc/stat busy time less "
+        "the bench's and its ranks' own, and the hypervisor's steal); above 0.1 cores the run is "
+        "discarded like one that fails the guard.",
         "",
-        "| rate | attempt | max size | fitted bandwidth | vs rate | at max size | alpha | R^2 | "
-        "max time error (block median) | (mean) | guard before / after | load avg before / after | "
-        "verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| rate | attempt | rt | burst | max size | fitted bandwidth | vs rate | at max size | alpha "
+        "| R^2 | max time error (block median) | (mean) | run-queue wait | guard before / after "
+        "| others during (cores: CPU + steal) | load avg before / after | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["runs"]:
         g0, g1 = r["guard_before"]["ratio"], r["guard_after"]["ratio"]
@@ -127,20 +162,31 @@ def markdown(doc: dict[str, Any]) -> str:
             if r["discarded"]
             else ("pass" if r["bandwidth_ok"] and r["time_ok"] else "FAIL")
         )
+        rep = r["report"]
+        burst = rep.get("tbf_burst_bytes")
         lines.append(
-            f"| {r['rate']} | {r.get('attempt', 1)} | {r['max_bytes'] >> 20} MiB | {r['fitted_bandwidth_bits'] / 1e6:.1f} Mbit/s | "
+            f"| {r['rate']} | {r.get('attempt', 1)} | {'yes' if rep.get('realtime') else 'no'} | "
+            f"{'-' if burst is None else f'{burst / 1000:.1f} kB'} | "
+            f"{r['max_bytes'] >> 20} MiB | {r['fitted_bandwidth_bits'] / 1e6:.1f} Mbit/s | "
             f"{r['bandwidth_error'] * 100:+.2f} % | {r['largest_size_error'] * 100:+.2f} % | "
             f"{r['alpha_s'] * 1e6:.0f} us | {r['r2']:.5f} | "
             f"{r['max_time_error'] * 100:.2f} % | {r['max_time_error_vs_mean'] * 100:.2f} % | "
-            f"{g0:.2f}x / {g1:.2f}x | {r['loadavg_before'][0]:.1f} / {r['loadavg_after'][0]:.1f} | "
+            f"{_runq_share(r) * 100:.1f} % | "
+            f"{g0:.2f}x / {g1:.2f}x | {_others(r)} | {r['loadavg_before'][0]:.1f} / {r['loadavg_after'][0]:.1f} | "
             f"{verdict} |"
         )
-    lines += ["", "Per size (predicted vs measured block median):", ""]
+    lines += ["", "Per size (predicted vs measured block median; run-queue wait per op):", ""]
     for r in doc["runs"]:
         lines.append(
             f"- {r['rate']} (attempt {r.get('attempt', 1)}): "
             + ", ".join(
-                f"{s['bytes'] >> 10} KiB {s['error_vs_median'] * 100:+.1f} %" for s in r["sizes"]
+                f"{s['bytes'] >> 10} KiB {s['error_vs_median'] * 100:+.1f} %"
+                + (
+                    ""
+                    if s["runq_wait_s"] is None
+                    else f" ({s['runq_wait_s'] / s['measured_mean_s'] * 100:.0f} %)"
+                )
+                for s in r["sizes"]
             )
         )
     return "\n".join(lines) + "\n"
@@ -154,6 +200,12 @@ def main() -> int:
     ap.add_argument("--mtu", type=int, default=9000)
     ap.add_argument("--min-seconds", type=float, default=0.3)
     ap.add_argument("--max-bytes", default=None, help="override every rate's largest size")
+    ap.add_argument(
+        "--no-realtime",
+        action="store_true",
+        help="run the ranks at normal priority (to show what CPU contention does)",
+    )
+    ap.add_argument("--burst", type=int, default=None, help="tbf bucket bytes (default: 2 ms)")
     ap.add_argument("--retries", type=int, default=0, help="re-run a discarded rate up to N times")
     ap.add_argument("--retry-wait", type=float, default=30.0, help="seconds between attempts")
     ap.add_argument(
@@ -172,8 +224,13 @@ def main() -> int:
             load_before = os.getloadavg()
             before = neighbour_guard()
             t0 = time.monotonic()
-            report = measure(rate, args.mtu, max_bytes, args.min_seconds)
+            s0 = cpu_sample()
+            report = measure(
+                rate, args.mtu, max_bytes, args.min_seconds, not args.no_realtime, args.burst
+            )
+            s1 = cpu_sample()  # the ranks have been waited for: their CPU time is ours
             wall = time.monotonic() - t0
+            during = None if s0 is None or s1 is None else others_during(s0, s1)
             after = neighbour_guard()
             ev = evaluate(rate, report)
             ev.update(
@@ -182,7 +239,8 @@ def main() -> int:
                 wall_s=wall,
                 guard_before=before.to_dict(),
                 guard_after=after.to_dict(),
-                discarded=not (before.ok and after.ok),
+                during=None if during is None else during.to_dict(),
+                discarded=not (before.ok and after.ok and (during is None or during.ok)),
                 loadavg_before=load_before,
                 loadavg_after=os.getloadavg(),
                 report=report,
@@ -192,7 +250,10 @@ def main() -> int:
                 f"{rate} (attempt {attempt + 1}): fitted {ev['fitted_bandwidth_bits'] / 1e6:.1f} "
                 f"Mbit/s ({ev['bandwidth_error'] * 100:+.2f} %), max time error "
                 f"{ev['max_time_error'] * 100:.2f} % (vs mean {ev['max_time_error_vs_mean'] * 100:.2f} %), "
-                f"guard {before.ratio:.2f}x/{after.ratio:.2f}x"
+                f"run-queue wait {_runq_share(ev) * 100:.1f} %, "
+                f"guard {before.ratio:.2f}x/{after.ratio:.2f}x, others "
+                f"{'-' if during is None else f'{during.others_cores + during.steal_cores:.2f}'} "
+                "cores"
                 f"{' DISCARDED' if ev['discarded'] else ''}, {wall:.0f} s",
                 flush=True,
             )

@@ -59,6 +59,7 @@ def results_table(report: dict[str, Any]) -> Any:
         (pl.col("time_min_ns") / 1e3).round(1).alias("min_us"),
         (pl.col("time_max_ns") / 1e3).round(1).alias("max_us"),
         (pl.col("block_median_ns") / 1e3).round(1).alias("block_med_us"),
+        (pl.col("runq_wait_ns") / pl.col("time_ns") * 100).round(1).alias("cpu_wait_%"),
         (pl.col("algbw_Bps") / 1e9).round(4).alias("algbw_GBps"),
         (pl.col("busbw_Bps") / 1e9).round(4).alias("busbw_GBps"),
         pl.when(pl.col("check_error").is_null())
@@ -67,6 +68,33 @@ def results_table(report: dict[str, Any]) -> Any:
         .then(pl.lit("ok"))
         .otherwise(pl.format("FAIL {}", pl.col("check_error")))
         .alias("check"),
+    )
+
+
+#: A rank that waits for a CPU longer than this share of an operation's time is not measuring the
+#: network alone (1gbit on the shared 2-core test bed without --realtime: up to 128 %).
+CONTENTION_LIMIT = 0.10
+
+
+def contention_warning(report: dict[str, Any], limit: float = CONTENTION_LIMIT) -> str | None:
+    """A warning when, at some size, a rank spent more than ``limit`` of an operation's time
+    runnable but waiting for a CPU (other processes share its cores), else None."""
+    worst: tuple[float, dict[str, Any]] | None = None
+    for r in report.get("results", []):
+        wait, t = r.get("runq_wait_ns"), r.get("time_ns")
+        if wait is None or not t:
+            continue
+        share = wait / t
+        if share > limit and (worst is None or share > worst[0]):
+            worst = (share, r)
+    if worst is None:
+        return None
+    share, r = worst
+    return (
+        f"warning: ranks waited for a CPU for up to {share * 100:.0f} % of an operation's time "
+        f"({r['collective']} {_human(r['bytes'])}): other processes compete for the cores, so "
+        "these times include scheduling delays, not only the network. Run on idle machines, or "
+        "on the test bed with `stallscope testbed --realtime`."
     )
 
 
@@ -262,6 +290,9 @@ def comm(
         title=f"bench comm: {report['backend']}, {report['world_size']} rank(s) on "
         f"{report['nnodes']} node(s)",
     )
+    note = contention_warning(report)
+    if note is not None:
+        click.echo(note, err=True)
     fail = [r for r in report["results"] if r.get("check_error") not in (None, 0.0)]
     if json_out is not None:
         json_out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))

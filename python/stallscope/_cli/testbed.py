@@ -22,6 +22,18 @@ import click
 @click.option("--mtu", type=click.IntRange(576, 65535), default=1500, show_default=True)
 @click.option("--port", type=click.IntRange(1024, 65535), default=29500, show_default=True)
 @click.option(
+    "--burst",
+    type=click.IntRange(1),
+    default=None,
+    help="tbf token bucket in bytes (default: 2 ms of the rate, at least two frames).",
+)
+@click.option(
+    "--realtime",
+    is_flag=True,
+    help="Run the ranks under SCHED_FIFO so that other work on this machine's cores does not "
+    "delay them (recommended for communication benchmarks on a shared machine).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(1.0),
     default=600.0,
@@ -47,6 +59,8 @@ def testbed(
     subnet: str,
     mtu: int,
     port: int,
+    burst: int | None,
+    realtime: bool,
     timeout: float,
     cleanup: bool,
     logs: Path | None,
@@ -75,7 +89,16 @@ def testbed(
         ]
         if len(rates) == 1:
             rates = rates * nodes
-        tb = Testbed(nodes, ranks_per_node, rates, subnet=subnet, mtu=mtu, master_port=port)
+        tb = Testbed(
+            nodes,
+            ranks_per_node,
+            rates,
+            subnet=subnet,
+            mtu=mtu,
+            master_port=port,
+            burst=burst,
+            realtime=realtime,
+        )
         with tb:
             click.echo(
                 f"testbed {tb.run_id}: {nodes} node(s) x {ranks_per_node} rank(s), rate "

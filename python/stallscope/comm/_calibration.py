@@ -125,6 +125,7 @@ def results_frame(report: dict[str, Any]) -> pl.DataFrame:
         "busbw_Bps",
         "block_median_ns",
         "check_error",
+        "runq_wait_ns",
     ]
     schema = {
         "collective": pl.String,
@@ -143,6 +144,7 @@ def results_frame(report: dict[str, Any]) -> pl.DataFrame:
         "busbw_Bps": pl.Float64,
         "block_median_ns": pl.Float64,
         "check_error": pl.Float64,
+        "runq_wait_ns": pl.Float64,
     }
     return pl.DataFrame([{c: r.get(c) for c in cols} for r in rows], schema=schema)
 

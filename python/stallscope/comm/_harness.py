@@ -13,6 +13,7 @@ Must run inside an initialised default process group (see _worker.run_worker).
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -168,6 +169,10 @@ class Row:
     busbw_Bps: float  # noqa: N815
     #: median across ranks of each rank's block median (see block_median; = time_ns on GPU)
     block_median_ns: float = 0.0
+    #: largest across ranks of the time per operation the rank's threads spent runnable but
+    #: waiting for a CPU (Linux schedstat; None where unavailable). Near 0 on a dedicated
+    #: machine; large when other processes share the cores (the time then includes that wait).
+    runq_wait_ns: float | None = None
     check_error: float | None = None
     rank_times_ns: list[float] = field(default_factory=list)
 
@@ -195,6 +200,25 @@ def block_median(per_op_ns: list[int], nbytes: int, block_bytes: int) -> float:
         return sum(per_op_ns) / n
     means = [sum(per_op_ns[i * k : (i + 1) * k]) / k for i in range(blocks)]
     return _median(means)
+
+
+def runqueue_wait_ns() -> int | None:
+    """Total time this process's threads have waited on a run queue (runnable, not running), in
+    ns: the sum of field 2 of /proc/self/task/*/schedstat. None where the kernel does not
+    provide it (not Linux, or built without schedstats)."""
+    total, seen = 0, False
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+            seen = True
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that just exited, or no schedstat
+    return total if seen else None
 
 
 def _sync(torch: Any, device: Any) -> None:
@@ -238,6 +262,7 @@ def _time_size(
     iters = int(decided.item())
     dist.barrier(group=ctx.group)
     per_op_ns: list[int] = []
+    wait0 = runqueue_wait_ns()
     if getattr(ctx.device, "type", "cpu") == "cpu":
         # CPU collectives return when done: time every operation too (block_median resists the
         # scheduler hiccups of a shared machine); the loop stays back to back.
@@ -254,16 +279,19 @@ def _time_size(
             prep.run()
     _sync(torch, ctx.device)
     mine = (time.perf_counter_ns() - t0) / iters
+    wait1 = runqueue_wait_ns()
+    wait = -1.0 if wait0 is None or wait1 is None else (wait1 - wait0) / iters
     mine_med = block_median(per_op_ns, count * elem, cfg.block_bytes) if per_op_ns else mine
-    mine_t = torch.tensor([mine, mine_med, -1.0 if err is None else err], dtype=torch.float64)
+    mine_t = torch.tensor([mine, mine_med, -1.0 if err is None else err, wait], dtype=torch.float64)
     mine_t = mine_t.to(ctx.device)
-    all_t = torch.empty(3 * ctx.size, dtype=torch.float64, device=ctx.device)
+    all_t = torch.empty(4 * ctx.size, dtype=torch.float64, device=ctx.device)
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     gather(all_t, mine_t, group=ctx.group)
     vals = all_t.cpu().tolist()
-    times = vals[0::3]
-    block_medians = vals[1::3]
-    errs = [e for e in vals[2::3] if e >= 0]
+    times = vals[0::4]
+    block_medians = vals[1::4]
+    errs = [e for e in vals[2::4] if e >= 0]
+    waits = [w for w in vals[3::4] if w >= 0]
     med = _median(times)
     p = ctx.size
     return Row(
@@ -282,6 +310,7 @@ def _time_size(
         algbw_Bps=_formulas.algbw(count * elem, med * 1e-9),
         busbw_Bps=_formulas.busbw(name, count * elem, med * 1e-9, p),
         block_median_ns=_median(block_medians),
+        runq_wait_ns=max(waits) if waits else None,
         check_error=max(errs) if errs else None,
         rank_times_ns=times,
     )

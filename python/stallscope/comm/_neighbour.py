@@ -91,3 +91,67 @@ def neighbour_guard(
     pair = [max(_side_by_side(2, n, reps, timeout_s)) for _ in range(repeats)]
     a, p = statistics.median(alone), statistics.median(pair)
     return GuardResult(a, p, p / a, limit, repeats)
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """Machine-wide busy and steal time (/proc/stat) and this process's and its waited-for
+    children's CPU time (getrusage), all in seconds, at one instant."""
+
+    wall_s: float
+    busy_s: float  # user + nice + system over every CPU
+    steal_s: float  # time the hypervisor ran someone else on our virtual CPUs
+    ours_s: float  # user + system of this process and of the children it has waited for
+
+
+def cpu_sample() -> CpuSample | None:
+    """A CpuSample now, or None where /proc/stat is unavailable (not Linux)."""
+    import resource
+
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, steal = (int(fields[i]) for i in (1, 2, 3, 8))
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ours = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return CpuSample(time.monotonic(), (user + nice + system) / tick, steal / tick, ours)
+
+
+@dataclass(frozen=True)
+class OthersResult:
+    """CPU the rest of the machine used while a measurement ran, in cores (seconds per second)."""
+
+    others_cores: float  # busy time not ours (other processes, kernel threads), per second
+    steal_cores: float  # stolen by the hypervisor, per second
+    wall_s: float
+    limit: float
+
+    @property
+    def ok(self) -> bool:
+        return self.others_cores + self.steal_cores <= self.limit
+
+    def to_dict(self) -> dict[str, float | bool]:
+        return {
+            "others_cores": self.others_cores,
+            "steal_cores": self.steal_cores,
+            "wall_s": self.wall_s,
+            "limit": self.limit,
+            "ok": self.ok,
+        }
+
+
+def others_during(before: CpuSample, after: CpuSample, limit: float = 0.1) -> OthersResult:
+    """What the rest of the machine used between two samples taken around a measurement whose
+    processes were all waited for before ``after``. The kernel's work for our own traffic
+    (softirqs) is counted as others' where it runs in kernel threads, so this errs on the side
+    of discarding. limit: cores (0.1 = a tenth of one core, the guard's 1.1x)."""
+    wall = max(after.wall_s - before.wall_s, 1e-9)
+    others = (after.busy_s - before.busy_s) - (after.ours_s - before.ours_s)
+    steal = after.steal_s - before.steal_s
+    return OthersResult(max(others, 0.0) / wall, max(steal, 0.0) / wall, wall, limit)

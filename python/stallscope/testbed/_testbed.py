@@ -7,8 +7,9 @@ shaped with tc tbf, and a launcher that starts R ranks per node with the rendezv
 
 Layout of run ``sstXXXXX``: namespace ``sstXXXXX-sw`` holds the bridge ``sstXXXXXbr``; node i is
 namespace ``sstXXXXX-n<i>`` with interface ``sstXXXXXe<i>`` (address from 198.18.0.0/15), whose
-veth peer ``sstXXXXXs<i>`` sits on the bridge. Both ends are shaped (tbf rate RATE burst 256kb
-latency 200ms: node egress and node ingress). Ranks in one node talk over its loopback; ranks in
+veth peer ``sstXXXXXs<i>`` sits on the bridge. Both ends are shaped (tbf rate RATE, burst
+tbf_burst_bytes(RATE, MTU), latency 200ms: node egress and node ingress). Ranks in one node talk
+over its loopback; ranks in
 different nodes cross the shaped links. Nothing is created in the host's own namespace, so deleting
 the run's namespaces removes every link with them.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import secrets
 import signal
@@ -40,8 +42,22 @@ from stallscope._procs import stop_process_groups
 from stallscope.testbed import _net
 from stallscope.testbed._net import TestbedError
 
-TBF_BURST = "256kb"  # bytes (tc's kb): must exceed the largest (GSO) packet
+#: Seconds of traffic the token bucket may hold. A real link has no burst: after an idle period
+#: tbf lets ``burst`` bytes through at veth speed, so an isolated message up to that size is not
+#: shaped at all (measured here with a 256 KB burst at 50 Mbit/s: a lone 64 KiB all-reduce took
+#: 0.78 ms instead of 10.5 ms). A bucket sized in *time* bounds that error to the same 2 ms at every
+#: rate. It cannot be much smaller: the bucket must also cover the late wake-ups of tbf's watchdog,
+#: or the link loses rate (a 0.26 ms bucket at 1 Gbit/s sustained only 94-95 % of the rate).
+TBF_BURST_S = 0.002
 TBF_LATENCY = "200ms"  # queue budget; 50 ms dropped ~550 packets per 50 Mbit/s run here
+#: Real-time priority (SCHED_FIFO) given to the ranks with ``realtime=True``.
+RT_PRIORITY = 50
+
+
+def tbf_burst_bytes(rate_bits: float, mtu: int) -> int:
+    """Token-bucket size for a link of rate_bits: TBF_BURST_S of traffic, and at least two
+    full frames (MTU + 14-byte Ethernet header), the least tbf can shape with."""
+    return max(math.ceil(rate_bits / 8 * TBF_BURST_S), 2 * (mtu + 14))
 
 
 @dataclass(frozen=True)
@@ -92,7 +108,15 @@ class Testbed:
         subnet: str = "198.18.0.0/24",
         mtu: int = 1500,
         master_port: int = 29500,
+        burst: int | None = None,
+        realtime: bool = False,
     ) -> None:
+        """burst: the tbf bucket in bytes (default tbf_burst_bytes(rate, mtu)). realtime: run
+        every rank under SCHED_FIFO (RT_PRIORITY), so that on a machine whose cores the ranks
+        share with other work a rank woken by the network runs at once instead of waiting on the
+        run queue behind other processes (the emulated machines behave as dedicated ones). The
+        kernel's real-time throttling (sched_rt_runtime_us, 95 % by default) keeps the rest of
+        the system alive if a rank spins; use it for communication-bound runs."""
         if not 1 <= nodes <= 64:
             raise TestbedError(f"nodes must be 1..64, got {nodes}")
         if not 1 <= ranks_per_node <= 64:
@@ -107,6 +131,15 @@ class Testbed:
         self.addresses, self.prefixlen = _net.node_addresses(subnet, nodes)
         self.nnodes, self.ranks_per_node = nodes, ranks_per_node
         self.mtu, self.master_port = mtu, master_port
+        if burst is not None and burst < mtu + 14:
+            raise TestbedError(
+                f"burst {burst} bytes is smaller than one frame ({mtu + 14} bytes at MTU {mtu}): "
+                "tbf could never send a full packet; raise it or leave it to the default"
+            )
+        self.bursts = [
+            None if r is None else (burst or tbf_burst_bytes(r, mtu)) for r in self.rate_bits
+        ]
+        self.realtime = realtime
         self.run_id = f"{_net.NAME_PREFIX}{secrets.token_hex(3)[:5]}"
         self.switch = f"{self.run_id}-sw"
         self.bridge = f"{self.run_id}br"
@@ -163,7 +196,7 @@ class Testbed:
             sh(["ip", "netns", "add", self.switch])
             sh(["ip", "-n", self.switch, "link", "add", self.bridge, "type", "bridge"])
             sh(["ip", "-n", self.switch, "link", "set", self.bridge, "mtu", str(self.mtu), "up"])
-            for node, rate in zip(self.nodes, self.rates, strict=True):
+            for node, rate, burst in zip(self.nodes, self.rates, self.bursts, strict=True):
                 ns = node.namespace
                 sh(["ip", "netns", "add", ns])
                 sh(["ip", "-n", ns, "link", "set", "lo", "up"])
@@ -201,7 +234,7 @@ class Testbed:
                     ]
                 )
                 sh(["ip", "-n", ns, "link", "set", node.interface, "up"])
-                if rate is not None:
+                if rate is not None and burst is not None:
                     for where, dev in ((ns, node.interface), (self.switch, node.peer)):
                         sh(
                             [
@@ -217,7 +250,7 @@ class Testbed:
                                 "rate",
                                 rate,
                                 "burst",
-                                TBF_BURST,
+                                str(burst),  # bytes
                                 "latency",
                                 TBF_LATENCY,
                             ]
@@ -339,16 +372,23 @@ class Testbed:
                     else:
                         out = open(Path(logdir) / f"rank{rank}.log", "wb")  # noqa: SIM115
                         logs.append(out)
-                    procs.append(
-                        subprocess.Popen(
-                            ["ip", "netns", "exec", node.namespace, *argv],
-                            env=full_env,
-                            stdout=out,
-                            stderr=subprocess.STDOUT if out is not None else None,
-                            stdin=subprocess.DEVNULL,
-                            start_new_session=True,  # its own process group: we stop it whole
+                    try:
+                        procs.append(
+                            subprocess.Popen(
+                                ["ip", "netns", "exec", node.namespace, *argv],
+                                env=full_env,
+                                stdout=out,
+                                stderr=subprocess.STDOUT if out is not None else None,
+                                stdin=subprocess.DEVNULL,
+                                start_new_session=True,  # its own process group: stopped whole
+                                preexec_fn=_realtime if self.realtime else None,
+                            )
                         )
-                    )
+                    except subprocess.SubprocessError as e:
+                        raise TestbedError(
+                            f"could not start rank {rank} with real-time priority ({e}): the "
+                            "kernel or container refuses SCHED_FIFO; run without realtime"
+                        ) from None
                 timed_out = not self._wait(procs, t0 + timeout_s, fail_grace_s)
             finally:
                 stop_process_groups(procs)
@@ -400,6 +440,11 @@ class Testbed:
             raise TestbedError(
                 f"`{' '.join(argv)}` on node {node} exceeded {timeout_s:.0f} s"
             ) from None
+
+
+def _realtime() -> None:
+    """In the child before exec: SCHED_FIFO, inherited by every thread the rank starts."""
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
 
 
 def _tail(path: Path, limit: int = 1 << 20) -> str:

@@ -77,6 +77,8 @@ def test_bench_comm_two_ranks_gloo(tmp_path: Path) -> None:
         assert r["tier"] == "intra_node"
         assert r["time_min_ns"] <= r["time_ns"] <= r["time_max_ns"]
         assert len(r["rank_times_ns"]) == 2
+        if Path("/proc/self/task").is_dir():  # Linux: the run-queue wait per op is measured
+            assert r["runq_wait_ns"] is not None and r["runq_wait_ns"] >= 0
         assert r["algbw_Bps"] == pytest.approx(r["bytes"] / (r["time_ns"] * 1e-9))
         assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"] * f.bus_factor(r["collective"], 2))
     doc = orjson.loads(cal.read_bytes())

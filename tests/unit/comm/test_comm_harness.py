@@ -1,11 +1,17 @@
-"""Sweep sizes, size parsing, configuration checks and the tier groups of a job's layout."""
+"""Sweep sizes, size parsing, configuration checks, the tier groups of a job's layout, the block
+median and the run-queue wait."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 
 from stallscope.comm import SweepConfig, parse_size, sweep_sizes
-from stallscope.comm._harness import Layout
+from stallscope.comm._harness import Layout, runqueue_wait_ns
 
 
 def test_parse_size_binary_multiples() -> None:
@@ -73,3 +79,30 @@ def test_block_median_rejects_hiccups_and_absorbs_carry_over() -> None:
     assert block_median(pairs, 64 * 1024, 1 << 20) == 1000
     assert block_median([1, 2, 3], 1 << 20, 1 << 20) == 2  # < 3 blocks: the mean
     assert block_median([10, 20, 30, 40], 1 << 21, 1 << 20) == 25  # blocks of 1 op
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or runqueue_wait_ns() is None,
+    reason="needs Linux schedstat (/proc/self/task/*/schedstat) and sched_setaffinity",
+)
+def test_runqueue_wait_counts_time_spent_waiting_for_a_cpu() -> None:
+    # This process and a busy child share one CPU for 0.3 s: the scheduler splits it, so this
+    # process waits on the run queue for a good part of that time. Alone, it barely waits.
+    cpu = min(os.sched_getaffinity(0))
+    old = os.sched_getaffinity(0)
+    spin = f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nt = time.time()\n"
+    spin += "while time.time() - t < 5: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        os.sched_setaffinity(0, {cpu})
+        time.sleep(0.3)  # the child is started and spinning on that CPU
+        w0, t0 = runqueue_wait_ns(), time.monotonic()
+        while time.monotonic() - t0 < 0.3:
+            pass
+        w1 = runqueue_wait_ns()
+    finally:
+        os.sched_setaffinity(0, old)
+        child.kill()
+        child.wait(timeout=10)
+    assert w0 is not None and w1 is not None
+    assert w1 - w0 > 50_000_000  # > 50 ms of the 0.3 s spent waiting (expected ~ half)

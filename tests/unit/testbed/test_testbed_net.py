@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stallscope.testbed import Testbed, TestbedError, _net, parse_rate, require_privileges
+from stallscope.testbed._testbed import tbf_burst_bytes
 
 
 def test_parse_rate_tc_units() -> None:
@@ -63,3 +64,17 @@ def test_refuses_without_iproute2(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_net.shutil, "which", lambda name: None)
     with pytest.raises(TestbedError, match=r"needs iproute2.*apt-get install iproute2"):
         require_privileges()
+
+
+def test_tbf_bucket_is_two_ms_of_the_rate_and_at_least_two_frames() -> None:
+    # The free burst after an idle period is burst / rate: the same 2 ms at every rate (a fixed
+    # 256 KB bucket gave 2 ms at 1 Gbit/s but 42 ms at 50 Mbit/s).
+    assert tbf_burst_bytes(1e9, 9000) == 250_000
+    assert tbf_burst_bytes(200e6, 1500) == 50_000
+    assert tbf_burst_bytes(50e6, 1500) == 12_500
+    assert tbf_burst_bytes(50e6, 9000) == 2 * 9014  # two jumbo frames, the least tbf can shape
+    tb = Testbed(nodes=3, rate=["1gbit", None, "50mbit"], mtu=1500)
+    assert tb.bursts == [250_000, None, 12_500]
+    assert Testbed(nodes=2, rate="1gbit", burst=100_000).bursts == [100_000, 100_000]
+    with pytest.raises(TestbedError, match="smaller than one frame"):
+        Testbed(nodes=2, rate="1gbit", mtu=9000, burst=4000)

@@ -89,6 +89,33 @@ def test_all_reduce_across_emulated_nodes(nodes: int, per_node: int) -> None:
     _assert_gone(tb, res.pids)
 
 
+@pytest.mark.parametrize("realtime", [True, False])
+def test_ranks_run_real_time_on_request_and_links_get_the_time_sized_bucket(
+    realtime: bool,
+) -> None:
+    probe = (
+        "import os; print('POLICY', os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)"
+    )
+    with Testbed(nodes=2, rate="50mbit", mtu=9000, realtime=realtime) as tb:
+        for node in tb.nodes:
+            for ns, dev in ((node.namespace, node.interface), (tb.switch, node.peer)):
+                q = subprocess.run(
+                    ["tc", "-n", ns, "qdisc", "show", "dev", dev],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                burst = q.split(" burst ")[1].split()[0]  # e.g. 18028b or 17Kb (tc rounds)
+                value = float(burst.rstrip("bKMit")) * (1024 if "Kb" in burst else 1)
+                assert abs(value - 2 * 9014) < 200, q  # not the old 256 KB bucket
+        res = tb.run([sys.executable, "-c", probe], timeout_s=60)
+        res.check()
+    expected = f"POLICY {os.SCHED_FIFO} 50" if realtime else f"POLICY {os.SCHED_OTHER} 0"
+    for out in res.outputs:
+        assert expected in out, out
+    _assert_gone(tb, res.pids)
+
+
 def test_cleanup_on_error_inside() -> None:
     tb = Testbed(nodes=2, rate="200mbit")
     seen: list[str] = []
