@@ -399,12 +399,10 @@ def _collectives(
     offset = 0
     for fs, size in zip(scans, sizes, strict=True):
         nc = fs.res["nccl"]
-        if len(nc["index"]):
+        if len(nc["index"]) and size:  # NCCL rows of dropped events have no row to join
             idx = frame["_i"].slice(offset, size).to_numpy()
             at = np.searchsorted(idx, nc["index"])
-            ok = (at < size) & (idx[np.minimum(at, max(size - 1, 0))] == nc["index"])
-            if size == 0:
-                ok[:] = False
+            ok = (at < size) & (idx[np.minimum(at, size - 1)] == nc["index"])
             pos_parts.append(at[ok] + offset)
             for k, v in nc.items():
                 meta.setdefault(k, []).append(v[ok])

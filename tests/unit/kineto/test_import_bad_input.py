@@ -105,6 +105,29 @@ def _large_gz(path: Path) -> Path:
     return p
 
 
+def test_nccl_metadata_of_dropped_events(tmp_path: Path) -> None:
+    """record_param_comms rows that are dropped (no dur) leave no collective behind, also when
+    nothing else of the file is kept (found by the mutation fuzz)."""
+    op = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "record_param_comms",
+        "pid": 1,
+        "tid": 1,
+        "ts": 5,
+        "args": {"Collective name": "allreduce", "In msg nelems": 4, "dtype": "Float"},
+    }
+    alone = write(tmp_path / "alone.json", trace([op]))
+    with pytest.warns(StallscopeWarning, match="without 'dur'"):
+        ev = stallscope.import_kineto(alone)
+    assert ev.filter(pl.col("kind").is_in(["collective", "p2p"])).height == 0
+    kept = {**op, "ts": 9, "dur": 2}
+    both = write(tmp_path / "both.json", trace([op, kernel(1), kept]))
+    with pytest.warns(StallscopeWarning, match="without 'dur'"):
+        ev = stallscope.import_kineto(both)
+    assert ev.filter(pl.col("kind") == "collective")["start_ns"].to_list() == [9000]
+
+
 def test_large_gzip_read_in_a_thread_and_its_truncation(tmp_path: Path) -> None:
     p = _large_gz(tmp_path / "big.json")
     ev = stallscope.import_kineto(p)
