@@ -60,6 +60,20 @@ _MAX_NS: Final = 2 * 10**18  # |ts| and dur bound: base (< 4e18) + ts + dur stay
 GPU_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "gpu_sync")
 FLOW_CATS: Final[tuple[str, ...]] = ("ac2g", "async_cpu_to_gpu")
 
+# Why rows are dropped, as the import warning words it (both readers count the same reasons).
+PROBLEMS: Final[dict[str, str]] = {
+    "no_dur": "complete events ('ph': 'X') without 'dur'",
+    "no_cat": "events without 'cat'",
+    "bad_time": "events with an unparseable 'ts' or 'dur'",
+    "negative_dur": "events with a negative 'dur'",
+}
+
+
+def unknown_categories(cats: list[str]) -> str:
+    """The warning's words for rows of unknown categories (the first five named)."""
+    return f"events of unknown categories (kept as host regions): {', '.join(sorted(cats)[:5])}"
+
+
 # Bytes per element of torch dtypes as Kineto's NCCL metadata names them.
 DTYPE_BYTES: Final[dict[str, int]] = {
     "Float": 4,
@@ -225,9 +239,9 @@ def convert(
 
     # Problems: counted, the rows dropped (HTA drops rows without dur or cat, too).
     checks = {
-        "complete events ('ph': 'X') without 'dur'": ~pl.col("has_dur"),
-        "events without 'cat'": pl.col("cat").is_null() & pl.col("has_dur"),
-        "events with an unparseable 'ts' or 'dur'": (
+        PROBLEMS["no_dur"]: ~pl.col("has_dur"),
+        PROBLEMS["no_cat"]: pl.col("cat").is_null() & pl.col("has_dur"),
+        PROBLEMS["bad_time"]: (
             pl.col("ts_ns").is_null()
             | pl.col("dur_ns").is_null()
             | (pl.col("ts_ns").abs() > _MAX_NS)
@@ -235,7 +249,7 @@ def convert(
         )
         & pl.col("has_dur")
         & pl.col("cat").is_not_null(),
-        "events with a negative 'dur'": pl.col("dur_ns") < 0,
+        PROBLEMS["negative_dur"]: pl.col("dur_ns") < 0,
     }
     counts = x.select(**{k: v.sum() for k, v in checks.items()}).row(0, named=True)
     for k, n in counts.items():
@@ -255,8 +269,7 @@ def convert(
     known = pl.col("cat").is_in(list(KIND_OF_CAT))
     unknown = x.filter(~known)
     if unknown.height:
-        cats = sorted(set(unknown["cat"].unique().to_list()))[:5]
-        key = f"events of unknown categories (kept as host regions): {', '.join(cats)}"
+        key = unknown_categories(list(set(unknown["cat"].unique().to_list())))
         problems[key] = problems.get(key, 0) + unknown.height
 
     # Kind, category and step number per distinct (cat, name): names repeat a lot, so the

@@ -25,7 +25,14 @@ import polars as pl
 
 from stallscope._classify import gpu_category
 from stallscope._kineto._collectives import collective_events
-from stallscope._kineto._convert import FLOW_CATS, GPU_KINDS, KIND_OF_CAT, STEP_RE
+from stallscope._kineto._convert import (
+    FLOW_CATS,
+    GPU_KINDS,
+    KIND_OF_CAT,
+    PROBLEMS,
+    STEP_RE,
+    unknown_categories,
+)
 from stallscope._kineto._fastjson import parse_meta
 from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, KIND, KIND_ID, KINDS
 from stallscope.exceptions import TraceImportError
@@ -281,8 +288,9 @@ def convert_all(
             rows = {k: v[~drop] for k, v in rows.items()}
         unknown = ~t.cat_known[rows["cat"]]
         if unknown.any():
-            cats = sorted({t.cat_stripped[c] for c in np.unique(rows["cat"][unknown])})[:5]
-            key = f"events of unknown categories (kept as host regions): {', '.join(cats)}"
+            key = unknown_categories(
+                list({t.cat_stripped[c] for c in np.unique(rows["cat"][unknown])})
+            )
             probs[key] = probs.get(key, 0) + int(unknown.sum())
         problems.append(probs)
         sizes.append(len(rows["index"]))
@@ -381,13 +389,7 @@ _KIND_ORDER: Final = np.argsort(np.argsort(np.array(KINDS))).astype(np.uint8)
 
 
 def _problems(counts: dict[str, int]) -> dict[str, int]:
-    words = {
-        "no_dur": "complete events ('ph': 'X') without 'dur'",
-        "no_cat": "events without 'cat'",
-        "bad_time": "events with an unparseable 'ts' or 'dur'",
-        "negative_dur": "events with a negative 'dur'",
-    }
-    return {words[k]: int(v) for k, v in counts.items() if v}
+    return {PROBLEMS[k]: int(v) for k, v in counts.items() if v}
 
 
 def _collectives(
