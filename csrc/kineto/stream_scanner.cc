@@ -25,7 +25,8 @@ namespace {
 constexpr int64_t kMaxIp = 9000000000000000;     // integer µs below 9e15: x1000 stays in int64
 constexpr int64_t kMaxNs = 2000000000000000000;  // |ts| and dur bound (base + ts + dur in int64)
 
-enum ArgKind { kArgRow, kArgSync, kArgNcclInt, kArgNcclStr, kArgIgnored };
+// kArgCheckedInt: validated as an integer, not kept; kArgScalar: any scalar, not kept.
+enum ArgKind { kArgRow, kArgSync, kArgNcclInt, kArgNcclStr, kArgCheckedInt, kArgScalar };
 struct ArgKey {
   std::string_view key;
   ArgKind kind;
@@ -40,14 +41,14 @@ constexpr ArgKey kArgKeys[] = {
     {"cuda_sync_kind", kArgSync, 0},
     {"Collective name", kArgNcclStr, kNcclColl},
     {"In msg nelems", kArgNcclInt, kNcclInNelems},
-    {"Out msg nelems", kArgIgnored, 0},  // validated as an integer, not kept
+    {"Out msg nelems", kArgCheckedInt, 0},
     {"Group size", kArgNcclInt, kNcclGroupSize},
     {"dtype", kArgNcclStr, kNcclDtype},
     {"Process Group Name", kArgNcclStr, kNcclPg},
     {"Process Group Description", kArgNcclStr, kNcclPgDesc},
     {"Process Group Ranks", kArgNcclStr, kNcclPgRanks},
-    {"Global rank start", kArgIgnored, -1},  // scalars, not kept
-    {"Global rank stride", kArgIgnored, -1},
+    {"Global rank start", kArgScalar, 0},
+    {"Global rank stride", kArgScalar, 0},
 };
 
 // The kArgKeys entry of `k`, or -1: by length first (most keys are not ours).
@@ -458,15 +459,15 @@ void StreamScanner::args(Event& ev) {
         case kArgNcclStr:
           str_field(args_, &ev.nccl_strs[a.field]);
           break;
-        case kArgIgnored:
-          if (a.field == 0) {
-            int_field(&ignored);
-          } else {
-            char c = cur_.peek();
-            if (c == '{' || c == '[' || c == 't' || c == 'f') throw Unsupported{"non-scalar arg"};
-            cur_.skip_value(1);
-          }
+        case kArgCheckedInt:
+          int_field(&ignored);
           break;
+        case kArgScalar: {
+          char c = cur_.peek();
+          if (c == '{' || c == '[' || c == 't' || c == 'f') throw Unsupported{"non-scalar arg"};
+          cur_.skip_value(1);
+          break;
+        }
       }
     }
     cur_.ws();

@@ -118,7 +118,7 @@ def _int(s: pl.Expr) -> pl.Expr:
     )
 
 
-def _clean(s: pl.Expr) -> pl.Expr:
+def clean(s: pl.Expr) -> pl.Expr:
     """A value safe inside ``detail`` (no ``;`` or ``=``)."""
     return s.str.replace_all(r"[;=]", "_")
 
@@ -302,12 +302,12 @@ def convert(
     start = pl.lit(base_ns, pl.Int64) + pl.col("ts_ns")
     detail = pl.concat_str(
         pl.lit("cat="),
-        _clean(pl.col("cat")),
+        clean(pl.col("cat")),
         pl.when(pl.col("ext").is_not_null())
         .then(pl.lit(";ext=") + pl.col("ext").cast(pl.String))
         .otherwise(pl.lit("")),
         pl.when(pl.col("a:cuda_sync_kind").is_not_null())
-        .then(pl.lit(";sync_kind=") + _clean(pl.col("a:cuda_sync_kind")))
+        .then(pl.lit(";sync_kind=") + clean(pl.col("a:cuda_sync_kind")))
         .otherwise(pl.lit("")),
     )
     events = x.select(

@@ -31,6 +31,7 @@ from stallscope._kineto._convert import (
     KIND_OF_CAT,
     PROBLEMS,
     STEP_RE,
+    clean,
     unknown_categories,
 )
 from stallscope._kineto._fastjson import parse_meta
@@ -217,7 +218,7 @@ def _tables(scanner: Any) -> _Tables:
         cat_flow=np.array([c in FLOW_CATS for c in stripped], dtype=bool),
         cat_linked=np.array([c in linked for c in stripped], dtype=bool),
         cat_stripped=stripped,
-        cat_detail=("cat=" + cats.str.replace_all(r"[;=]", "_")).alias("d"),
+        cat_detail=cats.to_frame().select((pl.lit("cat=") + clean(pl.col("c"))).alias("d"))["d"],
         name_step=facts["step"].to_numpy(),
         name_gpu_cat=facts["gpu"].to_numpy(),
         names=names,
@@ -329,7 +330,7 @@ def convert_all(
     kord = _KIND_ORDER[kind]
 
     ext = pl.Series("e", cols["ext"])
-    sync = _gather(t.args.str.replace_all(r"[;=]", "_"), cols["sync_kind"])
+    sync = _gather(t.args.to_frame().select(clean(pl.col("a")))["a"], cols["sync_kind"])
     detail = pl.select(
         pl.concat_str(
             _gather(t.cat_detail, cat),

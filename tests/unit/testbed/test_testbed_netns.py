@@ -59,20 +59,27 @@ def _parse(out: str) -> dict[str, str]:
     return kv
 
 
+def _link_qdiscs(tb: Testbed) -> list[str]:
+    """`tc qdisc show` of both ends of every node's link."""
+    return [
+        subprocess.run(
+            ["tc", "-n", ns, "qdisc", "show", "dev", dev],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for node in tb.nodes
+        for ns, dev in ((node.namespace, node.interface), (tb.switch, node.peer))
+    ]
+
+
 @needs_torch
 @pytest.mark.parametrize(("nodes", "per_node"), [(2, 1), (2, 2)])
 def test_all_reduce_across_emulated_nodes(nodes: int, per_node: int) -> None:
     with Testbed(nodes=nodes, ranks_per_node=per_node, rate="1gbit") as tb:
-        for node in tb.nodes:  # both ends of every node's link are shaped
-            for ns, dev in ((node.namespace, node.interface), (tb.switch, node.peer)):
-                q = subprocess.run(
-                    ["tc", "-n", ns, "qdisc", "show", "dev", dev],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout
-                assert "tbf" in q, q
-                assert "rate 1Gbit" in q, q
+        for q in _link_qdiscs(tb):  # both ends of every node's link are shaped
+            assert "tbf" in q, q
+            assert "rate 1Gbit" in q, q
         res = tb.run([sys.executable, "-c", ALL_REDUCE], timeout_s=120)
         res.check()
     world = nodes * per_node
@@ -97,17 +104,10 @@ def test_ranks_run_real_time_on_request_and_links_get_the_time_sized_bucket(
         "import os; print('POLICY', os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)"
     )
     with Testbed(nodes=2, rate="50mbit", mtu=9000, realtime=realtime) as tb:
-        for node in tb.nodes:
-            for ns, dev in ((node.namespace, node.interface), (tb.switch, node.peer)):
-                q = subprocess.run(
-                    ["tc", "-n", ns, "qdisc", "show", "dev", dev],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout
-                burst = q.split(" burst ")[1].split()[0]  # e.g. 18028b or 17Kb (tc rounds)
-                value = float(burst.rstrip("bKMit")) * (1024 if "Kb" in burst else 1)
-                assert abs(value - 2 * 9014) < 200, q  # not the old 256 KB bucket
+        for q in _link_qdiscs(tb):
+            burst = q.split(" burst ")[1].split()[0]  # e.g. 18028b or 17Kb (tc rounds)
+            value = float(burst.rstrip("bKMit")) * (1024 if "Kb" in burst else 1)
+            assert abs(value - 2 * 9014) < 200, q  # not the old 256 KB bucket
         res = tb.run([sys.executable, "-c", probe], timeout_s=60)
         res.check()
     expected = f"POLICY {os.SCHED_FIFO} 50" if realtime else f"POLICY {os.SCHED_OTHER} 0"
