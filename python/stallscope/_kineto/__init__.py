@@ -229,12 +229,27 @@ def _read_native(
         start = starts.get(f.rank, f.base_ns)
         mark_rows.append((fs.path, f, conv.ts_float[i], conv.row0[i], start))
     marks = _marks(mark_rows).with_columns(_i=pl.lit(-1, pl.Int64), _kord=pl.lit(0, pl.UInt8))
-    events = (
-        pl.concat([marks, conv.frame])
-        .sort("rank", "start_ns", "_i", "_kord", maintain_order=True)
-        .drop("_i", "_kord")
-    )
-    return events, infos, general
+    holder = [pl.concat([marks, conv.frame], rechunk=False)]
+    del conv, marks
+    return _sorted(holder), infos, general
+
+
+def _sorted(holder: list[pl.DataFrame]) -> pl.DataFrame:
+    """The frame in `holder` (taken out of it: no other reference may exist) by rank, start_ns,
+    file index, kind order, without _i / _kord. Column by column, each unsorted column dropped
+    once gathered: the peak is one frame and a column, not two frames."""
+    frame = holder.pop()
+    order = frame.select(
+        pl.arg_sort_by("rank", "start_ns", "_i", "_kord", maintain_order=True)
+    ).to_series()
+    cols = frame.drop("_i", "_kord").get_columns()
+    del frame
+    out: list[pl.Series] = []
+    for i in range(len(cols)):
+        out.append(cols[i].gather(order))
+        cols[i] = out[-1]  # drops the unsorted column
+    del cols
+    return pl.DataFrame(out)
 
 
 def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:

@@ -39,7 +39,8 @@ from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, KIND, KIND_ID,
 from stallscope.exceptions import TraceImportError
 
 NULL: Final = np.iinfo(np.int64).min  # the scanner's null in int64 columns
-_CHUNK: Final = 1 << 18  # compressed bytes per read (about 4 MiB of text)
+_CHUNK: Final = 1 << 16  # compressed bytes per read (about 1 MiB of text: the queue stays small)
+_INLINE: Final = 1 << 19  # files up to this size (bytes on disk) are gunzipped inline, no thread
 _INT32 = (-(2**31), 2**31 - 1)
 
 
@@ -128,7 +129,7 @@ class Session:
         # Text size guess for the column reservation: gzip'd JSON traces shrink about 18x.
         sc.begin_file(size * (20 if path.name.endswith(".gz") else 1))
         ok = True
-        small = 0 < size <= 2 * _CHUNK
+        small = 0 < size <= _INLINE
         if small:  # a thread would cost more than it overlaps
             for chunk in _chunks(path):
                 if not sc.feed(chunk):
@@ -280,7 +281,7 @@ def convert_all(
     problems: list[dict[str, int]] = []
     sizes: list[int] = []
     for fs in scans:
-        rows = dict(fs.res["rows"])
+        rows = dict(fs.res.pop("rows"))  # the scanner's columns: freed once converted
         rows["name"] = np.where(rows["name"] < 0, len(t.names) - 1, rows["name"])
         probs = _problems(fs.res["problems"])
         _link_flows(rows, fs, t)
@@ -297,8 +298,33 @@ def convert_all(
         sizes.append(len(rows["index"]))
         for k, v in rows.items():
             parts.setdefault(k, []).append(v)
+    cols = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in parts.items()}
+    del parts  # each column is held once from here on
+    frame = _schema_frame(cols, t, ranks, bases, sizes)
+    del cols  # the per-row temporaries die with _schema_frame; the frame shares the rest
+    colls = _collectives(frame, scans, t, sizes)
+    counts = list(sizes)
+    if colls.height:
+        per = colls.group_by("rank").len()
+        by_rank = dict(zip(per["rank"].to_list(), per["len"].to_list(), strict=True))
+        counts = [c + by_rank.get(r, 0) for c, r in zip(sizes, ranks, strict=True)]
+        frame = pl.concat([frame, colls])
+    row0 = _row0(frame, ranks)
+    ts_float = [
+        bool(fs.res["ts_float"]) and size > 0 for fs, size in zip(scans, sizes, strict=True)
+    ]
+    return Converted(frame=frame, problems=problems, counts=counts, row0=row0, ts_float=ts_float)
+
+
+def _schema_frame(
+    cols: dict[str, np.ndarray[Any, Any]],
+    t: _Tables,
+    ranks: list[int],
+    bases: list[int],
+    sizes: list[int],
+) -> pl.DataFrame:
+    """The schema columns (plus _i, _kord) from the scanner's columns of every file."""
     n = sum(sizes)
-    cols = {k: np.concatenate(v) for k, v in parts.items()}
     rank = np.repeat(np.array(ranks, dtype=np.int32), sizes)
     base = np.repeat(np.array(bases, dtype=np.int64), sizes)
     cat, name = cols["cat"], cols["name"]
@@ -339,7 +365,7 @@ def convert_all(
         ).alias("detail")
     ).to_series()
 
-    frame = pl.DataFrame(
+    return pl.DataFrame(
         {
             "rank": rank,
             "pid": _clip(pid, *_INT32, 0).astype(np.int32),
@@ -362,18 +388,6 @@ def convert_all(
             "_kord": kord,
         }
     )
-    colls = _collectives(frame, scans, t, sizes)
-    counts = list(sizes)
-    if colls.height:
-        per = colls.group_by("rank").len()
-        by_rank = dict(zip(per["rank"].to_list(), per["len"].to_list(), strict=True))
-        counts = [c + by_rank.get(r, 0) for c, r in zip(sizes, ranks, strict=True)]
-        frame = pl.concat([frame, colls])
-    row0 = _row0(frame, ranks)
-    ts_float = [
-        bool(fs.res["ts_float"]) and size > 0 for fs, size in zip(scans, sizes, strict=True)
-    ]
-    return Converted(frame=frame, problems=problems, counts=counts, row0=row0, ts_float=ts_float)
 
 
 def _gather(table: pl.Series, codes: np.ndarray[Any, Any]) -> pl.Series:
