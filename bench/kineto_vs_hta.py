@@ -40,7 +40,7 @@ def child_hta(trace_dir: str) -> dict[str, float]:
     logging.disable(logging.WARNING)
     from hta.trace_analysis import TraceAnalysis
 
-    base = _rss_kib(os.getpid()) / 1024.0  # after the imports: the baseline
+    base, base_anon = (x / 1024.0 for x in _mem_kib(os.getpid()))  # after the imports
     t0 = time.perf_counter()
     ta = TraceAnalysis(trace_dir=trace_dir)
     ranks = sorted(ta.t.get_ranks())
@@ -48,7 +48,12 @@ def child_hta(trace_dir: str) -> dict[str, float]:
     ta.get_idle_time_breakdown(ranks=ranks, visualize=False)
     ta.get_gpu_kernel_breakdown(visualize=False)
     secs = time.perf_counter() - t0
-    return {"seconds": secs, "peak_rss_mib": _peak_rss_mib(), "baseline_rss_mib": base}
+    return {
+        "seconds": secs,
+        "peak_rss_mib": _peak_rss_mib(),
+        "baseline_rss_mib": base,
+        "baseline_anon_mib": base_anon,
+    }
 
 
 def child_stallscope(trace_dir: str) -> dict[str, float]:
@@ -65,7 +70,7 @@ def child_stallscope(trace_dir: str) -> dict[str, float]:
     )
 
     warnings.simplefilter("ignore")
-    base = _rss_kib(os.getpid()) / 1024.0  # after the imports: the baseline
+    base, base_anon = (x / 1024.0 for x in _mem_kib(os.getpid()))  # after the imports
     t0 = time.perf_counter()
     events = stallscope.import_kineto(trace_dir)
     temporal_breakdown(events)
@@ -74,7 +79,12 @@ def child_stallscope(trace_dir: str) -> dict[str, float]:
     kernel_breakdown(events)
     stall_table(events)  # stallscope's own table too: HTA has no equivalent, so this is extra work
     secs = time.perf_counter() - t0
-    return {"seconds": secs, "peak_rss_mib": _peak_rss_mib(), "baseline_rss_mib": base}
+    return {
+        "seconds": secs,
+        "peak_rss_mib": _peak_rss_mib(),
+        "baseline_rss_mib": base,
+        "baseline_anon_mib": base_anon,
+    }
 
 
 def _children(pid: int) -> list[int]:
@@ -88,25 +98,33 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _rss_kib(pid: int) -> int:
+def _mem_kib(pid: int) -> tuple[int, int]:
+    """(RSS, private anonymous RSS) of a process now, KiB. RSS also counts the file-backed
+    pages of shared libraries the process touched (Polars' code is one large library); RssAnon
+    is the memory the work itself allocated."""
+    rss = anon = 0
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+                    rss = int(line.split()[1])
+                elif line.startswith("RssAnon:"):
+                    anon = int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return rss, anon
 
 
-def _tree_rss_kib(pid: int) -> int:
-    """RSS of a process and all its descendants now (KiB)."""
-    total, todo = 0, [pid]
+def _tree_mem_kib(pid: int) -> tuple[int, int]:
+    """(RSS, RssAnon) of a process and all its descendants now (KiB)."""
+    rss = anon = 0
+    todo = [pid]
     while todo:
         p = todo.pop()
-        total += _rss_kib(p)
+        r, a = _mem_kib(p)
+        rss, anon = rss + r, anon + a
         todo += _children(p)
-    return total
+    return rss, anon
 
 
 def _run(python: str, which: str, trace_dir: Path) -> dict[str, float]:
@@ -120,10 +138,11 @@ def _run(python: str, which: str, trace_dir: Path) -> dict[str, float]:
         text=True,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
-    peak = 0
+    peak = peak_anon = 0
     while proc.poll() is None:
-        peak = max(peak, _tree_rss_kib(proc.pid))
-        time.sleep(0.01)
+        rss, anon = _tree_mem_kib(proc.pid)
+        peak, peak_anon = max(peak, rss), max(peak_anon, anon)
+        time.sleep(0.005)
     out = proc.stdout.read() if proc.stdout else ""
     if proc.returncode != 0:
         raise RuntimeError(f"{which} on {trace_dir} failed ({proc.returncode})")
@@ -132,6 +151,9 @@ def _run(python: str, which: str, trace_dir: Path) -> dict[str, float]:
     res["tree_peak_rss_mib"] = max(peak / 1024.0, res["peak_rss_mib"])
     # Peak above the child's own RSS right after its imports (polars alone is ~68 MiB).
     res["above_baseline_mib"] = res["tree_peak_rss_mib"] - res["baseline_rss_mib"]
+    # Private memory only (sampled every 5 ms, the whole tree): what the work allocated, without
+    # the pages of library code it ran.
+    res["anon_above_baseline_mib"] = peak_anon / 1024.0 - res["baseline_anon_mib"]
     return res
 
 
@@ -190,6 +212,10 @@ def main() -> None:
             "stallscope_above_baseline_mib": med["stallscope"]["above_baseline_mib"],
             "memory_ratio_above_baseline": med["stallscope"]["above_baseline_mib"]
             / med["hta"]["above_baseline_mib"],
+            "hta_anon_above_baseline_mib": med["hta"]["anon_above_baseline_mib"],
+            "stallscope_anon_above_baseline_mib": med["stallscope"]["anon_above_baseline_mib"],
+            "memory_ratio_anon": med["stallscope"]["anon_above_baseline_mib"]
+            / med["hta"]["anon_above_baseline_mib"],
             "hta_process_s": med["hta"]["process_seconds"],
             "stallscope_process_s": med["stallscope"]["process_seconds"],
         }
@@ -217,6 +243,7 @@ def main() -> None:
             "worst_memory_ratio_above_baseline": max(
                 t["memory_ratio_above_baseline"] for t in table.values()
             ),
+            "worst_memory_ratio_anon": max(t["memory_ratio_anon"] for t in table.values()),
         },
         "runs": runs,
     }
@@ -228,7 +255,9 @@ def main() -> None:
             f"x{t['speedup']:6.1f}   RSS {t['hta_peak_rss_mib']:7.1f} / "
             f"{t['stallscope_peak_rss_mib']:6.1f} MiB = {t['memory_ratio']:.3f}; above baseline "
             f"{t['hta_above_baseline_mib']:6.1f} / {t['stallscope_above_baseline_mib']:6.1f} "
-            f"= {t['memory_ratio_above_baseline']:.3f}"
+            f"= {t['memory_ratio_above_baseline']:.3f}; private "
+            f"{t['hta_anon_above_baseline_mib']:6.1f} / "
+            f"{t['stallscope_anon_above_baseline_mib']:6.1f} = {t['memory_ratio_anon']:.3f}"
         )
     print(f"total: x{result['total']['speedup']:.1f}")
 

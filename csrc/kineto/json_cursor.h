@@ -52,6 +52,28 @@ inline const char* skip_plain(const char* p, const char* e) {
   return p;
 }
 
+inline bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// First byte in [p, e) that is not JSON whitespace.
+inline const char* skip_ws(const char* p, const char* e) {
+#if defined(__SSE2__)
+  const __m128i sp = _mm_set1_epi8(' ');
+  const __m128i nl = _mm_set1_epi8('\n');
+  const __m128i cr = _mm_set1_epi8('\r');
+  const __m128i tab = _mm_set1_epi8('\t');
+  while (e - p >= 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, sp), _mm_cmpeq_epi8(v, nl)),
+                              _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, tab)));
+    int other = ~_mm_movemask_epi8(ws) & 0xffff;
+    if (other != 0) return p + __builtin_ctz(static_cast<unsigned>(other));
+    p += 16;
+  }
+#endif
+  while (p < e && is_ws(*p)) ++p;
+  return p;
+}
+
 class Cursor {
  public:
   static constexpr int kMaxDepth = 512;  // nesting of skipped values (orjson allows 1024)
@@ -81,7 +103,10 @@ class Cursor {
     if (next() != c) throw Unsupported{"malformed JSON"};
   }
   void ws() {
-    while (p_ < e_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+    // Most calls find no whitespace: a byte above 0x20 cannot be one. Pretty-printed traces
+    // indent with runs of spaces after each newline: 16 bytes per step there.
+    if (p_ < e_ && static_cast<unsigned char>(*p_) > 0x20) return;
+    p_ = skip_ws(p_, e_);
   }
   void literal(const char* lit) {
     size_t n = std::strlen(lit);

@@ -51,9 +51,19 @@ constexpr ArgKey kArgKeys[] = {
     {"Global rank stride", kArgScalar, 0},
 };
 
-// The kArgKeys entry of `k`, or -1: by length first (most keys are not ours).
+// k == lit, with the literal's length known at compile time (the compare inlines; a
+// string_view == calls memcmp for every key of every event).
+template <size_t N>
+inline bool same(std::string_view k, const char (&lit)[N]) {
+  return k.size() == N - 1 && std::memcmp(k.data(), lit, N - 1) == 0;
+}
+
+// The kArgKeys entry of `k`, or -1: by length first (most keys are not ours), then one
+// compare of that length (the table's key has k's length in each case below).
 int arg_index(std::string_view k) {
-  auto is = [&](int j) { return kArgKeys[j].key == k ? j : -1; };
+  auto is = [&](int j) {
+    return std::memcmp(kArgKeys[j].key.data(), k.data(), k.size()) == 0 ? j : -1;
+  };
   switch (k.size()) {
     case 5:
       return k[0] == 'b' ? is(4) : is(10);  // bytes, dtype
@@ -99,20 +109,20 @@ enum EvKey {
 EvKey event_key(std::string_view k) {
   switch (k.size()) {
     case 2:
-      if (k == "ph") return kEvPh;
-      if (k == "ts") return kEvTs;
-      if (k == "id") return kEvId;
-      if (k == "bp") return kEvBp;
+      if (same(k, "ph")) return kEvPh;
+      if (same(k, "ts")) return kEvTs;
+      if (same(k, "id")) return kEvId;
+      if (same(k, "bp")) return kEvBp;
       break;
     case 3:
-      if (k == "cat") return kEvCat;
-      if (k == "pid") return kEvPid;
-      if (k == "tid") return kEvTid;
-      if (k == "dur") return kEvDur;
+      if (same(k, "cat")) return kEvCat;
+      if (same(k, "pid")) return kEvPid;
+      if (same(k, "tid")) return kEvTid;
+      if (same(k, "dur")) return kEvDur;
       break;
     case 4:
-      if (k == "name") return kEvName;
-      if (k == "args") return kEvArgs;
+      if (same(k, "name")) return kEvName;
+      if (same(k, "args")) return kEvArgs;
       break;
     default:
       break;
@@ -504,7 +514,7 @@ void StreamScanner::event() {
         if (cur_.null_here()) break;
         if (cur_.peek() != '"') throw Unsupported{"non-string in a string field"};
         std::string_view ph = cur_.str();
-        ev.ph = ph == "X" ? 1 : (ph == "s" || ph == "f" || ph == "t") ? 2 : 0;
+        ev.ph = same(ph, "X") ? 1 : (same(ph, "s") || same(ph, "f") || same(ph, "t")) ? 2 : 0;
         break;
       }
       case kEvCat:
