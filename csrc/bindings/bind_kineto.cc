@@ -2,11 +2,14 @@
 // feed() releases the GIL, so decompression in another thread overlaps the scan.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "core/event_record.h"
+#include "kineto/row_convert.h"
 #include "kineto/stream_scanner.h"
 
 namespace py = pybind11;
@@ -75,6 +78,85 @@ py::object end_file(StreamScanner& s) {
   return out;
 }
 
+template <typename T>
+using In = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+template <typename T>
+const T* column(const py::dict& cols, const char* key, size_t n, std::vector<In<T>>* keep) {
+  keep->push_back(cols[key].cast<In<T>>());
+  const In<T>& a = keep->back();
+  if (a.ndim() != 1 || static_cast<size_t>(a.size()) != n) {
+    throw py::value_error(std::string("kineto_convert: column ") + key + " has the wrong length");
+  }
+  return a.data();
+}
+
+py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<int64_t>& name_step,
+                 const In<uint8_t>& name_gpu_cat, const In<uint8_t>& kind_gpu,
+                 const In<uint8_t>& kind_order, const std::vector<int32_t>& ranks,
+                 const std::vector<int64_t>& bases, const std::vector<size_t>& sizes,
+                 int32_t mark_cat0, int32_t mark_name) {
+  if (ranks.size() != bases.size() || ranks.size() != sizes.size()) {
+    throw py::value_error("kineto_convert: ranks, bases and sizes differ in length");
+  }
+  if (kind_gpu.size() < kNumKinds || kind_order.size() < kNumKinds ||
+      name_step.size() != name_gpu_cat.size()) {
+    throw py::value_error("kineto_convert: tables of the wrong size");
+  }
+  size_t n = 0;
+  std::vector<kineto::FileIn> files;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    files.push_back({ranks[i], bases[i], sizes[i]});
+    n += sizes[i];
+  }
+  std::vector<In<int32_t>> keep32;
+  std::vector<In<int64_t>> keep64;
+  keep32.reserve(3);
+  keep64.reserve(11);
+  kineto::RowsIn in;
+  in.n = n;
+  in.cat = column<int32_t>(cols, "cat", n, &keep32);
+  in.name = column<int32_t>(cols, "name", n, &keep32);
+  in.sync = column<int32_t>(cols, "sync_kind", n, &keep32);
+  in.index = column<int64_t>(cols, "index", n, &keep64);
+  in.ts = column<int64_t>(cols, "ts_ns", n, &keep64);
+  in.dur = column<int64_t>(cols, "dur_ns", n, &keep64);
+  in.pid = column<int64_t>(cols, "pid", n, &keep64);
+  in.tid = column<int64_t>(cols, "tid", n, &keep64);
+  in.stream = column<int64_t>(cols, "stream", n, &keep64);
+  in.device = column<int64_t>(cols, "device", n, &keep64);
+  in.correlation = column<int64_t>(cols, "correlation", n, &keep64);
+  in.bytes = column<int64_t>(cols, "bytes", n, &keep64);
+  in.ext = column<int64_t>(cols, "ext", n, &keep64);
+  kineto::Tables t{cat_kind.data(),     static_cast<size_t>(cat_kind.size()),  name_step.data(),
+                   name_gpu_cat.data(), static_cast<size_t>(name_step.size()), kind_gpu.data()};
+  kineto::RowsOut r;
+  {
+    py::gil_scoped_release nogil;
+    r = kineto::convert_rows(in, t, files, kind_order.data(), mark_cat0, mark_name);
+  }
+  py::dict out;
+  out["rank"] = to_array(std::move(r.rank));
+  out["pid"] = to_array(std::move(r.pid));
+  out["kind"] = to_array(std::move(r.kind));
+  out["category"] = to_array(std::move(r.category));
+  out["name"] = to_array(std::move(r.name));
+  out["start_ns"] = to_array(std::move(r.start));
+  out["end_ns"] = to_array(std::move(r.end));
+  out["lane"] = to_array(std::move(r.lane));
+  out["device"] = to_array(std::move(r.device));
+  out["correlation"] = to_array(std::move(r.correlation));
+  out["bytes"] = to_array(std::move(r.bytes));
+  out["cat"] = to_array(std::move(r.cat));
+  out["ext"] = to_array(std::move(r.ext));
+  out["sync_kind"] = to_array(std::move(r.sync));
+  out["index"] = to_array(std::move(r.index));
+  out["kind_order"] = to_array(std::move(r.kind_order));
+  out["out_row"] = to_array(std::move(r.out_row));
+  out["file_row0"] = to_array(std::move(r.file_row0));
+  return out;
+}
+
 py::list strings(const kineto::Dict& d, size_t from) {
   py::list out;
   const auto& strs = d.strings();
@@ -106,6 +188,11 @@ void bind_kineto(py::module_& m) {
           },
           py::arg("which"), py::arg("start") = 0,
           "Dictionary 'cat', 'name' or 'args' from code `start` on.");
+  m.def("kineto_convert", &convert, py::arg("cols"), py::arg("cat_kind"), py::arg("name_step"),
+        py::arg("name_gpu_cat"), py::arg("kind_gpu"), py::arg("kind_order"), py::arg("ranks"),
+        py::arg("bases"), py::arg("sizes"), py::arg("mark_cat0"), py::arg("mark_name"),
+        "Scanner columns of every file (file order) -> event-schema columns sorted by rank, "
+        "start, event index, file, with one trace mark per file (csrc/kineto/row_convert.h).");
 }
 
 }  // namespace stallscope::bindings

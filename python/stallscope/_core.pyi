@@ -114,3 +114,19 @@ class KinetoScanner:
     def feed(self, chunk: bytes) -> bool: ...
     def end_file(self) -> dict[str, Any] | str: ...
     def strings(self, which: str, start: int = 0) -> list[str]: ...
+
+def kineto_convert(
+    cols: dict[str, npt.NDArray[Any]],
+    cat_kind: npt.NDArray[np.uint8],
+    name_step: npt.NDArray[np.int64],
+    name_gpu_cat: npt.NDArray[np.uint8],
+    kind_gpu: npt.NDArray[np.uint8],
+    kind_order: npt.NDArray[np.uint8],
+    ranks: list[int],
+    bases: list[int],
+    sizes: list[int],
+    mark_cat0: int,
+    mark_name: int,
+) -> dict[str, npt.NDArray[Any]]:
+    """Scanner columns of every file (file order) -> event-schema columns sorted by rank, start,
+    event index, file, with one trace mark per file (csrc/kineto/row_convert.h)."""

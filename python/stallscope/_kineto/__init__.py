@@ -146,6 +146,20 @@ def _rank_meta(path: Path, f: _Facts, ts_float: bool, events: int) -> RankMeta:
     )
 
 
+def _mark_detail(path: Path, f: _Facts, ts_float: bool, row0: int | None) -> str:
+    """The detail of a file's trace mark (what the HTA views need to rebuild HTA's times)."""
+    return format_detail(
+        {
+            "source": "kineto",
+            "base_ns": f.base_ns,
+            "ts_float": int(ts_float),
+            "world_size": f.world if f.world is not None else "",
+            "row0_ns": "" if row0 is None else row0,
+            "file": re.sub(r"[;=]", "_", path.name),
+        }
+    )
+
+
 def _marks(rows: list[tuple[Path, _Facts, bool, int | None, int]]) -> pl.DataFrame:
     """One trace mark per file: (path, facts, ts_float, row0_ns, start of its first event)."""
     marks = [
@@ -162,16 +176,7 @@ def _marks(rows: list[tuple[Path, _Facts, bool, int | None, int]]) -> pl.DataFra
             "correlation": 0,
             "bytes": 0,
             "value": None,
-            "detail": format_detail(
-                {
-                    "source": "kineto",
-                    "base_ns": f.base_ns,
-                    "ts_float": int(ts_float),
-                    "world_size": f.world if f.world is not None else "",
-                    "row0_ns": "" if row0 is None else row0,
-                    "file": re.sub(r"[;=]", "_", path.name),
-                }
-            ),
+            "detail": _mark_detail(path, f, ts_float, row0),
         }
         for path, f, ts_float, row0, start in rows
     ]
@@ -219,37 +224,18 @@ def _read_native(
         facts.append(_facts(path, fs.meta, fs.res["rank"]))
     if not scans:
         return None, {}, general
-    conv = _native.convert_all(scans, session, [f.rank for f in facts], [f.base_ns for f in facts])
-    starts = dict(conv.frame.group_by("rank").agg(pl.col("start_ns").min()).iter_rows())
+
+    def mark_detail(i: int, ts_float: bool, row0: int | None) -> str:
+        return _mark_detail(scans[i].path, facts[i], ts_float, row0)
+
+    conv = _native.convert_all(
+        scans, session, [f.rank for f in facts], [f.base_ns for f in facts], mark_detail
+    )
     infos: dict[Path, RankMeta] = {}
-    mark_rows = []
     for i, (fs, f) in enumerate(zip(scans, facts, strict=True)):
         f.problems.update(conv.problems[i])
         infos[fs.path] = _rank_meta(fs.path, f, conv.ts_float[i], conv.counts[i])
-        start = starts.get(f.rank, f.base_ns)
-        mark_rows.append((fs.path, f, conv.ts_float[i], conv.row0[i], start))
-    marks = _marks(mark_rows).with_columns(_i=pl.lit(-1, pl.Int64), _kord=pl.lit(0, pl.UInt8))
-    holder = [pl.concat([marks, conv.frame], rechunk=False)]
-    del conv, marks
-    return _sorted(holder), infos, general
-
-
-def _sorted(holder: list[pl.DataFrame]) -> pl.DataFrame:
-    """The frame in `holder` (taken out of it: no other reference may exist) by rank, start_ns,
-    file index, kind order, without _i / _kord. Column by column, each unsorted column dropped
-    once gathered: the peak is one frame and a column, not two frames."""
-    frame = holder.pop()
-    order = frame.select(
-        pl.arg_sort_by("rank", "start_ns", "_i", "_kord", maintain_order=True)
-    ).to_series()
-    cols = frame.drop("_i", "_kord").get_columns()
-    del frame
-    out: list[pl.Series] = []
-    for i in range(len(cols)):
-        out.append(cols[i].gather(order))
-        cols[i] = out[-1]  # drops the unsorted column
-    del cols
-    return pl.DataFrame(out)
+    return conv.frame, infos, general
 
 
 def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
@@ -31,6 +31,7 @@ from stallscope._kineto._convert import (
     KIND_OF_CAT,
     PROBLEMS,
     STEP_RE,
+    TRACE_MARK,
     clean,
     unknown_categories,
 )
@@ -41,7 +42,6 @@ from stallscope.exceptions import TraceImportError
 NULL: Final = np.iinfo(np.int64).min  # the scanner's null in int64 columns
 _CHUNK: Final = 1 << 16  # compressed bytes per read (about 1 MiB of text: the queue stays small)
 _INLINE: Final = 1 << 19  # files up to this size (bytes on disk) are gunzipped inline, no thread
-_INT32 = (-(2**31), 2**31 - 1)
 
 
 def available() -> bool:
@@ -250,30 +250,27 @@ def _link_flows(rows: dict[str, np.ndarray[Any, Any]], fs: FileScan, t: _Tables)
     corr[found["pos"].to_numpy()] = found["id"].to_numpy()
 
 
-def _null(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    out: np.ndarray[Any, Any] = a == NULL
-    return out
-
-
-def _clip(a: np.ndarray[Any, Any], lo: int, hi: int, fill: int) -> np.ndarray[Any, Any]:
-    """clip(lo, hi) then fill_null(fill), as the general converter does."""
-    return np.where(_null(a), fill, np.clip(a, lo, hi))
-
-
 @dataclass
 class Converted:
-    """The events of every natively read file (schema columns plus _i, _kord: sort keys) and,
-    per file, what the caller reports."""
+    """The events of every natively read file in schema columns, sorted (rank, start), a trace
+    mark per file first in its rank, and per file what the caller reports."""
 
     frame: pl.DataFrame
     problems: list[dict[str, int]]
     counts: list[int]  # events per file (collectives included, the trace mark not)
-    row0: list[int | None]  # start of the file's first event, when kept
     ts_float: list[bool]  # the file's kept ts were read as floats
 
 
+# (file number, its ts_float, start of its rank's event 0 when kept) -> its trace mark's detail
+MarkDetail = Callable[[int, bool, int | None], str]
+
+
 def convert_all(
-    scans: list[FileScan], session: Session, ranks: list[int], bases: list[int]
+    scans: list[FileScan],
+    session: Session,
+    ranks: list[int],
+    bases: list[int],
+    mark_detail: MarkDetail,
 ) -> Converted:
     """Schema rows for the files read by `session` (rank and baseTimeNanoseconds per file)."""
     t = _tables(session.scanner)
@@ -300,92 +297,102 @@ def convert_all(
             parts.setdefault(k, []).append(v)
     cols = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in parts.items()}
     del parts  # each column is held once from here on
-    frame = _schema_frame(cols, t, ranks, bases, sizes)
-    del cols  # the per-row temporaries die with _schema_frame; the frame shares the rest
-    colls = _collectives(frame, scans, t, sizes)
+    ts_float = [bool(fs.res["ts_float"]) and n > 0 for fs, n in zip(scans, sizes, strict=True)]
+    from stallscope import _core
+
+    out = _core.kineto_convert(
+        cols,
+        t.cat_kind,
+        t.name_step,
+        t.name_gpu_cat,
+        _KIND_GPU,
+        _KIND_ORDER,
+        ranks,
+        bases,
+        sizes,
+        mark_cat0=len(t.cat_detail),
+        mark_name=len(t.names),
+    )
+    file_index = cols.pop("index")  # each file's event indices in file order (for NCCL rows)
+    del cols
+    # HTA's row 0 per rank: the earliest kept event 0 of its files.
+    row0_by_rank: dict[int, int] = {}
+    for r, v in zip(ranks, out.pop("file_row0").tolist(), strict=True):
+        if v != NULL:
+            row0_by_rank[r] = min(v, row0_by_rank.get(r, v))
+    marks = pl.Series(
+        [mark_detail(i, ts_float[i], row0_by_rank.get(r)) for i, r in enumerate(ranks)],
+        dtype=pl.String,
+    )
+    frame = _schema_frame(out, t, marks)
+    colls = _collectives(frame, scans, t, sizes, file_index, out["out_row"])
     counts = list(sizes)
     if colls.height:
         per = colls.group_by("rank").len()
         by_rank = dict(zip(per["rank"].to_list(), per["len"].to_list(), strict=True))
         counts = [c + by_rank.get(r, 0) for c, r in zip(sizes, ranks, strict=True)]
-        frame = pl.concat([frame, colls])
-    row0 = _row0(frame, ranks)
-    ts_float = [
-        bool(fs.res["ts_float"]) and size > 0 for fs, size in zip(scans, sizes, strict=True)
-    ]
-    return Converted(frame=frame, problems=problems, counts=counts, row0=row0, ts_float=ts_float)
+        holder = [pl.concat([frame, colls], rechunk=False)]
+        del frame
+        frame = _sorted(holder)
+    else:
+        frame = frame.drop("_i", "_kord")
+    return Converted(frame=frame, problems=problems, counts=counts, ts_float=ts_float)
+
+
+def _sorted(holder: list[pl.DataFrame]) -> pl.DataFrame:
+    """The frame in `holder` (taken out of it: no other reference may exist) by rank, start_ns,
+    file index, kind order, without _i / _kord. Column by column, each unsorted column dropped
+    once gathered: the peak is one frame and a column, not two frames."""
+    frame = holder.pop()
+    order = frame.select(
+        pl.arg_sort_by("rank", "start_ns", "_i", "_kord", maintain_order=True)
+    ).to_series()
+    cols = frame.drop("_i", "_kord").get_columns()
+    del frame
+    out: list[pl.Series] = []
+    for i in range(len(cols)):
+        out.append(cols[i].gather(order))
+        cols[i] = out[-1]  # drops the unsorted column
+    del cols
+    return pl.DataFrame(out)
 
 
 def _schema_frame(
-    cols: dict[str, np.ndarray[Any, Any]],
-    t: _Tables,
-    ranks: list[int],
-    bases: list[int],
-    sizes: list[int],
+    out: dict[str, np.ndarray[Any, Any]], t: _Tables, marks: pl.Series
 ) -> pl.DataFrame:
-    """The schema columns (plus _i, _kord) from the scanner's columns of every file."""
-    n = sum(sizes)
-    rank = np.repeat(np.array(ranks, dtype=np.int32), sizes)
-    base = np.repeat(np.array(bases, dtype=np.int64), sizes)
-    cat, name = cols["cat"], cols["name"]
-
-    kind = t.cat_kind[cat]
-    step = t.name_step[name]
-    is_step = (step != NULL) & (kind == KIND_ID["region"])
-    kind = np.where(is_step, KIND_ID["step"], kind).astype(np.uint8)
-    kind_gpu = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in GPU_KINDS])
-    is_gpu = kind_gpu[kind]
-    is_marker = kind == KIND_ID["marker"]
-    category = np.where(
-        is_gpu,
-        t.name_gpu_cat[name],
-        np.where(is_marker, CATEGORY_ID["other"], CATEGORY_ID["host"]),
-    ).astype(np.uint8)
-    pid, tid, stream = cols["pid"], cols["tid"], cols["stream"]
-    start = base + cols["ts_ns"]
-    lane_raw = np.where(is_gpu & ~_null(stream), stream, tid)
-    device_raw = np.where(_null(cols["device"]), pid, cols["device"])
-    corr = cols["correlation"]
-    gpu_or_runtime = is_gpu | (kind == KIND_ID["runtime"])
-    correlation = np.where(is_step, step, np.where(gpu_or_runtime & ~_null(corr), corr, 0)).astype(
-        np.int64
-    )
-    copies = (kind == KIND_ID["memcpy"]) | (kind == KIND_ID["memset"])
-    nbytes = cols["bytes"]
-    nbytes = np.where(copies & ~_null(nbytes), np.maximum(nbytes, 0), 0)
-    kord = _KIND_ORDER[kind]
-
-    ext = pl.Series("e", cols["ext"])
-    sync = _gather(t.args.to_frame().select(clean(pl.col("a")))["a"], cols["sync_kind"])
+    """The schema columns (plus _i, _kord) from kineto_convert's sorted columns; `marks`: the
+    detail of each file's trace mark (cat codes from len(t.cat_detail) on)."""
+    n = len(out["rank"])
+    ext = pl.Series("e", out["ext"])
+    sync = _gather(t.args.to_frame().select(clean(pl.col("a")))["a"], out["sync_kind"])
+    cat_detail = pl.concat([t.cat_detail, marks.alias(t.cat_detail.name)])
     detail = pl.select(
         pl.concat_str(
-            _gather(t.cat_detail, cat),
+            _gather(cat_detail, out["cat"]),
             pl.when(ext != NULL).then(pl.lit(";ext=") + ext.cast(pl.String)).otherwise(pl.lit("")),
             pl.when(sync.is_not_null()).then(pl.lit(";sync_kind=") + sync).otherwise(pl.lit("")),
         ).alias("detail")
     ).to_series()
-
+    names = pl.concat([t.names, pl.Series(t.names.name, [TRACE_MARK], dtype=pl.String)])
     return pl.DataFrame(
         {
-            "rank": rank,
-            "pid": _clip(pid, *_INT32, 0).astype(np.int32),
-            "kind": pl.Series(KINDS, dtype=KIND).gather(pl.Series(kind, dtype=pl.UInt32)),
+            "rank": out["rank"],
+            "pid": out["pid"],
+            "kind": pl.Series(KINDS, dtype=KIND).gather(pl.Series(out["kind"], dtype=pl.UInt32)),
             "category": pl.Series(CATEGORIES, dtype=CATEGORY).gather(
-                pl.Series(category, dtype=pl.UInt32)
+                pl.Series(out["category"], dtype=pl.UInt32)
             ),
-            "name": t.names.gather(pl.Series(name, dtype=pl.UInt32)),
-            "start_ns": start,
-            "end_ns": start + cols["dur_ns"],
-            "lane": _clip(lane_raw, *_INT32, 0).astype(np.int32),
-            "device": np.where(is_gpu | is_marker, _clip(device_raw, -1, 2**15 - 1, -1), -1).astype(
-                np.int16
-            ),
-            "correlation": correlation,
-            "bytes": nbytes.astype(np.int64),
+            "name": names.gather(pl.Series(out["name"], dtype=pl.UInt32)),
+            "start_ns": out["start_ns"],
+            "end_ns": out["end_ns"],
+            "lane": out["lane"],
+            "device": out["device"],
+            "correlation": out["correlation"],
+            "bytes": out["bytes"],
             "value": pl.repeat(None, n, dtype=pl.Float64, eager=True),
             "detail": detail,
-            "_i": cols["index"],
-            "_kord": kord,
+            "_i": out["index"],
+            "_kord": out["kind_order"],
         }
     )
 
@@ -401,6 +408,8 @@ def _gather(table: pl.Series, codes: np.ndarray[Any, Any]) -> pl.Series:
 
 # Kind codes ordered as their names sort (the general converter sorts ties by the kind's name).
 _KIND_ORDER: Final = np.argsort(np.argsort(np.array(KINDS))).astype(np.uint8)
+# Kind -> 1 for the GPU activity kinds (their lane is the stream, their category the name's).
+_KIND_GPU: Final = np.isin(np.array(KINDS), GPU_KINDS).astype(np.uint8)
 
 
 def _problems(counts: dict[str, int]) -> dict[str, int]:
@@ -408,19 +417,26 @@ def _problems(counts: dict[str, int]) -> dict[str, int]:
 
 
 def _collectives(
-    frame: pl.DataFrame, scans: list[FileScan], t: _Tables, sizes: list[int]
+    frame: pl.DataFrame,
+    scans: list[FileScan],
+    t: _Tables,
+    sizes: list[int],
+    file_index: np.ndarray[Any, Any],
+    out_row: np.ndarray[Any, Any],
 ) -> pl.DataFrame:
-    """Collective rows (frame's columns) from the record_param_comms rows' NCCL metadata."""
+    """Collective rows (frame's columns) from the record_param_comms rows' NCCL metadata.
+    file_index: the converted rows' event indices in file order (increasing within a file);
+    out_row: each of those rows' position in `frame`."""
     pos_parts: list[np.ndarray[Any, Any]] = []
     meta: dict[str, list[np.ndarray[Any, Any]]] = {}
     offset = 0
     for fs, size in zip(scans, sizes, strict=True):
         nc = fs.res["nccl"]
         if len(nc["index"]) and size:  # NCCL rows of dropped events have no row to join
-            idx = frame["_i"].slice(offset, size).to_numpy()
+            idx = file_index[offset : offset + size]
             at = np.searchsorted(idx, nc["index"])
             ok = (at < size) & (idx[np.minimum(at, size - 1)] == nc["index"])
-            pos_parts.append(at[ok] + offset)
+            pos_parts.append(out_row[at[ok] + offset])
             for k, v in nc.items():
                 meta.setdefault(k, []).append(v[ok])
         offset += size
@@ -451,15 +467,3 @@ def _collectives(
         kind=pl.col("kind").cast(KIND),
         category=pl.col("category").cast(CATEGORY),
     )
-
-
-def _row0(frame: pl.DataFrame, ranks: list[int]) -> list[int | None]:
-    """Per file: the start of its first event (index 0) when kept; the first in sort order."""
-    first = (
-        frame.filter(pl.col("_i") == 0)
-        .sort("rank", "start_ns", "_kord")
-        .group_by("rank", maintain_order=True)
-        .agg(pl.col("start_ns").first())
-    )
-    got = dict(zip(first["rank"].to_list(), first["start_ns"].to_list(), strict=True))
-    return [got.get(r) for r in ranks]

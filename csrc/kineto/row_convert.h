@@ -1,0 +1,65 @@
+// Kineto rows -> event-schema columns, sorted, in one pass (the native importer's conversion;
+// python/stallscope/_kineto/_native.py says what each column means and holds the per-code
+// tables). Input: the scanner's columns of every file of an import, concatenated in file order,
+// after the Python side's per-file work (ac2g flows linked, cat "Trace" rows dropped, null names
+// mapped to the "" code). Output: one trace mark per file and every row, ordered by rank, start,
+// event index in its file (marks: -1), file; no temporaries per column as NumPy would make.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace stallscope::kineto {
+
+// Scanner columns (kNull = null; string codes >= 0 here except sync: -1 = none), n rows.
+struct RowsIn {
+  size_t n = 0;
+  const int32_t* cat;
+  const int32_t* name;
+  const int32_t* sync;  // cuda_sync_kind code, -1 none
+  const int64_t* index;
+  const int64_t* ts;  // ns, trace clock
+  const int64_t* dur;
+  const int64_t* pid;
+  const int64_t* tid;
+  const int64_t* stream;
+  const int64_t* device;
+  const int64_t* correlation;
+  const int64_t* bytes;
+  const int64_t* ext;  // args["External id"]
+};
+
+// Per-code facts made in Python (one definition of kinds, categories and steps).
+struct Tables {
+  const uint8_t* cat_kind;  // cat code -> Kind
+  size_t n_cat;
+  const int64_t* name_step;     // name code -> ProfilerStep number, kNull none
+  const uint8_t* name_gpu_cat;  // name code -> Category of GPU rows
+  size_t n_name;
+  const uint8_t* kind_gpu;  // Kind -> 1 for GPU activity kinds
+};
+
+struct FileIn {
+  int32_t rank;
+  int64_t base_ns;  // baseTimeNanoseconds
+  size_t rows;      // its rows in RowsIn, in file order
+};
+
+// Sorted output columns (length n + files). Marks: kind mark, name `mark_name`, cat
+// `mark_cat0 + file` (the caller's code for the file's mark detail), start = end = the first
+// start of the file's rank (its base when the rank has no row), ext kNull, sync -1, index -1.
+struct RowsOut {
+  std::vector<int32_t> rank, pid, lane, cat, name, sync;
+  std::vector<uint8_t> kind, category, kind_order;
+  std::vector<int16_t> device;
+  std::vector<int64_t> start, end, correlation, bytes, ext, index;
+  std::vector<int64_t> out_row;    // input row -> its output row
+  std::vector<int64_t> file_row0;  // per file: start of its event 0 when kept, else kNull
+};
+
+// kind_order: Kind -> its rank among the kinds' names (ties of the general reader's sort).
+RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn>& files,
+                     const uint8_t* kind_order, int32_t mark_cat0, int32_t mark_name);
+
+}  // namespace stallscope::kineto
