@@ -1,0 +1,115 @@
+"""_core.kineto_convert, the native importer's one-pass conversion, on hand-made rows: the
+general converter's rules (steps, GPU lanes and devices, clipping, copies' bytes), the order
+(rank, start, event index, file) and one trace mark per file at its rank's first start."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stallscope._kineto import _native
+from stallscope._schema import CATEGORY_ID, KIND_ID
+
+pytestmark = pytest.mark.skipif(
+    not _native.available(), reason="_core built without KinetoScanner, or msgspec missing"
+)
+
+NULL = _native.NULL
+# cat codes: 0 cpu_op (region), 1 kernel, 2 gpu_memcpy; name codes: 0 "aten::mm",
+# 1 "ProfilerStep#7", 2 "ampere_sgemm", 3 "Memcpy HtoD"
+CAT_KIND = np.array([KIND_ID["region"], KIND_ID["kernel"], KIND_ID["memcpy"]], dtype=np.uint8)
+NAME_STEP = np.array([NULL, 7, NULL, NULL], dtype=np.int64)
+NAME_GPU = np.array([CATEGORY_ID[c] for c in ("compute", "compute", "compute", "memcpy")], np.uint8)
+
+
+def _rows(*rows: dict[str, int]) -> dict[str, np.ndarray[Any, Any]]:
+    keys32 = ("cat", "name", "sync_kind")
+    keys64 = ("index", "ts_ns", "dur_ns", "pid", "tid", "stream", "device", "correlation")
+    keys64 += ("bytes", "ext")
+    out = {k: np.array([r.get(k, -1) for r in rows], dtype=np.int32) for k in keys32}
+    out |= {k: np.array([r.get(k, NULL) for r in rows], dtype=np.int64) for k in keys64}
+    return out
+
+
+def _convert(rows: dict[str, np.ndarray[Any, Any]], ranks: list[int], sizes: list[int]) -> Any:
+    from stallscope import _core
+
+    return _core.kineto_convert(
+        rows,
+        CAT_KIND,
+        NAME_STEP,
+        NAME_GPU,
+        _native._KIND_GPU,
+        _native._KIND_ORDER,
+        ranks,
+        [1000] * len(ranks),
+        sizes,
+        mark_cat0=3,
+        mark_name=4,
+    )
+
+
+def test_rows_follow_the_general_converters_rules() -> None:
+    rows = _rows(
+        # a kernel: lane = stream, device from args, correlation kept
+        dict(
+            cat=1,
+            name=2,
+            index=0,
+            ts_ns=50,
+            dur_ns=5,
+            pid=9,
+            tid=3,
+            stream=7,
+            device=2,
+            correlation=11,
+        ),
+        # a ProfilerStep region: kind step, correlation = the step number, host, device -1
+        dict(cat=0, name=1, index=1, ts_ns=10, dur_ns=90, pid=9, tid=3, correlation=5),
+        # a copy without stream or device: lane = tid, device = pid, bytes kept
+        dict(cat=2, name=3, index=2, ts_ns=20, dur_ns=1, pid=4, tid=8, bytes=100),
+        # a region with a null pid and an int64 tid: pid 0, lane clipped to int32
+        dict(cat=0, name=0, index=3, ts_ns=30, dur_ns=2, tid=2**40, bytes=64),
+    )
+    out = _convert(rows, [0], [4])
+    # the mark first (start = the rank's first start), then by start
+    assert out["index"].tolist() == [-1, 1, 2, 3, 0]
+    assert out["start_ns"].tolist() == [1010, 1010, 1020, 1030, 1050]
+    assert out["end_ns"].tolist() == [1010, 1100, 1021, 1032, 1055]
+    kinds = [KIND_ID[k] for k in ("mark", "step", "memcpy", "region", "kernel")]
+    assert out["kind"].tolist() == kinds
+    cats = [CATEGORY_ID[c] for c in ("host", "host", "memcpy", "host", "compute")]
+    assert out["category"].tolist() == cats
+    assert out["correlation"].tolist() == [0, 7, 0, 0, 11]
+    assert out["lane"].tolist() == [0, 3, 8, 2**31 - 1, 7]
+    assert out["device"].tolist() == [-1, -1, 4, -1, 2]
+    assert out["pid"].tolist() == [0, 9, 4, 0, 9]
+    assert out["bytes"].tolist() == [0, 0, 100, 0, 0]  # bytes count for copies only
+    assert out["cat"].tolist()[0] == 3 and out["name"].tolist()[0] == 4  # the mark's codes
+    assert out["out_row"].tolist() == [4, 1, 2, 3]  # input row -> output row
+    assert out["file_row0"].tolist() == [1050]  # start of event 0
+
+
+def test_ranks_sort_first_and_every_file_gets_a_mark() -> None:
+    rows = _rows(
+        dict(cat=0, name=0, index=0, ts_ns=5, dur_ns=1, pid=1, tid=1),  # file 0, rank 1
+        dict(cat=0, name=0, index=4, ts_ns=9, dur_ns=1, pid=2, tid=2),  # file 1, rank 0
+    )
+    # file 2 (rank 2) kept no row: its mark sits at its base, and its row 0 is unknown
+    out = _convert(rows, [1, 0, 2], [1, 1, 0])
+    assert out["rank"].tolist() == [0, 0, 1, 1, 2]
+    assert out["index"].tolist() == [-1, 4, -1, 0, -1]
+    assert out["cat"].tolist() == [4, 0, 3, 0, 5]  # mark_cat0 + file number
+    assert out["start_ns"].tolist() == [1009, 1009, 1005, 1005, 1000]
+    assert out["file_row0"].tolist() == [1005, NULL, NULL]
+
+
+def test_inconsistent_input_is_refused_not_read_out_of_bounds() -> None:
+    rows = _rows(dict(cat=0, name=0, index=0, ts_ns=1, dur_ns=1))
+    with pytest.raises(ValueError, match="wrong length"):
+        _convert(rows, [0], [2])
+    bad = _rows(dict(cat=9, name=0, index=0, ts_ns=1, dur_ns=1))
+    with pytest.raises(IndexError, match="outside its dictionary"):
+        _convert(bad, [0], [1])
