@@ -2,8 +2,9 @@
 chunks, never held whole), which keeps only the complete events that pass the importer's row
 checks, as typed columns with strings as codes into dictionaries shared by every file of the
 import. The conversion to the event schema then runs once for all files: per-string work (kind,
-category and step of each distinct category and name) on the dictionaries, per-row work in NumPy,
-one Polars sort. Results are those of the general reader (_parse + _convert), value for value.
+category and step of each distinct category and name) on the dictionaries here, per-row work and
+the sort in one C++ pass (`_core.kineto_convert`, csrc/kineto/row_convert.h), strings gathered by
+code. Results are those of the general reader (_parse + _convert), value for value.
 
 The scanner takes the common shape only (see csrc/kineto/stream_scanner.h); for any other file
 it says why, and the caller reads that file with the general reader, which also words the error
