@@ -114,7 +114,10 @@ def shaping_commands(
     ]  # fmt: skip
     if not ack_priority:
         return [root]
-    cmds = [root, [*tc, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "htb", "default", "2"]]
+    cmds = [
+        root,
+        [*tc, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "htb", "default", "2"],
+    ]
     for minor, prio in ((1, 0), (2, 1)):
         cmds.append(
             [
