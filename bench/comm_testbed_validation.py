@@ -228,6 +228,12 @@ def main() -> int:
         help="one FIFO per link: pure ACKs wait behind data (the test bed before the fix)",
     )
     ap.add_argument("--retries", type=int, default=0, help="re-run a discarded rate up to N times")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="counted (quiet) attempts wanted per rate: more than 1 measures how reliably it passes",
+    )
     ap.add_argument("--retry-wait", type=float, default=30.0, help="seconds between attempts")
     ap.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "comm_testbed_validation"
@@ -239,9 +245,9 @@ def main() -> int:
     runs = []
     for rate in args.rates.split(","):
         max_bytes = parse_size(args.max_bytes or MAX_BYTES.get(rate, "16M"))
-        for attempt in range(
-            1 + args.retries
-        ):  # bounded: a discarded run is retried at most N times
+        counted = 0
+        # Bounded: --repeat counted (quiet) attempts wanted, a discarded one retried at most N times.
+        for attempt in range(args.repeat + args.retries):
             load_before = os.getloadavg()
             before = neighbour_guard()
             t0 = time.monotonic()
@@ -284,9 +290,10 @@ def main() -> int:
                 f"{' DISCARDED' if ev['discarded'] else ''}, {wall:.0f} s",
                 flush=True,
             )
-            if not ev["discarded"]:
+            counted += not ev["discarded"]
+            if counted >= args.repeat:
                 break
-            if attempt < args.retries:
+            if ev["discarded"] and attempt < args.repeat + args.retries - 1:
                 time.sleep(args.retry_wait)
     doc = {
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
