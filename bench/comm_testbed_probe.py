@@ -7,7 +7,7 @@ loop ("loop", as `stallscope bench comm` does) or of operations each preceded by
 against the link time (size x 8 / rate), the ranks' run-queue wait per operation (schedstat), the
 kernel's ksoftirqd run-queue wait over the run, the qdiscs' drops and the TCP counters of both
 nodes' namespaces (tail-loss probes, retransmissions, DSACKs: spurious retransmissions, receive
-window limits). Compare --realtime (ranks under SCHED_FIFO) with normal priority, --burst sizes,
+window limits), per sweep with --sweeps N. Compare --realtime (ranks under SCHED_FIFO) with normal priority, --burst sizes,
 and --no-ack-priority (one FIFO per link) with the default, in one loaded or quiet window.
 
     python bench/comm_testbed_probe.py --rate 1gbit [--realtime] [--mode isolated] [--burst 262144]
@@ -113,6 +113,9 @@ def main() -> int:
     ap.add_argument("--sizes", default="64K,256K,1M,4M")
     ap.add_argument("--seconds", type=float, default=1.0, help="per size (loop mode)")
     ap.add_argument("--mode", choices=("loop", "isolated"), default="loop")
+    ap.add_argument(
+        "--sweeps", type=int, default=1, help="run the sizes N times, each on new connections"
+    )
     ap.add_argument("--realtime", action="store_true", help="ranks under SCHED_FIFO")
     ap.add_argument("--burst", type=int, default=None, help="tbf bucket bytes (default: 2 ms)")
     ap.add_argument("--no-ack-priority", action="store_true", help="one FIFO per link")
@@ -144,16 +147,23 @@ def main() -> int:
             realtime=args.realtime,
             ack_priority=not args.no_ack_priority,
         ) as tb:
-            argv = [sys.executable, __file__, *sys.argv[1:], "--rank-out", str(raw_path)]
-            tcp0 = [
-                _tcp_counters(tb.exec(i, ["cat", "/proc/net/netstat", "/proc/net/snmp"]).stdout)
-                for i in range(2)
-            ]
-            tb.run(argv, timeout_s=600).check()
-            tcp1 = [
-                _tcp_counters(tb.exec(i, ["cat", "/proc/net/netstat", "/proc/net/snmp"]).stdout)
-                for i in range(2)
-            ]
+            sweeps = []  # per sweep: (raw times, TCP counter deltas of both nodes)
+            for _ in range(args.sweeps):  # each sweep a fresh process group: new connections
+                argv = [sys.executable, __file__, *sys.argv[1:], "--rank-out", str(raw_path)]
+                tcp0 = [
+                    _tcp_counters(tb.exec(i, ["cat", "/proc/net/netstat", "/proc/net/snmp"]).stdout)
+                    for i in range(2)
+                ]
+                tb.run(argv, timeout_s=600).check()
+                tcp1 = [
+                    _tcp_counters(tb.exec(i, ["cat", "/proc/net/netstat", "/proc/net/snmp"]).stdout)
+                    for i in range(2)
+                ]
+                tcp = {
+                    k: sum(b.get(k, 0) - a.get(k, 0) for a, b in zip(tcp0, tcp1, strict=True))
+                    for k in TCP_KEYS
+                }
+                sweeps.append((json.loads(raw_path.read_text()), tcp))
             drops = [
                 sum(
                     map(int, re.findall(r"dropped (\d+)", tb.exec(i, ["tc", "-s", "qdisc"]).stdout))
@@ -166,18 +176,18 @@ def main() -> int:
             drops.append(sum(map(int, re.findall(r"dropped (\d+)", sw))))
             burst = tb.bursts[0]
         ksoft = (_ksoftirqd_wait_ns() - k0) * 1e-6
-        raw = json.loads(raw_path.read_text())
     print(
         f"{args.rate} {args.mode} realtime={args.realtime} ack_priority={not args.no_ack_priority} "
         f"burst={burst} B: ksoftirqd run-queue wait {ksoft:.0f} ms over the run, qdisc drops {drops}"
     )
-    tcp = {
-        k: sum(t1.get(k, 0) - t0.get(k, 0) for t0, t1 in zip(tcp0, tcp1, strict=True))
-        for k in TCP_KEYS
-    }
-    print(
-        "TCP counters over the run (both nodes): " + ", ".join(f"{k} {v}" for k, v in tcp.items())
-    )
+    for k, (raw, tcp) in enumerate(sweeps):
+        ratios = "  ".join(
+            f"{n >> 10}K {st.median(raw[str(n)]['ns']) * 1e-9 / (n * 8 / rate):.3f}" for n in sizes
+        )
+        print(f"sweep {k}: median/link {ratios}")
+        print("  TCP counters (both nodes): " + ", ".join(f"{c} {v}" for c, v in tcp.items() if v))
+    raw = sweeps[-1][0]
+    print("last sweep per operation:")
     for n in sizes:
         ts = [t * 1e-6 for t in raw[str(n)]["ns"]]
         q = st.quantiles(ts, n=10)
@@ -189,7 +199,8 @@ def main() -> int:
             f"{raw[str(n)]['runq_wait_ns'] * 1e-6:6.3f} ms"
         )
     if args.out is not None:
-        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "raw": raw}))
+        doc = {"args": vars(args) | {"out": str(args.out)}, "drops": drops, "sweeps": sweeps}
+        args.out.write_text(json.dumps(doc))
     return 0
 
 
