@@ -275,10 +275,14 @@ def _class_stats(tb: Testbed, node: int) -> dict[str, tuple[int, int]]:
         check=True,
     ).stdout
     stats: dict[str, tuple[int, int]] = {}
-    for block in out.split("class ")[1:]:
-        classid = block.split()[1]
-        sent = block.split(" Sent ")[1].split()
-        stats[classid] = (int(sent[0]), int(sent[2]))
+    current = None  # the class whose statistics follow (the tbf's own class has none)
+    for line in out.splitlines():
+        if line.startswith("class "):
+            current = line.split()[2]
+        elif line.strip().startswith("Sent ") and current is not None:
+            sent = line.split()
+            stats[current] = (int(sent[1]), int(sent[3]))
+            current = None
     return stats
 
 
