@@ -4,7 +4,10 @@
 collectives, in and out of place, on the intra-node group (2 ranks of node 0, loopback) and the
 inter-node group (one rank per node, the shaped link), 64 KiB .. 8 MiB; alpha-beta fitted per
 collective, tier and place. Shows what a calibration file holds and how well each collective fits.
-The noisy-neighbour guard runs before and after. Needs root and iproute2.
+The test bed's defaults (bucket 2 ms of the rate, pure ACKs ahead of data) and ranks under
+SCHED_FIFO (--no-realtime, --no-ack-priority for comparisons). The noisy-neighbour guard runs
+before and after, and the rest of the machine's CPU use is measured during the sweep. Needs root
+and iproute2.
 Results: bench/results/comm_calibration_example.{json,md} (the JSON is the calibration file).
 """
 
@@ -19,7 +22,7 @@ from pathlib import Path
 import orjson
 
 from stallscope.comm import COLLECTIVES, SweepConfig, write_calibration
-from stallscope.comm._neighbour import neighbour_guard
+from stallscope.comm._neighbour import cpu_sample, neighbour_guard, others_during
 from stallscope.testbed import Testbed, parse_rate
 
 
@@ -28,6 +31,8 @@ def main() -> int:
     ap.add_argument("--rate", default="200mbit")
     ap.add_argument("--mtu", type=int, default=9000)
     ap.add_argument("--max-bytes", type=int, default=8 << 20)
+    ap.add_argument("--no-realtime", action="store_true", help="ranks at normal priority")
+    ap.add_argument("--no-ack-priority", action="store_true", help="one FIFO per link")
     ap.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "comm_calibration_example"
     )
@@ -52,11 +57,28 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="stallscope-calib-") as tmp:
         cfg_path, rep_path = Path(tmp) / "cfg.json", Path(tmp) / "report.json"
         cfg_path.write_bytes(orjson.dumps(cfg.to_dict()))
-        with Testbed(nodes=2, ranks_per_node=2, rate=args.rate, mtu=args.mtu) as tb:
+        s0 = cpu_sample()
+        with Testbed(
+            nodes=2,
+            ranks_per_node=2,
+            rate=args.rate,
+            mtu=args.mtu,
+            realtime=not args.no_realtime,
+            ack_priority=not args.no_ack_priority,
+        ) as tb:
             argv = [sys.executable, "-m", "stallscope.comm._worker", str(cfg_path), str(rep_path)]
             tb.run(argv, timeout_s=900).check()
+            burst = tb.bursts[0]
+        s1 = cpu_sample()
         report = orjson.loads(rep_path.read_bytes())
+    during = None if s0 is None or s1 is None else others_during(s0, s1)
     after, load1 = neighbour_guard(), os.getloadavg()[0]
+    report["testbed"] = {
+        "tbf_burst_bytes": burst,
+        "realtime": not args.no_realtime,
+        "ack_priority": not args.no_ack_priority,
+        "others_during": None if during is None else during.to_dict(),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fits = write_calibration(f"{args.out}.json", report)
     bad = [r for r in report["results"] if r["check_error"] not in (None, 0.0)]
@@ -74,6 +96,16 @@ def main() -> int:
             "(CPU-bound loopback) are noisy; inter-node ones are bandwidth-bound."
         )
         + f" Result checks: {len(report['results']) - len(bad)} of {len(report['results'])} exact.",
+        "",
+        f"Test bed: tbf bucket {burst} B, ranks under SCHED_FIFO: "
+        f"{'yes' if not args.no_realtime else 'no'}, pure ACKs ahead of data: "
+        f"{'yes' if not args.no_ack_priority else 'no'}; the rest of the machine used "
+        + (
+            "-"
+            if during is None
+            else f"{during.others_cores:.2f} cores + {during.steal_cores:.2f} steal"
+        )
+        + " during the sweep.",
         "",
         "Fits on sizes >= 64 KiB (block medians). bus bw = 1/beta; for the inter-node tier "
         f"compare it with the link rate, {rate_bits / 1e6:.0f} Mbit/s.",

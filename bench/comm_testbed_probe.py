@@ -5,8 +5,10 @@ On 2 emulated nodes x 1 rank at one rate: for each size, time every all-reduce o
 loop ("loop", as `stallscope bench comm` does) or of operations each preceded by 30 ms of idle
 ("isolated": what a token bucket does to a message after a pause), and print the distribution
 against the link time (size x 8 / rate), the ranks' run-queue wait per operation (schedstat), the
-kernel's ksoftirqd run-queue wait over the run and the qdiscs' drops. Compare --realtime (ranks
-under SCHED_FIFO) with normal priority, and --burst sizes, in one loaded or quiet window.
+kernel's ksoftirqd run-queue wait over the run, the qdiscs' drops and the TCP counters of both
+nodes' namespaces (tail-loss probes, retransmissions, DSACKs: spurious retransmissions, receive
+window limits), per sweep with --sweeps N. Compare --realtime (ranks under SCHED_FIFO) with normal priority, --burst sizes,
+and --no-ack-priority (one FIFO per link) with the default, in one loaded or quiet window.
 
     python bench/comm_testbed_probe.py --rate 1gbit [--realtime] [--mode isolated] [--burst 262144]
 
@@ -79,6 +81,30 @@ def _ksoftirqd_wait_ns() -> int:
     return total
 
 
+#: TCP counters (per namespace) that tell a stalled transfer: tail-loss probes, retransmissions
+#: and the DSACKs that show them spurious, receive-window stalls, reordering.
+TCP_KEYS = (
+    "TCPLossProbes",
+    "RetransSegs",
+    "TCPDSACKRecv",
+    "TCPTimeouts",
+    "TCPSackRecovery",
+    "TCPOFOQueue",
+    "TCPWantZeroWindowAdv",
+)
+
+
+def _tcp_counters(text: str) -> dict[str, int]:
+    """/proc/net/netstat + /proc/net/snmp text (header line, value line per group) -> counters."""
+    lines = text.splitlines()
+    out: dict[str, int] = {}
+    for head, vals in zip(lines[0::2], lines[1::2], strict=False):
+        for k, v in zip(head.split()[1:], vals.split()[1:], strict=False):
+            if k in TCP_KEYS and v.lstrip("-").isdigit():
+                out[k] = int(v)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -87,8 +113,12 @@ def main() -> int:
     ap.add_argument("--sizes", default="64K,256K,1M,4M")
     ap.add_argument("--seconds", type=float, default=1.0, help="per size (loop mode)")
     ap.add_argument("--mode", choices=("loop", "isolated"), default="loop")
+    ap.add_argument(
+        "--sweeps", type=int, default=1, help="run the sizes N times, each on new connections"
+    )
     ap.add_argument("--realtime", action="store_true", help="ranks under SCHED_FIFO")
     ap.add_argument("--burst", type=int, default=None, help="tbf bucket bytes (default: 2 ms)")
+    ap.add_argument("--no-ack-priority", action="store_true", help="one FIFO per link")
     ap.add_argument("--mtu", type=int, default=9000)
     ap.add_argument("--out", type=Path, default=None, help="also write the raw times (JSON)")
     ap.add_argument("--rank-out", default=None, help=argparse.SUPPRESS)  # internal: rank mode
@@ -110,10 +140,30 @@ def main() -> int:
         raw_path = Path(tmp) / "raw.json"
         k0 = _ksoftirqd_wait_ns()
         with Testbed(
-            nodes=2, rate=args.rate, mtu=args.mtu, burst=args.burst, realtime=args.realtime
+            nodes=2,
+            rate=args.rate,
+            mtu=args.mtu,
+            burst=args.burst,
+            realtime=args.realtime,
+            ack_priority=not args.no_ack_priority,
         ) as tb:
-            argv = [sys.executable, __file__, *sys.argv[1:], "--rank-out", str(raw_path)]
-            tb.run(argv, timeout_s=600).check()
+            sweeps = []  # per sweep: (raw times, TCP counter deltas of both nodes)
+            for _ in range(args.sweeps):  # each sweep a fresh process group: new connections
+                argv = [sys.executable, __file__, *sys.argv[1:], "--rank-out", str(raw_path)]
+                tcp0 = [
+                    _tcp_counters(tb.exec(i, ["cat", "/proc/net/netstat", "/proc/net/snmp"]).stdout)
+                    for i in range(2)
+                ]
+                tb.run(argv, timeout_s=600).check()
+                tcp1 = [
+                    _tcp_counters(tb.exec(i, ["cat", "/proc/net/netstat", "/proc/net/snmp"]).stdout)
+                    for i in range(2)
+                ]
+                tcp = {
+                    k: sum(b.get(k, 0) - a.get(k, 0) for a, b in zip(tcp0, tcp1, strict=True))
+                    for k in TCP_KEYS
+                }
+                sweeps.append((json.loads(raw_path.read_text()), tcp))
             drops = [
                 sum(
                     map(int, re.findall(r"dropped (\d+)", tb.exec(i, ["tc", "-s", "qdisc"]).stdout))
@@ -126,11 +176,18 @@ def main() -> int:
             drops.append(sum(map(int, re.findall(r"dropped (\d+)", sw))))
             burst = tb.bursts[0]
         ksoft = (_ksoftirqd_wait_ns() - k0) * 1e-6
-        raw = json.loads(raw_path.read_text())
     print(
-        f"{args.rate} {args.mode} realtime={args.realtime} burst={burst} B: ksoftirqd run-queue "
-        f"wait {ksoft:.0f} ms over the run, qdisc drops {drops}"
+        f"{args.rate} {args.mode} realtime={args.realtime} ack_priority={not args.no_ack_priority} "
+        f"burst={burst} B: ksoftirqd run-queue wait {ksoft:.0f} ms over the run, qdisc drops {drops}"
     )
+    for k, (raw, tcp) in enumerate(sweeps):
+        ratios = "  ".join(
+            f"{n >> 10}K {st.median(raw[str(n)]['ns']) * 1e-9 / (n * 8 / rate):.3f}" for n in sizes
+        )
+        print(f"sweep {k}: median/link {ratios}")
+        print("  TCP counters (both nodes): " + ", ".join(f"{c} {v}" for c, v in tcp.items() if v))
+    raw = sweeps[-1][0]
+    print("last sweep per operation:")
     for n in sizes:
         ts = [t * 1e-6 for t in raw[str(n)]["ns"]]
         q = st.quantiles(ts, n=10)
@@ -142,7 +199,8 @@ def main() -> int:
             f"{raw[str(n)]['runq_wait_ns'] * 1e-6:6.3f} ms"
         )
     if args.out is not None:
-        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "raw": raw}))
+        doc = {"args": vars(args) | {"out": str(args.out)}, "drops": drops, "sweeps": sweeps}
+        args.out.write_text(json.dumps(doc))
     return 0
 
 

@@ -34,6 +34,13 @@ import click
     "delay them (recommended for communication benchmarks on a shared machine).",
 )
 @click.option(
+    "--no-ack-priority",
+    is_flag=True,
+    help="One FIFO per link: pure TCP ACKs wait behind queued data (by default they go first, "
+    "as on separate wires per direction; without it bidirectional transfers such as all-reduce "
+    "can run below the link rate).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(1.0),
     default=600.0,
@@ -61,6 +68,7 @@ def testbed(
     port: int,
     burst: int | None,
     realtime: bool,
+    no_ack_priority: bool,
     timeout: float,
     cleanup: bool,
     logs: Path | None,
@@ -98,6 +106,7 @@ def testbed(
             master_port=port,
             burst=burst,
             realtime=realtime,
+            ack_priority=not no_ack_priority,
         )
         with tb:
             click.echo(

@@ -8,8 +8,9 @@ shaped with tc tbf, and a launcher that starts R ranks per node with the rendezv
 Layout of run ``sstXXXXX``: namespace ``sstXXXXX-sw`` holds the bridge ``sstXXXXXbr``; node i is
 namespace ``sstXXXXX-n<i>`` with interface ``sstXXXXXe<i>`` (address from 198.18.0.0/15), whose
 veth peer ``sstXXXXXs<i>`` sits on the bridge. Both ends are shaped (tbf rate RATE, burst
-tbf_burst_bytes(RATE, MTU), latency 200ms: node egress and node ingress). Ranks in one node talk
-over its loopback; ranks in
+tbf_burst_bytes(RATE, MTU), latency 200ms: node egress and node ingress); with ack_priority (the
+default) the tbf's queue sends pure TCP ACKs ahead of data (see ``_net.shaping_commands``). Ranks in
+one node talk over its loopback; ranks in
 different nodes cross the shaped links. Nothing is created in the host's own namespace, so deleting
 the run's namespaces removes every link with them.
 
@@ -49,7 +50,9 @@ from stallscope.testbed._net import TestbedError
 #: rate. It cannot be much smaller: the bucket must also cover the late wake-ups of tbf's watchdog,
 #: or the link loses rate (a 0.26 ms bucket at 1 Gbit/s sustained only 94-95 % of the rate).
 TBF_BURST_S = 0.002
-TBF_LATENCY = "200ms"  # queue budget; 50 ms dropped ~550 packets per 50 Mbit/s run here
+#: Queue budget of each link (tbf ``latency``): 50 ms dropped ~550 packets per 50 Mbit/s run here,
+#: 20 ms thousands (with retransmissions as slow as the stalls they were meant to remove).
+TBF_LATENCY_S = 0.2
 #: Real-time priority (SCHED_FIFO) given to the ranks with ``realtime=True``.
 RT_PRIORITY = 50
 
@@ -110,8 +113,15 @@ class Testbed:
         master_port: int = 29500,
         burst: int | None = None,
         realtime: bool = False,
+        ack_priority: bool = True,
     ) -> None:
-        """burst: the tbf bucket in bytes (default tbf_burst_bytes(rate, mtu)). realtime: run
+        """burst: the tbf bucket in bytes (default tbf_burst_bytes(rate, mtu)). ack_priority:
+        each link's queue sends pure TCP ACKs (IPv4, no payload) ahead of queued data, as separate
+        wires per direction would; without it a node's ACKs wait behind its own outgoing data in
+        the shaper's queue (up to 200 ms), which inflates the peer's round-trip time until its
+        receive window, not the link, limits it: all-reduce, whose data flows both ways at once,
+        then ran up to 44 % slower than the link at 50 Mbit/s in some sizes (bench/README.md).
+        realtime: run
         every rank under SCHED_FIFO (RT_PRIORITY), so that on a machine whose cores the ranks
         share with other work a rank woken by the network runs at once instead of waiting on the
         run queue behind other processes (the emulated machines behave as dedicated ones). The
@@ -140,6 +150,7 @@ class Testbed:
             None if r is None else (burst or tbf_burst_bytes(r, mtu)) for r in self.rate_bits
         ]
         self.realtime = realtime
+        self.ack_priority = ack_priority
         self.run_id = f"{_net.NAME_PREFIX}{secrets.token_hex(3)[:5]}"
         self.switch = f"{self.run_id}-sw"
         self.bridge = f"{self.run_id}br"
@@ -236,25 +247,10 @@ class Testbed:
                 sh(["ip", "-n", ns, "link", "set", node.interface, "up"])
                 if rate is not None and burst is not None:
                     for where, dev in ((ns, node.interface), (self.switch, node.peer)):
-                        sh(
-                            [
-                                "tc",
-                                "-n",
-                                where,
-                                "qdisc",
-                                "replace",
-                                "dev",
-                                dev,
-                                "root",
-                                "tbf",
-                                "rate",
-                                rate,
-                                "burst",
-                                str(burst),  # bytes
-                                "latency",
-                                TBF_LATENCY,
-                            ]
-                        )
+                        for argv in _net.shaping_commands(
+                            where, dev, rate, burst, TBF_LATENCY_S, self.ack_priority
+                        ):
+                            sh(argv)
         except BaseException:
             self.down()
             raise

@@ -229,3 +229,85 @@ def test_leftovers_of_a_killed_launcher_are_swept(tmp_path: Path) -> None:
             assert all(n in list_namespaces() for n in live.namespaces)
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20, check=False)
+
+
+TCP_PAIR = r"""
+import os, socket, time
+port = int(os.environ["MASTER_PORT"]) + 1
+if os.environ["RANK"] == "0":  # receiver: only reads, so it sends nothing but ACKs
+    srv = socket.create_server((os.environ["MASTER_ADDR"], port))
+    conn, _ = srv.accept()
+    got = 0
+    while chunk := conn.recv(1 << 16):
+        got += len(chunk)
+    print("RECEIVED", got)
+else:  # sender: bulk data, then tiny segments that must not jump the queue
+    for _ in range(200):
+        try:
+            s = socket.create_connection((os.environ["MASTER_ADDR"], port))
+            break
+        except ConnectionRefusedError:
+            time.sleep(0.05)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(b"x" * (4 << 20))
+    for _ in range(50):
+        s.sendall(b"y")
+        time.sleep(0.002)
+    s.close()
+"""
+
+
+def _class_stats(tb: Testbed, node: int) -> dict[str, tuple[int, int]]:
+    """classid -> (bytes, packets) sent by the classes on node's own interface."""
+    out = subprocess.run(
+        [
+            "tc",
+            "-n",
+            tb.nodes[node].namespace,
+            "-s",
+            "class",
+            "show",
+            "dev",
+            tb.nodes[node].interface,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    stats: dict[str, tuple[int, int]] = {}
+    current = None  # the class whose statistics follow (the tbf's own class has none)
+    for line in out.splitlines():
+        if line.startswith("class "):
+            current = line.split()[2]
+        elif line.strip().startswith("Sent ") and current is not None:
+            sent = line.split()
+            stats[current] = (int(sent[1]), int(sent[3]))
+            current = None
+    return stats
+
+
+def test_pure_acks_go_ahead_of_data_and_data_keeps_its_order() -> None:
+    with Testbed(nodes=2, rate="200mbit", mtu=9000) as tb:
+        for q in _link_qdiscs(tb):
+            assert "qdisc tbf 1: root" in q and "rate 200Mbit" in q, q
+            assert "qdisc htb 10: parent 1:1" in q, q
+            assert q.count("qdisc bfifo") == 2, q
+        res = tb.run([sys.executable, "-c", TCP_PAIR], timeout_s=60)
+        res.check()
+        receiver, sender = _class_stats(tb, 0), _class_stats(tb, 1)
+    assert f"RECEIVED {(4 << 20) + 50}" in res.outputs[0]
+    ack_bytes, acks = receiver["10:1"]
+    assert acks > 20  # the receiver's ACKs took the priority class
+    assert ack_bytes <= acks * (14 + 80)  # each a header-only frame (<= 80 IP bytes)
+    data_bytes, _ = sender["10:2"]
+    assert data_bytes > 4 << 20  # the data, the 1-byte segments included, stayed in the FIFO
+    s_ack_bytes, s_acks = sender["10:1"]
+    assert s_ack_bytes <= s_acks * (14 + 80)  # no data segment ever in the ACK class
+    _assert_gone(tb, res.pids)
+
+
+def test_one_fifo_per_link_without_ack_priority() -> None:
+    with Testbed(nodes=2, rate="200mbit", ack_priority=False) as tb:
+        for q in _link_qdiscs(tb):
+            assert "qdisc tbf 1: root" in q, q
+            assert "htb" not in q, q
