@@ -250,7 +250,17 @@ class Testbed:
                         for argv in _net.shaping_commands(
                             where, dev, rate, burst, TBF_LATENCY_S, self.ack_priority
                         ):
-                            sh(argv)
+                            try:
+                                sh(argv)
+                            except TestbedError as e:
+                                if "tbf" in argv:  # the shaper itself: tc's message says it
+                                    raise
+                                # htb / u32 are kernel modules some kernels lack.
+                                raise TestbedError(
+                                    f"{e}. ACK priority needs the kernel's sch_htb and cls_u32 "
+                                    "(modprobe them), or bring the bed up without it: "
+                                    "--no-ack-priority / Testbed(ack_priority=False)"
+                                ) from None
         except BaseException:
             self.down()
             raise

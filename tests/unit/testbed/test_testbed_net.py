@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from stallscope.testbed import Testbed, TestbedError, _net, parse_rate, require_privileges
@@ -78,3 +80,32 @@ def test_tbf_bucket_is_two_ms_of_the_rate_and_at_least_two_frames() -> None:
     assert Testbed(nodes=2, rate="1gbit", burst=100_000).bursts == [100_000, 100_000]
     with pytest.raises(TestbedError, match="smaller than one frame"):
         Testbed(nodes=2, rate="1gbit", mtu=9000, burst=4000)
+
+
+def test_a_kernel_without_htb_gets_told_how_to_bring_the_bed_up(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """ACK priority needs sch_htb / cls_u32: when tc refuses them, the error names the modules
+    and the flag that brings the bed up without them (and everything made is removed)."""
+    from stallscope.testbed import Testbed
+
+    made: list[list[str]] = []
+
+    def fake_sh(args: list[str], timeout_s: float = 0, check: bool = True) -> str:
+        made.append(args)
+        if "htb" in args:
+            raise TestbedError(f"`{' '.join(args)}` failed: Error: Specified qdisc not found.")
+        return ""
+
+    monkeypatch.setattr(_net, "sh", fake_sh)
+    monkeypatch.setattr(_net, "require_privileges", lambda: None)
+    monkeypatch.setattr(_net, "sweep_stale", lambda: None)
+    monkeypatch.setattr(_net, "write_state", lambda run_id, namespaces: tmp_path / "state.json")
+    deleted: list[str] = []
+    monkeypatch.setattr(_net, "delete_namespace", deleted.append)
+    monkeypatch.setattr(_net, "list_namespaces", lambda: [])
+    bed = Testbed(nodes=2, rate="50mbit")
+    with pytest.raises(TestbedError, match=r"sch_htb and cls_u32.*--no-ack-priority"):
+        bed.up()
+    assert any("tbf" in a for a in made)  # the shaper itself went in
+    assert sorted(deleted) == sorted(bed.namespaces)  # torn down after the failure
