@@ -42,7 +42,6 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
   std::vector<uint8_t> kind(n), category(n);
   std::vector<int64_t> start(n), correlation(n), bytes(n), lane(n), device(n);
   std::vector<Key> keys(total);
-  std::vector<int64_t> rank_first;  // per file: first start of its rank (filled below)
   std::vector<int64_t> row0(nf, kNull);
   size_t row = 0;
   for (size_t f = 0; f < nf; ++f) {

@@ -273,7 +273,8 @@ def convert_all(
     bases: list[int],
     mark_detail: MarkDetail,
 ) -> Converted:
-    """Schema rows for the files read by `session` (rank and baseTimeNanoseconds per file)."""
+    """Schema rows for the files read by `session` (rank and baseTimeNanoseconds per file), a
+    trace mark per file first in its rank (its detail from `mark_detail`), sorted."""
     t = _tables(session.scanner)
     parts: dict[str, list[np.ndarray[Any, Any]]] = {}
     problems: list[dict[str, int]] = []
