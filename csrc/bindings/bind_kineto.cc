@@ -109,25 +109,20 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<int
     files.push_back({ranks[i], bases[i], sizes[i]});
     n += sizes[i];
   }
-  std::vector<In<int32_t>> keep32;
-  std::vector<In<int64_t>> keep64;
-  keep32.reserve(3);
-  keep64.reserve(11);
   kineto::RowsIn in;
   in.n = n;
-  in.cat = column<int32_t>(cols, "cat", n, &keep32);
-  in.name = column<int32_t>(cols, "name", n, &keep32);
-  in.sync = column<int32_t>(cols, "sync_kind", n, &keep32);
-  in.index = column<int64_t>(cols, "index", n, &keep64);
-  in.ts = column<int64_t>(cols, "ts_ns", n, &keep64);
-  in.dur = column<int64_t>(cols, "dur_ns", n, &keep64);
-  in.pid = column<int64_t>(cols, "pid", n, &keep64);
-  in.tid = column<int64_t>(cols, "tid", n, &keep64);
-  in.stream = column<int64_t>(cols, "stream", n, &keep64);
-  in.device = column<int64_t>(cols, "device", n, &keep64);
-  in.correlation = column<int64_t>(cols, "correlation", n, &keep64);
-  in.bytes = column<int64_t>(cols, "bytes", n, &keep64);
-  in.ext = column<int64_t>(cols, "ext", n, &keep64);
+  std::vector<In<int32_t>> keep32;  // the arrays whose data `in` points into
+  std::vector<In<int64_t>> keep64;
+  const std::pair<const char*, const int32_t**> cols32[] = {
+      {"cat", &in.cat}, {"name", &in.name}, {"sync_kind", &in.sync}};
+  const std::pair<const char*, const int64_t**> cols64[] = {
+      {"index", &in.index},   {"ts_ns", &in.ts},
+      {"dur_ns", &in.dur},    {"pid", &in.pid},
+      {"tid", &in.tid},       {"stream", &in.stream},
+      {"device", &in.device}, {"correlation", &in.correlation},
+      {"bytes", &in.bytes},   {"ext", &in.ext}};
+  for (const auto& [key, dst] : cols32) *dst = column<int32_t>(cols, key, n, &keep32);
+  for (const auto& [key, dst] : cols64) *dst = column<int64_t>(cols, key, n, &keep64);
   kineto::Tables t{cat_kind.data(),     static_cast<size_t>(cat_kind.size()),  name_step.data(),
                    name_gpu_cat.data(), static_cast<size_t>(name_step.size()), kind_gpu.data()};
   kineto::RowsOut r;

@@ -147,6 +147,24 @@ def shaping_commands(
     return cmds
 
 
+def shape_link(
+    ns: str, dev: str, rate: str, burst: int, latency_s: float, ack_priority: bool
+) -> None:
+    """Run shaping_commands. The tbf comes first and fails with tc's own message; the ACK
+    ordering after it needs the kernel's sch_htb and cls_u32, which some kernels lack, so its
+    failure also says how to do without."""
+    root, *ordering = shaping_commands(ns, dev, rate, burst, latency_s, ack_priority)
+    sh(root)
+    for argv in ordering:
+        try:
+            sh(argv)
+        except TestbedError as e:
+            raise TestbedError(
+                f"{e}. ACK priority needs the kernel's sch_htb and cls_u32 (modprobe them), or "
+                "bring the bed up without it: --no-ack-priority / Testbed(ack_priority=False)"
+            ) from None
+
+
 def node_addresses(subnet: str, nodes: int) -> tuple[list[str], int]:
     """One address per node from subnet (inside 198.18.0.0/15), and the prefix length."""
     try:

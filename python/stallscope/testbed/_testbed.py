@@ -247,20 +247,7 @@ class Testbed:
                 sh(["ip", "-n", ns, "link", "set", node.interface, "up"])
                 if rate is not None and burst is not None:
                     for where, dev in ((ns, node.interface), (self.switch, node.peer)):
-                        for argv in _net.shaping_commands(
-                            where, dev, rate, burst, TBF_LATENCY_S, self.ack_priority
-                        ):
-                            try:
-                                sh(argv)
-                            except TestbedError as e:
-                                if "tbf" in argv:  # the shaper itself: tc's message says it
-                                    raise
-                                # htb / u32 are kernel modules some kernels lack.
-                                raise TestbedError(
-                                    f"{e}. ACK priority needs the kernel's sch_htb and cls_u32 "
-                                    "(modprobe them), or bring the bed up without it: "
-                                    "--no-ack-priority / Testbed(ack_priority=False)"
-                                ) from None
+                        _net.shape_link(where, dev, rate, burst, TBF_LATENCY_S, self.ack_priority)
         except BaseException:
             self.down()
             raise
