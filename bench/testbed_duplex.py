@@ -62,7 +62,7 @@ def gloo_side(size: int, reps: int, barrier: bool) -> list[float]:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
-    rank, peer = dist.get_rank(), 1 - dist.get_rank()
+    peer = 1 - dist.get_rank()  # two ranks
     out, into = torch.ones(size // 4), torch.empty(size // 4)
     times = []
     for _ in range(reps):
@@ -128,12 +128,16 @@ def _size(text: str) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rates", default="1gbit,200mbit,50mbit")
     ap.add_argument("--sizes", default="128K,1M,4M")
     ap.add_argument("--reps", type=int, default=8)
     ap.add_argument("--mtu", type=int, default=9000)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "testbed_duplex")
+    ap.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "testbed_duplex"
+    )
     ap.add_argument("--rank", nargs=3, metavar=("MODE", "BYTES", "REPS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rank:
