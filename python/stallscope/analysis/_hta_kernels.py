@@ -36,45 +36,36 @@ def kernel_type_breakdown(
     Bits: COMPUTATION 1, COMMUNICATION 2, MEMORY 4 (HTA's TraceAnalysis default includes memory
     kernels)."""
     types = _types(include_memory_kernels)
-    rows = hta_rows(events).filter((pl.col("stream") != -1) & pl.col("kernel_type").is_in(types))
-
-    # All types merged in one pass; bit i for types[i]. Boundaries sorted by rank and time, ties
-    # in the order of (type, start before end): the order a per-type concatenation would give.
-    def by_type(values: list[int]) -> pl.Expr:
-        return pl.col("kernel_type").replace_strict(
-            dict(zip(types, values, strict=True)), return_dtype=pl.Int64
-        )
-
-    merged = merge_intervals(rows, by=["rank", "kernel_type"]).with_columns(
-        _w=by_type([1 << i for i in range(len(types))]),
-        _part=by_type([2 * i for i in range(len(types))]),
+    # Bit i for types[i]; -1 for GPU rows of other types (left out).
+    code = pl.col("kernel_type").replace_strict(
+        dict(zip(types, range(len(types)), strict=True)), default=-1, return_dtype=pl.Int64
     )
-    bounds = pl.concat(
-        [
-            merged.select("rank", time=pl.col("ts"), status=pl.col("_w"), _part="_part"),
-            merged.select(
-                "rank", time=pl.col("end"), status=-pl.col("_w"), _part=pl.col("_part") + 1
-            ),
-        ]
-    )
-    sums = (
-        bounds.sort("rank", "time", "_part", maintain_order=True)
-        .with_columns(
-            running=pl.col("status").cum_sum().over("rank"),
-            nxt=pl.col("time").shift(-1).over("rank"),
-        )
-        .filter(pl.col("running") > 0)
-        .with_columns(
-            kernel_type=pl.col("running").replace_strict(
-                _labels(types), default=None, return_dtype=pl.String
-            ),
-            dur=(pl.col("nxt") - pl.col("time")),
-        )
-        .group_by("kernel_type")
-        .agg(time=pl.col("dur").sum())
-        .sort("time", "kernel_type", descending=[True, False])
-        .collect()
-    )
+    rows = hta_rows(events).filter(pl.col("stream") != -1).with_columns(_t=code)
+    merged = merge_intervals(rows.filter(pl.col("_t") >= 0), by=["rank", "_t"]).collect()
+    # Sweep over every type's merged intervals at once: boundaries sorted by rank and time, ties
+    # in the order (type, start before end) a per-type concatenation would give; the running
+    # bit sum labels each stretch. One pass in NumPy: each rank's boundaries sum to 0, so a
+    # running sum over all ranks is each rank's own, and a rank's last boundary (sum 0) is
+    # never counted, so the next boundary's time is only read within a rank.
+    t = merged["_t"].to_numpy()
+    rank = np.concatenate([merged["rank"].to_numpy()] * 2)
+    time = np.concatenate([merged["ts"].to_numpy(), merged["end"].to_numpy()])
+    status = np.concatenate([1 << t, -(1 << t)])
+    part = np.concatenate([2 * t, 2 * t + 1])
+    order = np.lexsort((part, time, rank))
+    time, running = time[order], np.cumsum(status[order])
+    counted = np.flatnonzero(running[:-1] > 0)
+    dur = time[counted + 1] - time[counted]
+    per_label = np.bincount(running[counted], weights=dur, minlength=1 << len(types))
+    labels = _labels(types)
+    present = [v for v in labels if np.any(running[counted] == v)]
+    sums = pl.DataFrame(
+        {
+            "kernel_type": [labels[v] for v in present],
+            "time": pl.Series([per_label[v] for v in present], dtype=pl.Float64),
+        },
+        schema={"kernel_type": pl.String, "time": pl.Float64},
+    ).sort("time", "kernel_type", descending=[True, False])
     total = sums["time"].sum()
     pct = np.round(sums["time"].to_numpy() / total * 100, 1) if total else sums["time"] * 0
     return sums.select(

@@ -1,0 +1,143 @@
+"""The NumPy kernels behind the HTA views (merge_intervals, the correlation lookup, the last-step
+filter), checked against plain-Python and Polars reference implementations of HTA's rules on
+generated rows: ties, touching and nested intervals, several groups, string keys, ranks without
+steps, GPU rows without a CPU partner and correlations shared by several CPU rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stallscope.analysis._hta_loading import _drop_last_step, _lookup, merge_intervals
+
+interval_rows = st.lists(
+    st.tuples(
+        st.integers(0, 2),  # rank
+        st.sampled_from(["COMPUTATION", "COMMUNICATION", "MEMORY"]),
+        st.integers(0, 30),  # ts
+        st.integers(0, 8),  # dur (0: an instant, which touches its neighbours)
+    ),
+    max_size=40,
+)
+
+
+def _merge_reference(rows: list[tuple[int, str, float, float]]) -> list[tuple[Any, ...]]:
+    """HTA's merge_kernel_intervals, per (rank, type): sort by ts; an interval starts a new run
+    when its ts exceeds every earlier end of the group."""
+    out: list[tuple[Any, ...]] = []
+    for key in sorted({(r, t) for r, t, _, _ in rows}):
+        group = sorted((s, e) for r, t, s, e in rows if (r, t) == key)
+        runs: list[list[float]] = []
+        for s, e in group:
+            if runs and s <= runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], e)
+            else:
+                runs.append([s, e])
+        out += [(*key, s, e) for s, e in runs]
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(interval_rows)
+def test_merge_intervals_is_htas_merge_per_group(raw: list[tuple[int, str, int, int]]) -> None:
+    rows = [(r, t, float(s), float(s + d)) for r, t, s, d in raw]
+    df = pl.DataFrame(
+        rows,
+        schema={"rank": pl.Int32, "kernel_type": pl.String, "ts": pl.Float64, "end": pl.Float64},
+        orient="row",
+    )
+    got = merge_intervals(df, by=["rank", "kernel_type"]).collect()
+    assert got.columns == ["rank", "kernel_type", "ts", "end"]
+    assert got.rows() == _merge_reference(rows)
+    # One key column: the same rule per rank.
+    one = merge_intervals(df, by="rank").collect().rows()
+    assert one == [
+        (r, s, e) for r, _, s, e in _merge_reference([(r, "", s, e) for r, _, s, e in rows])
+    ]
+
+
+def test_merge_intervals_of_no_rows_keeps_the_columns() -> None:
+    df = pl.DataFrame(schema={"rank": pl.Int32, "ts": pl.Float64, "end": pl.Float64})
+    got = merge_intervals(df).collect()
+    assert got.height == 0 and got.columns == ["rank", "ts", "end"]
+
+
+lookup_rows = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(-1, 6), st.booleans()), min_size=1, max_size=40
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lookup_rows)
+def test_lookup_finds_every_partner_with_the_same_rank_and_correlation(
+    raw: list[tuple[int, int, bool]],
+) -> None:
+    rank = np.array([r for r, _, _ in raw])
+    corr = np.array([c for _, c, _ in raw])
+    src = np.array([i for i, (_, _, s) in enumerate(raw) if s], dtype=np.int64)
+    dst = np.array([i for i, (_, _, s) in enumerate(raw) if not s], dtype=np.int64)
+    order, found, first, last = _lookup(rank, corr, src, dst)
+    for k, d in enumerate(dst):
+        partners = [i for i in src if rank[i] == rank[d] and corr[i] == corr[d]]
+        assert found[k] == bool(partners)
+        if partners:  # first..last of the sorted src are exactly the partners, in row order
+            assert src[order[first[k] : last[k] + 1]].tolist() == partners
+
+
+def _drop_reference(df: pl.DataFrame) -> pl.DataFrame:
+    """HTA's last-step filter with Polars joins (the implementation the NumPy one replaced)."""
+    gpu = pl.col("is_gpu")
+    last = dict(
+        df.filter(~gpu & pl.col("name").str.contains("ProfilerStep", literal=True))
+        .group_by("rank")
+        .agg(pl.col("ts").max())
+        .iter_rows()
+    )
+    limit = pl.col("rank").replace_strict(last, default=None, return_dtype=pl.Float64)
+    cpu_kept = df.filter(~gpu & (pl.col("ts") < limit).fill_null(False))
+    matches = cpu_kept.group_by("rank", "correlation").len("_n")
+    gpu_kept = df.filter(gpu).join(matches, on=["rank", "correlation"], how="inner")
+    gpu_kept = gpu_kept[np.repeat(np.arange(gpu_kept.height), gpu_kept["_n"].to_numpy())]
+    return pl.concat([gpu_kept.drop("_n"), cpu_kept])
+
+
+step_rows = st.lists(
+    st.tuples(
+        st.integers(0, 2),  # rank
+        st.booleans(),  # is_gpu
+        st.sampled_from(["ProfilerStep#1", "ProfilerStep#2", "aten::mm", "kernel"]),
+        st.integers(0, 20),  # ts
+        st.integers(-1, 4),  # correlation
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(step_rows)
+def test_last_step_filter_matches_the_join_reference(
+    raw: list[tuple[int, bool, str, int, int]],
+) -> None:
+    df = pl.DataFrame(
+        [(r, g, n, float(t), c) for r, g, n, t, c in raw],
+        schema={
+            "rank": pl.Int32,
+            "is_gpu": pl.Boolean,
+            "name": pl.String,
+            "ts": pl.Float64,
+            "correlation": pl.Int64,
+        },
+        orient="row",
+    )
+    step = df["name"].str.contains("ProfilerStep", literal=True).to_numpy()
+    got = _drop_last_step(df, step)
+    want = _drop_reference(df)
+    key = ["is_gpu", "rank", "correlation", "ts", "name"]
+    assert got.sort(key).rows() == want.sort(key).rows()
+    # GPU rows first, then CPU rows, each in row order
+    flags = got["is_gpu"].to_list()
+    assert flags == sorted(flags, reverse=True)
