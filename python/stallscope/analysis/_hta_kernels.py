@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from stallscope.analysis._hta_loading import hta_rows, merge_intervals
+from stallscope.analysis._hta_loading import hta_rows, merge_intervals, sweep
 
 TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 
@@ -42,23 +42,11 @@ def kernel_type_breakdown(
     )
     rows = hta_rows(events).filter(pl.col("stream") != -1).with_columns(_t=code)
     merged = merge_intervals(rows.filter(pl.col("_t") >= 0), by=["rank", "_t"]).collect()
-    # Sweep over every type's merged intervals at once: boundaries sorted by rank and time, ties
-    # in the order (type, start before end) a per-type concatenation would give; the running
-    # bit sum labels each stretch. One pass in NumPy: each rank's boundaries sum to 0, so a
-    # running sum over all ranks is each rank's own, and a rank's last boundary (sum 0) is
-    # never counted, so the next boundary's time is only read within a rank.
-    t = merged["_t"].to_numpy()
-    rank = np.concatenate([merged["rank"].to_numpy()] * 2)
-    time = np.concatenate([merged["ts"].to_numpy(), merged["end"].to_numpy()])
-    status = np.concatenate([1 << t, -(1 << t)])
-    part = np.concatenate([2 * t, 2 * t + 1])
-    order = np.lexsort((part, time, rank))
-    time, running = time[order], np.cumsum(status[order])
-    counted = np.flatnonzero(running[:-1] > 0)
-    dur = time[counted + 1] - time[counted]
-    per_label = np.bincount(running[counted], weights=dur, minlength=1 << len(types))
+    # One sweep over every type's merged intervals: the running bit sum labels each stretch.
+    _, label, dur = sweep(merged, "_t")
+    per_label = np.bincount(label, weights=dur, minlength=1 << len(types))
     labels = _labels(types)
-    present = [v for v in labels if np.any(running[counted] == v)]
+    present = [v for v in labels if np.any(label == v)]
     sums = pl.DataFrame(
         {
             "kernel_type": [labels[v] for v in present],

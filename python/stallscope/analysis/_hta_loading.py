@@ -282,3 +282,25 @@ def _sort_codes(col: pl.Series) -> np.ndarray[Any, Any]:
     if col.dtype.is_numeric() and col.null_count() == 0:
         return col.to_numpy()
     return col.rank("dense").fill_null(0).to_numpy()
+
+
+def sweep(merged: pl.DataFrame, kind: str) -> tuple[np.ndarray[Any, Any], ...]:
+    """The stretches between consecutive interval boundaries, per rank, labelled by the bit sum
+    of the kinds running in them (bit k for kind k, the integer column `kind`: HTA's overlap
+    sweeps). `merged`: rank, kind, ts, end, intervals already merged per rank and kind.
+    Boundaries are sorted by rank and time, ties in the order (kind, start before end) that
+    HTA's per-kind concatenation gives. Returns (rank, label, dur) of the stretches with a
+    label > 0, in that order.
+
+    One NumPy pass: each rank's boundaries sum to 0, so the running sum over all ranks is each
+    rank's own, and a rank's last boundary (sum 0) starts no counted stretch, so a stretch never
+    reaches into the next rank."""
+    k = merged[kind].to_numpy().astype(np.int64)
+    rank = np.concatenate([merged["rank"].to_numpy()] * 2)
+    time = np.concatenate([merged["ts"].to_numpy(), merged["end"].to_numpy()])
+    status = np.concatenate([1 << k, -(1 << k)])
+    part = np.concatenate([2 * k, 2 * k + 1])
+    order = np.lexsort((part, time, rank))
+    rank, time, running = rank[order], time[order], np.cumsum(status[order])
+    counted = np.flatnonzero(running[:-1] > 0)
+    return rank[counted], running[counted], time[counted + 1] - time[counted]

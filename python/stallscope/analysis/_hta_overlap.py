@@ -6,17 +6,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from stallscope.analysis._hta_loading import hta_rows, merge_intervals
+from stallscope.analysis._hta_loading import hta_rows, merge_intervals, sweep
 from stallscope.analysis._hta_temporal import hta_pct
-
-
-def _sweep(merged: pl.LazyFrame, weight: int) -> pl.LazyFrame:
-    return pl.concat(
-        [
-            merged.select("rank", time=pl.col("ts"), status=pl.lit(weight, pl.Int64)),
-            merged.select("rank", time=pl.col("end"), status=pl.lit(-weight, pl.Int64)),
-        ]
-    )
 
 
 def comm_comp_overlap(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
@@ -25,29 +16,34 @@ def comm_comp_overlap(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     comp_comm_overlap_pctg; NaN when the rank ran no communication kernel)."""
     rows = hta_rows(events).filter(pl.col("stream") != -1)
     ranks = rows.select(pl.col("rank").unique().sort())
-    comp = merge_intervals(rows.filter(pl.col("kernel_type") == "COMPUTATION"))
-    comm = merge_intervals(rows.filter(pl.col("kernel_type") == "COMMUNICATION"))
-    status = (
-        pl.concat([_sweep(comm, 1), _sweep(comp, 2)])
-        .sort("rank", "time", maintain_order=True)
-        .with_columns(
-            running=pl.col("status").cum_sum().over("rank"),
-            nxt=pl.col("time").shift(-1).over("rank"),
-        )
+    # Bit 0 communication, bit 1 computation: ties sort communication first, as HTA's
+    # concatenation of the two boundary lists.
+    code = pl.col("kernel_type").replace_strict(
+        {"COMMUNICATION": 0, "COMPUTATION": 1}, default=-1, return_dtype=pl.Int64
     )
+    merged = merge_intervals(
+        rows.with_columns(_k=code).filter(pl.col("_k") >= 0), by=["rank", "_k"]
+    ).collect()
+    rank, label, dur = sweep(merged, "_k")
+    both = label == 3
     overlap = (
-        status.filter(pl.col("running") == 3)
+        pl.DataFrame(
+            {"rank": pl.Series(rank[both], dtype=pl.Int32), "dur": pl.Series(dur[both])},
+            schema={"rank": pl.Int32, "dur": pl.Float64},
+        )
         .group_by("rank")
-        .agg(overlap=(pl.col("nxt") - pl.col("time")).sum())
+        .agg(overlap=pl.col("dur").sum())
     )
-    comm_time = comm.group_by("rank").agg(comm=(pl.col("end") - pl.col("ts")).sum())
+    comm_time = (
+        merged.filter(pl.col("_k") == 0)
+        .group_by("rank")
+        .agg(comm=(pl.col("end") - pl.col("ts")).sum())
+    )
     out = (
-        ranks.lazy()
-        .join(overlap, on="rank", how="left")
+        ranks.join(overlap, on="rank", how="left")
         .join(comm_time, on="rank", how="left")
         .with_columns(pl.col("overlap").fill_null(0.0), pl.col("comm").fill_null(0.0))
         .sort("rank")
-        .collect()
     )
     return out.select(
         "rank",

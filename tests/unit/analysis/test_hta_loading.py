@@ -12,7 +12,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope.analysis._hta_loading import _drop_last_step, _lookup, merge_intervals
+from stallscope.analysis._hta_loading import _drop_last_step, _lookup, merge_intervals, sweep
 
 interval_rows = st.lists(
     st.tuples(
@@ -141,3 +141,36 @@ def test_last_step_filter_matches_the_join_reference(
     # GPU rows first, then CPU rows, each in row order
     flags = got["is_gpu"].to_list()
     assert flags == sorted(flags, reverse=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 30), st.integers(1, 8)),
+        max_size=30,
+    )
+)
+def test_sweep_labels_every_instant_with_the_kinds_running(
+    raw: list[tuple[int, int, int, int]],
+) -> None:
+    df = pl.DataFrame(
+        [(r, k, float(s), float(s + d)) for r, k, s, d in raw],
+        schema={"rank": pl.Int32, "k": pl.Int64, "ts": pl.Float64, "end": pl.Float64},
+        orient="row",
+    )
+    rank, label, dur = sweep(merge_intervals(df, by=["rank", "k"]).collect(), "k")
+    got: dict[tuple[int, int], float] = {}
+    for r, lab, d in zip(rank.tolist(), label.tolist(), dur.tolist(), strict=True):
+        if d:
+            got[(r, lab)] = got.get((r, lab), 0.0) + d
+    want: dict[tuple[int, int], float] = {}
+    for r in {r for r, _, _, _ in raw}:
+        for t in range(40):  # unit instants [t, t + 1): integer bounds make this exact
+            lab = sum(
+                1 << k
+                for k in range(3)
+                if any(rr == r and kk == k and s <= t < s + d for rr, kk, s, d in raw)
+            )
+            if lab:
+                want[(r, lab)] = want.get((r, lab), 0.0) + 1.0
+    assert got == want
