@@ -246,8 +246,9 @@ def merge_intervals(
 
     One NumPy pass over the rows sorted once (lexsort; string keys by their sorted order): a few
     array operations instead of Polars' windowed cum_max, group-by and second sort (28 ms -> 5-10
-    ms on the 18 k kernels of the V100 trace, on this project's 2-core VM). The values are copies of the input's, so every sum taken over
-    the result is the same as before, bit for bit."""
+    ms on the 18 k kernels of the V100 trace, on this project's 2-core VM). The values are
+    copies of the input's, so every sum taken over the result is the same as before, bit for
+    bit."""
     by = [by] if isinstance(by, str) else by
     df = rows.lazy().select(*by, "ts", "end").collect()
     n = df.height
