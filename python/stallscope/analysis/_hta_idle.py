@@ -19,31 +19,57 @@ def idle_time_breakdown(
     idle_time_ratio (share of the stream's idle time). `consecutive_kernel_delay` is in µs
     (trace units) as in HTA."""
     rows = hta_rows(events).filter((pl.col("stream") != -1) & pl.col("kind").is_in(OP_KINDS))
-    prev_end = pl.col("end").shift(1).over("rank", "stream")
-    gaps = (
-        rows.lazy()
-        .sort("rank", "stream", "ts", maintain_order=True)
-        .with_columns(prev_end=prev_end)
-        .with_columns(idle=pl.col("ts") - pl.col("prev_end"))
-        .with_columns(
-            idle_category=pl.when((pl.col("ts_runtime") > pl.col("prev_end")).fill_null(False))
-            .then(pl.lit("host_wait"))
-            .when((pl.col("idle") < consecutive_kernel_delay).fill_null(False))
-            .then(pl.lit("kernel_wait"))
-            .otherwise(pl.lit("other"))
-        )
-        .group_by("rank", "stream", "idle_category")
-        .agg(idle=pl.col("idle").sum())
-        .with_columns(idle_time_ratio=pl.col("idle") / pl.col("idle").sum().over("rank", "stream"))
-        .sort("rank", "stream", "idle_category")
+    return idle_from_rows(rows, consecutive_kernel_delay)
+
+
+def idle_from_rows(rows: pl.DataFrame, consecutive_kernel_delay: float) -> pl.DataFrame:
+    """The breakdown from HTA rows of ops (rank, stream, ts, end, ts_runtime), in one NumPy pass:
+    sort once by (rank, stream, ts), label each gap, sum per label with bincount."""
+    if rows.height == 0:
+        return pl.DataFrame(schema=_SCHEMA)
+    rank, stream = rows["rank"].to_numpy(), rows["stream"].to_numpy()
+    ts, end = rows["ts"].to_numpy(), rows["end"].to_numpy()
+    runtime = rows["ts_runtime"].fill_null(np.nan).to_numpy()
+    # Each op's gap to the previous op of its stream (by ts, ties in row order).
+    order = np.lexsort((ts, stream, rank))
+    rank, stream, ts, end, runtime = (x[order] for x in (rank, stream, ts, end, runtime))
+    first = np.ones(len(ts), dtype=bool)
+    first[1:] = (rank[1:] != rank[:-1]) | (stream[1:] != stream[:-1])
+    prev_end = np.concatenate([[np.nan], end[:-1]])
+    prev_end[first] = np.nan
+    idle = ts - prev_end
+    # NaN compares false: a stream's first op has no gap and counts as "other", adding nothing.
+    cat = np.where(runtime > prev_end, 0, np.where(idle < consecutive_kernel_delay, 1, 2))
+    group = np.cumsum(first) - 1
+    key = group * len(CATEGORIES) + cat
+    n = (group[-1] + 1) * len(CATEGORIES)
+    seen = np.bincount(key, minlength=n) > 0
+    total = np.bincount(key, weights=np.nan_to_num(idle), minlength=n)
+    per_stream = total.reshape(-1, len(CATEGORIES)).sum(axis=1)
+    where = np.flatnonzero(seen)
+    g, c = where // len(CATEGORIES), where % len(CATEGORIES)
+    starts = np.flatnonzero(first)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = total[where] / per_stream[g]
+    return pl.DataFrame(
+        {
+            "rank": pl.Series(rank[starts][g], dtype=pl.Int32),
+            "stream": pl.Series(stream[starts][g], dtype=pl.Int64),
+            "idle_category": pl.Series(np.asarray(CATEGORIES)[c], dtype=pl.String),
+            "idle_time_ns": pl.Series(np.round(total[where] * 1000.0), dtype=pl.Float64).cast(
+                pl.Int64
+            ),
+            # HTA reports the ratio rounded to 2 decimals (numpy's rounding).
+            "idle_time_ratio": pl.Series(np.round(ratio, 2), dtype=pl.Float64),
+        }
     )
-    out = gaps.select(
-        "rank",
-        "stream",
-        "idle_category",
-        idle_time_ns=(pl.col("idle") * 1000.0).round(0).cast(pl.Int64),
-        idle_time_ratio="idle_time_ratio",
-    ).collect()
-    # HTA reports the ratio rounded to 2 decimals (numpy's rounding).
-    ratio = np.round(out["idle_time_ratio"].to_numpy(), 2)
-    return out.with_columns(idle_time_ratio=pl.Series(ratio, dtype=pl.Float64))
+
+
+CATEGORIES = ("host_wait", "kernel_wait", "other")  # sorted: the output's order within a stream
+_SCHEMA = {
+    "rank": pl.Int32,
+    "stream": pl.Int64,
+    "idle_category": pl.String,
+    "idle_time_ns": pl.Int64,
+    "idle_time_ratio": pl.Float64,
+}

@@ -1,5 +1,5 @@
 """The NumPy kernels behind the HTA views (merge_intervals, the correlation lookup, the last-step
-filter), checked against plain-Python and Polars reference implementations of HTA's rules on
+filter, the overlap sweep, the idle-time breakdown), checked against plain-Python and Polars reference implementations of HTA's rules on
 generated rows: ties, touching and nested intervals, several groups, string keys, ranks without
 steps, GPU rows without a CPU partner and correlations shared by several CPU rows."""
 
@@ -12,6 +12,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stallscope.analysis._hta_idle import idle_from_rows
 from stallscope.analysis._hta_loading import _drop_last_step, _lookup, merge_intervals, sweep
 
 interval_rows = st.lists(
@@ -174,3 +175,70 @@ def test_sweep_labels_every_instant_with_the_kinds_running(
             if lab:
                 want[(r, lab)] = want.get((r, lab), 0.0) + 1.0
     assert got == want
+
+
+def _idle_reference(rows: pl.DataFrame, delay: float) -> pl.DataFrame:
+    """HTA's idle time breakdown with Polars window functions (the implementation the NumPy one
+    replaced)."""
+    prev_end = pl.col("end").shift(1).over("rank", "stream")
+    return (
+        rows.lazy()
+        .sort("rank", "stream", "ts", maintain_order=True)
+        .with_columns(prev_end=prev_end)
+        .with_columns(idle=pl.col("ts") - pl.col("prev_end"))
+        .with_columns(
+            idle_category=pl.when((pl.col("ts_runtime") > pl.col("prev_end")).fill_null(False))
+            .then(pl.lit("host_wait"))
+            .when((pl.col("idle") < delay).fill_null(False))
+            .then(pl.lit("kernel_wait"))
+            .otherwise(pl.lit("other"))
+        )
+        .group_by("rank", "stream", "idle_category")
+        .agg(idle=pl.col("idle").sum())
+        .with_columns(ratio=pl.col("idle") / pl.col("idle").sum().over("rank", "stream"))
+        .sort("rank", "stream", "idle_category")
+        .collect()
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 1),  # rank
+            st.integers(0, 2),  # stream
+            st.integers(0, 60),  # ts
+            st.integers(0, 10),  # dur
+            st.one_of(st.none(), st.integers(0, 60)),  # ts_runtime
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.sampled_from([0.0, 3.0, 30.0]),
+)
+def test_idle_breakdown_matches_the_window_function_reference(
+    raw: list[tuple[int, int, int, int, int | None]], delay: float
+) -> None:
+    rows = pl.DataFrame(
+        [
+            (r, s, float(t), float(t + d), None if rt is None else float(rt))
+            for r, s, t, d, rt in raw
+        ],
+        schema={
+            "rank": pl.Int32,
+            "stream": pl.Int64,
+            "ts": pl.Float64,
+            "end": pl.Float64,
+            "ts_runtime": pl.Float64,
+        },
+        orient="row",
+    )
+    got = idle_from_rows(rows, delay)
+    want = _idle_reference(rows, delay)
+    assert (
+        got.select("rank", "stream", "idle_category").rows()
+        == want.select("rank", "stream", "idle_category").rows()
+    )
+    assert got["idle_time_ns"].to_list() == [round(x * 1000) for x in want["idle"].to_list()]
+    for g, w in zip(got["idle_time_ratio"].to_list(), want["ratio"].to_list(), strict=True):
+        assert (g != g and w != w) or g == np.round(w, 2)
