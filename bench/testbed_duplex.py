@@ -1,6 +1,6 @@
 """Is an emulated link full duplex? Plain TCP between the 2 nodes of the test bed, then gloo.
 
-Each size is moved `--reps` times (median reported, the first left out) in three ways:
+Each size is moved `--reps` times (median reported, the first left out) in five ways:
   oneway   rank 0 sends, rank 1 receives (one socket);
   duplex   both send and receive at once on one socket (as a gloo pair does);
   twosock  both at once, one socket per direction;
@@ -13,6 +13,8 @@ message (bench/README.md, "Example calibration"); this shows that the emulated l
 cause, and that gloo back to back is. Needs root and iproute2:
 
     python bench/testbed_duplex.py [--rates 1gbit,200mbit,50mbit] [--sizes 128K,1M,4M] [--reps 8]
+
+(the committed results: --sizes 128K,256K,1M,4M --reps 10)
 
 Results: bench/results/testbed_duplex.{json,md}. The rank side is this file run with --rank.
 """
