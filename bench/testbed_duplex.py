@@ -7,7 +7,7 @@ Each size is moved `--reps` times (median reported, the first left out) in five 
   gloo     both at once through torch.distributed (gloo): isend to the peer + irecv from it, a
            barrier before each operation;
   gloo_b2b the same back to back, no barrier (as `bench comm` and nccl-tests time operations).
-A full-duplex link gives every way the link rate per direction. Why it exists: gloo's all-gather,
+A full-duplex link gives the three socket ways the link rate per direction. Why: gloo's all-gather,
 all-to-all and send/recv between two nodes run at about half the link rate from ~128 KiB per
 message (bench/README.md, "Example calibration"); this shows that the emulated link is not the
 cause, and that gloo back to back is. Needs root and iproute2:
