@@ -10,6 +10,14 @@ import polars as pl
 from stallscope.analysis._hta_loading import hta_rows
 
 OP_KINDS = ("kernel", "memcpy", "memset")
+CATEGORIES = ("host_wait", "kernel_wait", "other")  # sorted: the output's order within a stream
+_SCHEMA = {
+    "rank": pl.Int32,
+    "stream": pl.Int64,
+    "idle_category": pl.String,
+    "idle_time_ns": pl.Int64,
+    "idle_time_ratio": pl.Float64,
+}
 
 
 def idle_time_breakdown(
@@ -63,13 +71,3 @@ def idle_from_rows(rows: pl.DataFrame, consecutive_kernel_delay: float) -> pl.Da
             "idle_time_ratio": pl.Series(np.round(ratio, 2), dtype=pl.Float64),
         }
     )
-
-
-CATEGORIES = ("host_wait", "kernel_wait", "other")  # sorted: the output's order within a stream
-_SCHEMA = {
-    "rank": pl.Int32,
-    "stream": pl.Int64,
-    "idle_category": pl.String,
-    "idle_time_ns": pl.Int64,
-    "idle_time_ratio": pl.Float64,
-}

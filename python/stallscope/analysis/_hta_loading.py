@@ -242,7 +242,8 @@ def merge_intervals(
 ) -> pl.LazyFrame:
     """HTA's merge_kernel_intervals per `by` (a column or several): sort by ts; a new interval
     starts when ts exceeds the running max of earlier ends (touching intervals merge). Columns:
-    by, ts, end, sorted by `by` then ts.
+    by, ts, end, sorted by `by` then ts. Unlike `_intervals.merge` (the stall table's union),
+    zero-length intervals are kept: HTA's kernel time spans them.
 
     One NumPy pass over the rows sorted once (lexsort; string keys by their sorted order): a few
     array operations instead of Polars' windowed cum_max, group-by and second sort (28 ms -> 5-10
