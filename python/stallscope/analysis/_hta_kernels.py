@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from stallscope.analysis._hta_loading import hta_rows, merge_intervals, sweep
+from stallscope.analysis._hta_loading import hta_rows, merge_by_type, sweep
 
 TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 
@@ -36,14 +36,9 @@ def kernel_type_breakdown(
     Bits: COMPUTATION 1, COMMUNICATION 2, MEMORY 4 (HTA's TraceAnalysis default includes memory
     kernels)."""
     types = _types(include_memory_kernels)
-    # Bit i for types[i]; -1 for GPU rows of other types (left out).
-    code = pl.col("kernel_type").replace_strict(
-        dict(zip(types, range(len(types)), strict=True)), default=-1, return_dtype=pl.Int64
-    )
-    rows = hta_rows(events).filter(pl.col("stream") != -1).with_columns(_t=code)
-    merged = merge_intervals(rows.filter(pl.col("_t") >= 0), by=["rank", "_t"]).collect()
-    # One sweep over every type's merged intervals: the running bit sum labels each stretch.
-    _, label, dur = sweep(merged, "_t")
+    # One sweep over every type's merged intervals (bit i for types[i]): the running bit sum
+    # labels each stretch.
+    _, label, dur = sweep(merge_by_type(hta_rows(events), types), "_k")
     per_label = np.bincount(label, weights=dur, minlength=1 << len(types))
     labels = _labels(types)
     present = [v for v in labels if np.any(label == v)]

@@ -124,10 +124,8 @@ def _hta_rows(
     order, found, _, last = _lookup(ranks, corrs, cpu, gpu)
     runtime = np.full(df.height, np.nan)
     runtime[gpu[found]] = ts[cpu[order[last[found]]]]
-    row0 = dict(_row0_ts(facts, shift).iter_rows())
-    for r, r0 in row0.items():  # no partner but a correlation: the file's first row
-        miss = gpu[~found & (ranks[gpu] == r) & (corrs[gpu] >= 0)]
-        runtime[miss] = np.nan if r0 is None else r0
+    for r, r0 in _row0_ts(facts, shift).items():  # no partner but a correlation: the first row
+        runtime[gpu[~found & (ranks[gpu] == r) & (corrs[gpu] >= 0)]] = r0
     df = df.with_columns(ts_runtime=pl.Series(runtime, dtype=pl.Float64).fill_nan(None))
     step = df["name"].str.contains("ProfilerStep", literal=True).to_numpy()
     if not include_last_profiler_step and df["name"].filter(step).n_unique() >= 2:
@@ -148,18 +146,16 @@ def _kernel_types(df: pl.DataFrame) -> pl.Series:
     return out.alias("kernel_type")
 
 
-def _row0_ts(facts: pl.DataFrame, shift: float) -> pl.DataFrame:
-    """rank -> HTA's aligned ts of the file's first row (null when not kept)."""
+def _row0_ts(facts: pl.DataFrame, shift: float) -> dict[int, float]:
+    """rank -> HTA's aligned ts of the file's first row (ranks whose first row HTA dropped are
+    left out)."""
     rows = facts.filter(pl.col("row0_ns").is_not_null())
     ns_rel = (rows["row0_ns"] - rows["base_ns"]).to_numpy()
     flt = rows["ts_float"].to_numpy()
     ts = np.where(
         flt, np.ceil(ns_rel.astype(np.float64) / 1000.0), (ns_rel // 1000).astype(np.float64)
     )
-    return pl.DataFrame(
-        {"rank": rows["rank"], "row0_ts": pl.Series(ts - shift, dtype=pl.Float64)},
-        schema={"rank": pl.Int32, "row0_ts": pl.Float64},
-    )
+    return dict(zip(rows["rank"].to_list(), (ts - shift).tolist(), strict=True))
 
 
 def _hta_times(df: pl.DataFrame) -> pl.DataFrame:
@@ -284,6 +280,16 @@ def _sort_codes(col: pl.Series) -> np.ndarray[Any, Any]:
     if col.dtype.is_numeric() and col.null_count() == 0:
         return col.to_numpy()
     return col.rank("dense").fill_null(0).to_numpy()
+
+
+def merge_by_type(rows: pl.DataFrame, types: tuple[str, ...]) -> pl.DataFrame:
+    """HTA rows of the given kernel types merged per rank and type: rank, _k (the type's index
+    in `types`), ts, end; the input of `sweep`."""
+    code = pl.col("kernel_type").replace_strict(
+        dict(zip(types, range(len(types)), strict=True)), default=-1, return_dtype=pl.Int64
+    )
+    picked = rows.filter(pl.col("stream") != -1).with_columns(_k=code).filter(pl.col("_k") >= 0)
+    return merge_intervals(picked, by=["rank", "_k"]).collect()
 
 
 def sweep(merged: pl.DataFrame, kind: str) -> tuple[np.ndarray[Any, Any], ...]:

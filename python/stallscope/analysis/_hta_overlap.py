@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from stallscope.analysis._hta_loading import hta_rows, merge_intervals, sweep
+from stallscope.analysis._hta_loading import hta_rows, merge_by_type, sweep
 from stallscope.analysis._hta_temporal import hta_pct
 
 
@@ -18,12 +18,7 @@ def comm_comp_overlap(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     ranks = rows.select(pl.col("rank").unique().sort())
     # Bit 0 communication, bit 1 computation: ties sort communication first, as HTA's
     # concatenation of the two boundary lists.
-    code = pl.col("kernel_type").replace_strict(
-        {"COMMUNICATION": 0, "COMPUTATION": 1}, default=-1, return_dtype=pl.Int64
-    )
-    merged = merge_intervals(
-        rows.with_columns(_k=code).filter(pl.col("_k") >= 0), by=["rank", "_k"]
-    ).collect()
+    merged = merge_by_type(rows, ("COMMUNICATION", "COMPUTATION"))
     rank, label, dur = sweep(merged, "_k")
     both = label == 3
     overlap = (
