@@ -4,10 +4,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <charconv>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "arrow/column_export.h"
+#include "bindings/arrow_column.h"
 #include "core/event_record.h"
 #include "kineto/row_convert.h"
 #include "kineto/stream_scanner.h"
@@ -152,6 +156,46 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<int
   return out;
 }
 
+// The detail column: cat_table[cat] (the cleaned "cat=<cat>", or a trace mark's detail), then
+// ";ext=<External id>" where ext is not null, ";sync_kind=<v>" where sync >= 0 (sync_table:
+// cleaned args strings). One pass, straight into Arrow view buffers.
+ArrowColumn detail(const In<int32_t>& cat, const std::vector<std::string>& cat_table,
+                   const In<int64_t>& ext, const In<int32_t>& sync,
+                   const std::vector<std::string>& sync_table) {
+  const auto n = static_cast<size_t>(cat.size());
+  if (static_cast<size_t>(ext.size()) != n || static_cast<size_t>(sync.size()) != n) {
+    throw py::value_error("kineto_detail: cat, ext and sync differ in length");
+  }
+  const int32_t* c = cat.data();
+  const int64_t* e = ext.data();
+  const int32_t* y = sync.data();
+  std::shared_ptr<const arrow::Column> col;
+  {
+    py::gil_scoped_release nogil;
+    arrow::ViewBuilder b(n);
+    char num[24];
+    for (size_t i = 0; i < n; ++i) {
+      if (c[i] < 0 || static_cast<size_t>(c[i]) >= cat_table.size() ||
+          (y[i] >= 0 && static_cast<size_t>(y[i]) >= sync_table.size())) {
+        throw std::out_of_range("kineto_detail: a code past its table's end");
+      }
+      b.append(cat_table[c[i]]);
+      if (e[i] != kineto::kNull) {
+        b.append(";ext=");
+        const auto r = std::to_chars(num, num + sizeof num, e[i]);
+        b.append(std::string_view(num, static_cast<size_t>(r.ptr - num)));
+      }
+      if (y[i] >= 0) {
+        b.append(";sync_kind=");
+        b.append(sync_table[y[i]]);
+      }
+      b.end_row();
+    }
+    col = b.finish("detail");
+  }
+  return ArrowColumn{std::move(col)};
+}
+
 py::list strings(const kineto::Dict& d, size_t from) {
   py::list out;
   const auto& strs = d.strings();
@@ -183,6 +227,9 @@ void bind_kineto(py::module_& m) {
           },
           py::arg("which"), py::arg("start") = 0,
           "Dictionary 'cat', 'name' or 'args' from code `start` on.");
+  m.def("kineto_detail", &detail, py::arg("cat"), py::arg("cat_table"), py::arg("ext"),
+        py::arg("sync"), py::arg("sync_table"),
+        "The detail column of kineto_convert's rows as an ArrowColumn (see _kineto/_native.py).");
   m.def("kineto_convert", &convert, py::arg("cols"), py::arg("cat_kind"), py::arg("name_step"),
         py::arg("name_gpu_cat"), py::arg("kind_gpu"), py::arg("kind_order"), py::arg("ranks"),
         py::arg("bases"), py::arg("sizes"), py::arg("mark_cat0"), py::arg("mark_name"),

@@ -115,6 +115,15 @@ class KinetoScanner:
     def end_file(self) -> dict[str, Any] | str: ...
     def strings(self, which: str, start: int = 0) -> list[str]: ...
 
+def kineto_detail(
+    cat: npt.NDArray[np.int32],
+    cat_table: list[str],
+    ext: npt.NDArray[np.int64],
+    sync: npt.NDArray[np.int32],
+    sync_table: list[str],
+) -> ArrowColumn:
+    """The detail column of kineto_convert's rows (see _kineto/_native.py)."""
+
 def kineto_convert(
     cols: dict[str, npt.NDArray[Any]],
     cat_kind: npt.NDArray[np.uint8],
@@ -130,3 +139,21 @@ def kineto_convert(
 ) -> dict[str, npt.NDArray[Any]]:
     """Scanner columns of every file (file order) -> event-schema columns sorted by rank, start,
     event index, file, with one trace mark per file (csrc/kineto/row_convert.h)."""
+
+# Arrow C data interface (csrc/arrow): columns for Polars without NumPy's constructors
+class ArrowColumn:
+    """A column in Arrow buffers owned by the extension; pl.Series(col) takes it."""
+
+    def __arrow_c_array__(
+        self, requested_schema: object | None = None
+    ) -> tuple[object, object]: ...
+    def __len__(self) -> int: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def null_count(self) -> int: ...
+
+def arrow_numeric(values: npt.NDArray[Any], name: str = "") -> ArrowColumn: ...
+def arrow_strings(
+    table: list[str], codes: npt.NDArray[np.int64], name: str = ""
+) -> ArrowColumn: ...

@@ -24,6 +24,7 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
+from stallscope import _arrow
 from stallscope._classify import gpu_category
 from stallscope._kineto._collectives import collective_events
 from stallscope._kineto._convert import (
@@ -33,7 +34,6 @@ from stallscope._kineto._convert import (
     PROBLEMS,
     STEP_RE,
     TRACE_MARK,
-    clean,
     unknown_categories,
 )
 from stallscope._kineto._fastjson import parse_meta
@@ -195,11 +195,16 @@ class _Tables:
     cat_flow: np.ndarray[Any, Any]
     cat_linked: np.ndarray[Any, Any]  # GPU / runtime categories (linked by correlation)
     cat_stripped: list[str]
-    cat_detail: pl.Series  # "cat=<cat>" per code
+    cat_detail: list[str]  # "cat=<cat>" per code
     name_step: np.ndarray[Any, Any]  # name code -> ProfilerStep number (NULL: none)
     name_gpu_cat: np.ndarray[Any, Any]  # name code -> CATEGORY index for GPU rows
-    names: pl.Series  # name code -> name ("" appended for null names: code -1)
-    args: pl.Series  # args dictionary
+    names: list[str]  # name code -> name ("" appended for null names: code -1)
+    args: list[str]  # args dictionary
+    args_clean: list[str]  # the same, safe inside detail (_convert.clean)
+
+
+# _convert.clean (a value safe inside detail) for one Python string.
+_CLEAN: Final = str.maketrans(";=", "__")
 
 
 def _tables(scanner: Any) -> _Tables:
@@ -212,7 +217,7 @@ def _tables(scanner: Any) -> _Tables:
         step=pl.col("n").str.extract(STEP_RE, 1).cast(pl.Int64, strict=False).fill_null(NULL),
         gpu=gpu_category(pl.col("n")).replace_strict(CATEGORY_ID, return_dtype=pl.UInt8),
     )
-    args = pl.Series("a", scanner.strings("args"), dtype=pl.String)
+    args = scanner.strings("args")
     return _Tables(
         cat_kind=np.array([KIND_ID[k] for k in kinds], dtype=np.uint8),
         cat_known=np.array([c in KIND_OF_CAT for c in stripped], dtype=bool),
@@ -220,11 +225,12 @@ def _tables(scanner: Any) -> _Tables:
         cat_flow=np.array([c in FLOW_CATS for c in stripped], dtype=bool),
         cat_linked=np.array([c in linked for c in stripped], dtype=bool),
         cat_stripped=stripped,
-        cat_detail=cats.to_frame().select((pl.lit("cat=") + clean(pl.col("c"))).alias("d"))["d"],
+        cat_detail=["cat=" + c.translate(_CLEAN) for c in stripped],
         name_step=facts["step"].to_numpy(),
         name_gpu_cat=facts["gpu"].to_numpy(),
-        names=names,
+        names=names.to_list(),
         args=args,
+        args_clean=[a.translate(_CLEAN) for a in args],
     )
 
 
@@ -239,12 +245,12 @@ def _link_flows(rows: dict[str, np.ndarray[Any, Any]], fs: FileScan, t: _Tables)
     keep = t.cat_flow[fl["cat"]] if len(fl["cat"]) else np.zeros(0, dtype=bool)
     cols = {k: fl[k][keep] for k in ("pid", "tid", "ts_ns", "id")}
     flows = (
-        pl.DataFrame(cols)
+        _arrow.frame(cols)
         .filter(*(pl.col(k) != NULL for k in cols))
         .unique(subset=["pid", "tid", "ts_ns"], keep="first", maintain_order=True)
     )
     pos = np.flatnonzero(unlinked)
-    want = pl.DataFrame({"pos": pos, **{k: rows[k][pos] for k in ("pid", "tid", "ts_ns")}}).filter(
+    want = _arrow.frame({"pos": pos, **{k: rows[k][pos] for k in ("pid", "tid", "ts_ns")}}).filter(
         pl.col("pid") != NULL, pl.col("tid") != NULL
     )
     found = want.join(flows, on=["pid", "tid", "ts_ns"], how="inner")
@@ -322,10 +328,7 @@ def convert_all(
     for r, v in zip(ranks, out.pop("file_row0").tolist(), strict=True):
         if v != NULL:
             row0_by_rank[r] = min(v, row0_by_rank.get(r, v))
-    marks = pl.Series(
-        [mark_detail(i, ts_float[i], row0_by_rank.get(r)) for i, r in enumerate(ranks)],
-        dtype=pl.String,
-    )
+    marks = [mark_detail(i, ts_float[i], row0_by_rank.get(r)) for i, r in enumerate(ranks)]
     frame = _schema_frame(out, t, marks)
     colls = _collectives(frame, scans, t, sizes, file_index, out["out_row"])
     counts = list(sizes)
@@ -360,52 +363,42 @@ def _sorted(holder: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _schema_frame(
-    out: dict[str, np.ndarray[Any, Any]], t: _Tables, marks: pl.Series
+    out: dict[str, np.ndarray[Any, Any]], t: _Tables, marks: list[str]
 ) -> pl.DataFrame:
     """The schema columns (plus _i, _kord) from kineto_convert's sorted columns; `marks`: the
     detail of each file's trace mark (cat codes from len(t.cat_detail) on)."""
+    from stallscope import _core
+
     n = len(out["rank"])
-    ext = pl.Series("e", out["ext"])
-    sync = _gather(t.args.to_frame().select(clean(pl.col("a")))["a"], out["sync_kind"])
-    cat_detail = pl.concat([t.cat_detail, marks.alias(t.cat_detail.name)])
-    detail = pl.select(
-        pl.concat_str(
-            _gather(cat_detail, out["cat"]),
-            pl.when(ext != NULL).then(pl.lit(";ext=") + ext.cast(pl.String)).otherwise(pl.lit("")),
-            pl.when(sync.is_not_null()).then(pl.lit(";sync_kind=") + sync).otherwise(pl.lit("")),
-        ).alias("detail")
-    ).to_series()
-    names = pl.concat([t.names, pl.Series(t.names.name, [TRACE_MARK], dtype=pl.String)])
+    detail = pl.Series(
+        _core.kineto_detail(
+            out["cat"], [*t.cat_detail, *marks], out["ext"], out["sync_kind"], t.args_clean
+        )
+    )
     return pl.DataFrame(
-        {
-            "rank": out["rank"],
-            "pid": out["pid"],
-            "kind": pl.Series(KINDS, dtype=KIND).gather(pl.Series(out["kind"], dtype=pl.UInt32)),
-            "category": pl.Series(CATEGORIES, dtype=CATEGORY).gather(
-                pl.Series(out["category"], dtype=pl.UInt32)
-            ),
-            "name": names.gather(pl.Series(out["name"], dtype=pl.UInt32)),
-            "start_ns": out["start_ns"],
-            "end_ns": out["end_ns"],
-            "lane": out["lane"],
-            "device": out["device"],
-            "correlation": out["correlation"],
-            "bytes": out["bytes"],
-            "value": pl.repeat(None, n, dtype=pl.Float64, eager=True),
-            "detail": detail,
-            "_i": out["index"],
-            "_kord": out["kind_order"],
-        }
+        [
+            _arrow.series(out["rank"], "rank"),
+            _arrow.series(out["pid"], "pid"),
+            _KINDS.gather(_arrow.series(out["kind"], "kind", pl.UInt32)),
+            _CATEGORIES.gather(_arrow.series(out["category"], "category", pl.UInt32)),
+            _arrow.strings([*t.names, TRACE_MARK], out["name"], "name"),
+            *(_arrow.series(out[k], k) for k in ("start_ns", "end_ns", "lane", "device")),
+            *(_arrow.series(out[k], k) for k in ("correlation", "bytes")),
+            pl.repeat(None, n, dtype=pl.Float64, eager=True).alias("value"),
+            detail,
+            _arrow.series(out["index"], "_i"),
+            _arrow.series(out["kind_order"], "_kord"),
+        ]
     )
 
 
-def _gather(table: pl.Series, codes: np.ndarray[Any, Any]) -> pl.Series:
+_KINDS: Final = pl.Series("kind", KINDS, dtype=KIND)
+_CATEGORIES: Final = pl.Series("category", CATEGORIES, dtype=CATEGORY)
+
+
+def _gather(table: list[str], codes: np.ndarray[Any, Any]) -> pl.Series:
     """table[code] per code; null where the code is negative."""
-    c = pl.Series(codes, dtype=pl.Int64)
-    idx = pl.select(pl.when(c >= 0).then(c)).to_series()
-    if table.len() == 0:
-        return pl.repeat(None, len(codes), dtype=table.dtype, eager=True)
-    return table.gather(idx)
+    return _arrow.strings(table, codes)
 
 
 # Kind codes ordered as their names sort (the general converter sorts ties by the kind's name).
@@ -450,10 +443,10 @@ def _collectives(
     def s(k: str) -> pl.Series:
         return _gather(t.args, m[k])
 
-    ops = frame[pos].with_columns(
+    ops = frame[_arrow.series(pos)].with_columns(
         _coll=s("coll"),
-        _group_size=pl.Series(m["group_size"]),
-        _in_nelems=pl.Series(m["in_nelems"]),
+        _group_size=_arrow.series(m["group_size"]),
+        _in_nelems=_arrow.series(m["in_nelems"]),
         _dtype=s("dtype"),
         _pg=s("pg"),
         _pg_desc=s("pg_desc"),

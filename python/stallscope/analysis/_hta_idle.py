@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from stallscope import _arrow
 from stallscope.analysis._hta_loading import hta_rows
 
 OP_KINDS = ("kernel", "memcpy", "memset")
@@ -61,13 +62,11 @@ def idle_from_rows(rows: pl.DataFrame, consecutive_kernel_delay: float) -> pl.Da
         ratio = total[where] / per_stream[g]
     return pl.DataFrame(
         {
-            "rank": pl.Series(rank[starts][g], dtype=pl.Int32),
-            "stream": pl.Series(stream[starts][g], dtype=pl.Int64),
-            "idle_category": pl.Series(np.asarray(CATEGORIES)[c], dtype=pl.String),
-            "idle_time_ns": pl.Series(np.round(total[where] * 1000.0), dtype=pl.Float64).cast(
-                pl.Int64
-            ),
+            "rank": _arrow.series(rank[starts][g], dtype=pl.Int32),
+            "stream": _arrow.series(stream[starts][g], dtype=pl.Int64),
+            "idle_category": _arrow.strings(CATEGORIES, c),
+            "idle_time_ns": _arrow.series(np.round(total[where] * 1000.0), dtype=pl.Int64),
             # HTA reports the ratio rounded to 2 decimals (numpy's rounding).
-            "idle_time_ratio": pl.Series(np.round(ratio, 2), dtype=pl.Float64),
+            "idle_time_ratio": _arrow.series(np.round(ratio, 2), dtype=pl.Float64),
         }
     )

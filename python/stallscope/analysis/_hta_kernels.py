@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from stallscope import _arrow
 from stallscope.analysis._hta_loading import hta_rows, merge_by_type, sweep
 
 TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
@@ -50,10 +51,10 @@ def kernel_type_breakdown(
         schema={"kernel_type": pl.String, "time": pl.Float64},
     ).sort("time", "kernel_type", descending=[True, False])
     total = sums["time"].sum()
-    pct = np.round(sums["time"].to_numpy() / total * 100, 1) if total else sums["time"] * 0
+    pct = _arrow.series(np.round(sums["time"].to_numpy() / total * 100, 1)) if total else None
     return sums.select(
         "kernel_type", time_ns=(pl.col("time") * 1000.0).round(0).cast(pl.Int64)
-    ).with_columns(percentage=pl.Series(pct, dtype=pl.Float64))
+    ).with_columns(percentage=sums["time"] * 0 if pct is None else pct)
 
 
 def kernel_breakdown(

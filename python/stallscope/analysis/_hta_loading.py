@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from stallscope import _arrow
 from stallscope._classify import hta_kernel_type
 from stallscope._kineto._convert import TRACE_MARK
 from stallscope._schema import parse_detail
@@ -126,10 +127,10 @@ def _hta_rows(
     runtime[gpu[found]] = ts[cpu[order[last[found]]]]
     for r, r0 in _row0_ts(facts, shift).items():  # no partner but a correlation: the first row
         runtime[gpu[~found & (ranks[gpu] == r) & (corrs[gpu] >= 0)]] = r0
-    df = df.with_columns(ts_runtime=pl.Series(runtime, dtype=pl.Float64).fill_nan(None))
-    step = df["name"].str.contains("ProfilerStep", literal=True).to_numpy()
+    df = df.with_columns(ts_runtime=_arrow.series(runtime).fill_nan(None))
+    step = df["name"].str.contains("ProfilerStep", literal=True)
     if not include_last_profiler_step and df["name"].filter(step).n_unique() >= 2:
-        df = _drop_last_step(df, step)
+        df = _drop_last_step(df, step.to_numpy())
     return df.with_columns(kind=pl.col("kind").cast(pl.String), kernel_type=_kernel_types(df))
 
 
@@ -173,9 +174,9 @@ def _hta_times(df: pl.DataFrame) -> pl.DataFrame:
     ts = np.where(flt, np.ceil(rel_f), rel_i)
     end = np.where(flt, np.floor(rel_f + dur_f), rel_i + dur_f)
     return df.drop("ns_rel", "dur_ns", "ts_float").with_columns(
-        ts=pl.Series(ts, dtype=pl.Float64),
-        end=pl.Series(end, dtype=pl.Float64),
-        dur=pl.Series(end - ts, dtype=pl.Float64),
+        ts=_arrow.series(ts),
+        end=_arrow.series(end),
+        dur=_arrow.series(end - ts),
     )
 
 
@@ -197,7 +198,7 @@ def _lookup(
         return order, found, first, last
     rs, cs = rank[src][order], corr[src][order]
     rd, cd = rank[dst], corr[dst]
-    for r in np.unique(rd):
+    for r in _distinct(rd):
         lo, hi = np.searchsorted(rs, r, "left"), np.searchsorted(rs, r, "right")
         if lo == hi:
             continue
@@ -213,6 +214,13 @@ def _lookup(
     return order, found, first, last
 
 
+def _distinct(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The sorted distinct values of `a`: np.unique without its import of numpy.ma (about
+    20 ms on first use in a process)."""
+    s = np.sort(a)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
+
+
 def _drop_last_step(df: pl.DataFrame, step: np.ndarray[Any, Any]) -> pl.DataFrame:
     """HTA's last-step filter. `step`: the rows whose name contains "ProfilerStep"."""
     rank = df["rank"].to_numpy()
@@ -222,7 +230,7 @@ def _drop_last_step(df: pl.DataFrame, step: np.ndarray[Any, Any]) -> pl.DataFram
     # CPU rows before their rank's last step (ranks without a step keep none).
     limit = np.full(len(ts), -np.inf)
     steps = np.flatnonzero(step & ~is_gpu)
-    for r in np.unique(rank[steps]):
+    for r in _distinct(rank[steps]):
         limit[rank == r] = ts[steps[rank[steps] == r]].max()
     cpu_kept = np.flatnonzero(~is_gpu & (ts < limit))
     # GPU rows matching kept CPU rows by (rank, correlation), one copy per match (HTA's inner
@@ -230,7 +238,7 @@ def _drop_last_step(df: pl.DataFrame, step: np.ndarray[Any, Any]) -> pl.DataFram
     gpu = np.flatnonzero(is_gpu)
     _, found, first, last = _lookup(rank, corr, cpu_kept, gpu)
     copies = np.where(found, last - first + 1, 0)
-    return df[np.concatenate([np.repeat(gpu, copies), cpu_kept])]
+    return df[_arrow.series(np.concatenate([np.repeat(gpu, copies), cpu_kept]))]
 
 
 def merge_intervals(
@@ -268,9 +276,9 @@ def merge_intervals(
             prev_max[a + 1 : b] = np.maximum.accumulate(end_s[a : b - 1])
     starts = np.flatnonzero(new_group | (ts_s > prev_max))
     keep = order[starts]
-    out = df.select(by)[keep].with_columns(
-        ts=pl.Series(ts_s[starts], dtype=pl.Float64),
-        end=pl.Series(np.maximum.reduceat(end_s, starts), dtype=pl.Float64),
+    out = df.select(by)[_arrow.series(keep)].with_columns(
+        ts=_arrow.series(ts_s[starts].astype(np.float64)),
+        end=_arrow.series(np.maximum.reduceat(end_s, starts).astype(np.float64)),
     )
     return out.lazy()
 

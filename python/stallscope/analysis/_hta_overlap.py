@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from stallscope import _arrow
 from stallscope.analysis._hta_loading import hta_rows, merge_by_type, sweep
 from stallscope.analysis._hta_temporal import hta_pct
 
@@ -23,7 +24,10 @@ def comm_comp_overlap(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     both = label == 3
     overlap = (
         pl.DataFrame(
-            {"rank": pl.Series(rank[both], dtype=pl.Int32), "dur": pl.Series(dur[both])},
+            {
+                "rank": _arrow.series(rank[both], dtype=pl.Int32),
+                "dur": _arrow.series(dur[both], dtype=pl.Float64),
+            },
             schema={"rank": pl.Int32, "dur": pl.Float64},
         )
         .group_by("rank")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from stallscope import _arrow
 from stallscope.analysis._hta_loading import hta_rows, merge_intervals
 
 
@@ -14,7 +15,7 @@ def hta_pct(part: pl.Series, whole: pl.Series) -> pl.Series:
     """round(100 * part / whole, 2) as pandas does it (numpy's half-to-even on the scaled value)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         values = np.round(100 * (part.to_numpy() / whole.to_numpy()), 2)
-    return pl.Series(values, dtype=pl.Float64)
+    return _arrow.series(values, dtype=pl.Float64)
 
 
 def _us_to_ns(col: str) -> pl.Expr:

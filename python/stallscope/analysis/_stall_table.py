@@ -65,6 +65,7 @@ from typing import Final
 import numpy as np
 import polars as pl
 
+from stallscope import _arrow
 from stallscope._schema import CATEGORIES, KINDS, conform, parse_detail
 from stallscope.analysis._collectives import collectives
 from stallscope.analysis._intervals import Union, exclusive, exclusive_arrays
@@ -463,7 +464,8 @@ def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     sums = np.zeros(w.height * nl, np.int64)  # (window, category) -> ns
     sums[0::nl] = u0.before(we) - u0.before(ws)
     np.add.at(sums, seg_w * nl + label, (se - ss) - (u0.before(se) - u0.before(ss)))
-    per = pl.DataFrame(sums.reshape(-1, nl), schema=[f"{c}_ns" for c in ATTRIBUTED], orient="row")
+    grid = sums.reshape(-1, nl)
+    per = _arrow.frame({f"{c}_ns": grid[:, j] for j, c in enumerate(ATTRIBUTED)})
     claimed = pl.sum_horizontal([pl.col(f"{c}_ns") for c in ATTRIBUTED])
     return (
         pl.concat([w, per], how="horizontal")

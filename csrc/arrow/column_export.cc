@@ -1,0 +1,228 @@
+#include "arrow/column_export.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <utility>
+
+namespace stallscope::arrow {
+
+namespace {
+
+constexpr size_t kAlign = 64;             // bytes, Arrow's recommended buffer alignment
+constexpr size_t kInline = 12;            // a view holds strings up to this many bytes
+constexpr size_t kMaxBlob = size_t{1} << 30;  // bytes per view data buffer (offsets are int32)
+
+Buffer bitmap_from_bytes(const uint8_t* flags, size_t n, int64_t* nulls) {
+  Buffer out((n + 7) / 8);
+  std::memset(out.data(), 0, out.size());
+  int64_t zero = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (flags[i]) {
+      out.data()[i >> 3] |= static_cast<uint8_t>(1u << (i & 7));
+    } else {
+      ++zero;
+    }
+  }
+  if (nulls != nullptr) *nulls = zero;
+  return out;
+}
+
+// The 16-byte view of `s`, stored in blob `blob` at `offset` when it does not fit inline.
+void make_view(uint8_t* view, std::string_view s, int32_t blob, int32_t offset) {
+  std::memset(view, 0, 16);
+  const auto len = static_cast<int32_t>(s.size());
+  std::memcpy(view, &len, 4);
+  if (s.size() <= kInline) {
+    std::memcpy(view + 4, s.data(), s.size());
+  } else {
+    std::memcpy(view + 4, s.data(), 4);  // prefix
+    std::memcpy(view + 8, &blob, 4);
+    std::memcpy(view + 12, &offset, 4);
+  }
+}
+
+struct ArrayPrivate {
+  std::shared_ptr<const Column> col;
+  std::vector<const void*> buffers;
+  std::vector<int64_t> blob_sizes;  // "vu": the last buffer
+};
+
+void release_schema(ArrowSchema* s) {
+  delete static_cast<std::shared_ptr<const Column>*>(s->private_data);
+  s->release = nullptr;
+}
+
+void release_array(ArrowArray* a) {
+  delete static_cast<ArrayPrivate*>(a->private_data);
+  a->release = nullptr;
+}
+
+}  // namespace
+
+Buffer::Buffer(size_t bytes) : size_(bytes) {
+  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  data_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded));
+  if (data_ == nullptr) throw std::bad_alloc();
+}
+
+Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    std::free(data_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+Buffer::~Buffer() { std::free(data_); }
+
+std::string numeric_format(char kind, size_t itemsize) {
+  switch (kind) {
+    case 'b':
+      return itemsize == 1 ? "b" : "";
+    case 'i':
+      return itemsize == 1 ? "c" : itemsize == 2 ? "s" : itemsize == 4 ? "i" : itemsize == 8 ? "l" : "";
+    case 'u':
+      return itemsize == 1 ? "C" : itemsize == 2 ? "S" : itemsize == 4 ? "I" : itemsize == 8 ? "L" : "";
+    case 'f':
+      return itemsize == 4 ? "f" : itemsize == 8 ? "g" : "";
+    default:
+      return "";
+  }
+}
+
+std::shared_ptr<const Column> numeric(const std::string& format, const void* data, size_t n,
+                                      size_t itemsize) {
+  auto col = std::make_shared<Column>();
+  col->format = format;
+  col->length = static_cast<int64_t>(n);
+  if (format == "b") {
+    col->values = bitmap_from_bytes(static_cast<const uint8_t*>(data), n, nullptr);
+  } else {
+    col->values = Buffer(n * itemsize);
+    if (n != 0) std::memcpy(col->values.data(), data, n * itemsize);
+  }
+  return col;
+}
+
+ViewBuilder::ViewBuilder(size_t rows_hint) {
+  views_.reserve(rows_hint * 16);
+  valid_.reserve(rows_hint);
+  data_.emplace_back();
+}
+
+void ViewBuilder::end_row() {
+  std::string* blob = &data_.back();
+  if (row_.size() > kInline && blob->size() + row_.size() > kMaxBlob) {
+    if (row_.size() > kMaxBlob) throw std::length_error("string column: a value over 1 GiB");
+    blob = &data_.emplace_back();
+  }
+  const size_t at = views_.size();
+  views_.resize(at + 16);
+  make_view(views_.data() + at, row_, static_cast<int32_t>(data_.size() - 1),
+            static_cast<int32_t>(blob->size()));
+  if (row_.size() > kInline) blob->append(row_);
+  valid_.push_back(1);
+  row_.clear();
+}
+
+void ViewBuilder::null_row() {
+  const size_t at = views_.size();
+  views_.resize(at + 16);
+  std::memset(views_.data() + at, 0, 16);
+  valid_.push_back(0);
+  ++nulls_;
+  row_.clear();
+}
+
+std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {
+  auto col = std::make_shared<Column>();
+  col->format = "vu";
+  col->name = std::move(name);
+  col->length = static_cast<int64_t>(valid_.size());
+  col->values = Buffer(views_.size());
+  if (!views_.empty()) std::memcpy(col->values.data(), views_.data(), views_.size());
+  if (nulls_ != 0) col->validity = bitmap_from_bytes(valid_.data(), valid_.size(), &col->null_count);
+  col->blobs = std::move(data_);
+  views_.clear();
+  valid_.clear();
+  data_.assign(1, std::string());
+  nulls_ = 0;
+  return col;
+}
+
+std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& table,
+                                             const int64_t* codes, size_t n, std::string name) {
+  auto col = std::make_shared<Column>();
+  col->format = "vu";
+  col->name = std::move(name);
+  col->length = static_cast<int64_t>(n);
+  // Each table string's view, its long strings stored once.
+  std::vector<uint8_t> views(table.size() * 16);
+  col->blobs.emplace_back();
+  for (size_t i = 0; i < table.size(); ++i) {
+    const std::string& s = table[i];
+    if (s.size() > kMaxBlob) throw std::length_error("string column: a value over 1 GiB");
+    if (s.size() > kInline && col->blobs.back().size() + s.size() > kMaxBlob) {
+      col->blobs.emplace_back();
+    }
+    std::string& blob = col->blobs.back();
+    make_view(views.data() + i * 16, s, static_cast<int32_t>(col->blobs.size() - 1),
+              static_cast<int32_t>(blob.size()));
+    if (s.size() > kInline) blob.append(s);
+  }
+  col->values = Buffer(n * 16);
+  uint8_t* out = col->values.data();
+  std::vector<uint8_t> valid;
+  const auto size = static_cast<int64_t>(table.size());
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t c = codes[i];
+    if (c >= 0 && c < size) {
+      std::memcpy(out + i * 16, views.data() + c * 16, 16);
+    } else {
+      if (c >= size) throw std::out_of_range("string column: a code past the table's end");
+      if (valid.empty()) valid.assign(n, 1);
+      valid[i] = 0;
+      std::memset(out + i * 16, 0, 16);
+    }
+  }
+  if (!valid.empty()) col->validity = bitmap_from_bytes(valid.data(), n, &col->null_count);
+  return col;
+}
+
+void export_column(const std::shared_ptr<const Column>& col, ArrowSchema* schema,
+                   ArrowArray* array) {
+  *schema = ArrowSchema{};
+  schema->format = col->format.c_str();
+  schema->name = col->name.c_str();
+  schema->flags = ARROW_FLAG_NULLABLE;
+  schema->release = &release_schema;
+  schema->private_data = new std::shared_ptr<const Column>(col);
+
+  auto* priv = new ArrayPrivate{col, {}, {}};
+  priv->buffers.push_back(col->null_count != 0 ? col->validity.data() : nullptr);
+  priv->buffers.push_back(col->values.data());
+  if (col->format == "vu") {
+    for (const std::string& b : col->blobs) {
+      priv->buffers.push_back(b.data());
+      priv->blob_sizes.push_back(static_cast<int64_t>(b.size()));
+    }
+    priv->buffers.push_back(priv->blob_sizes.data());
+  }
+  *array = ArrowArray{};
+  array->length = col->length;
+  array->null_count = col->null_count;
+  array->n_buffers = static_cast<int64_t>(priv->buffers.size());
+  array->buffers = priv->buffers.data();
+  array->release = &release_array;
+  array->private_data = priv;
+}
+
+}  // namespace stallscope::arrow

@@ -1,0 +1,83 @@
+// One column's buffers, owned here, handed to Polars (or any Arrow consumer) through the C data
+// interface without NumPy's constructors: numeric columns (a copy of the caller's array) and UTF-8
+// view columns built from string tables (each row a 16-byte view into a shared data buffer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "arrow/arrow_c_abi.h"
+
+namespace stallscope::arrow {
+
+// 64-byte aligned storage (Arrow's recommended alignment), freed with the column.
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes);
+  Buffer(Buffer&&) noexcept;
+  Buffer& operator=(Buffer&&) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A column ready for export. Immutable once built; shared by every export of it.
+struct Column {
+  std::string format;  // Arrow format string
+  std::string name;
+  int64_t length = 0;
+  int64_t null_count = 0;
+  Buffer validity;  // bit i set: row i valid; empty when null_count == 0
+  Buffer values;    // fixed-width values; for "vu": the 16-byte views
+  std::vector<std::string> blobs;  // "vu" only: the data buffers the views point into
+};
+
+// Format string of a fixed-width numeric type by NumPy kind ('i', 'u', 'f', 'b') and item size;
+// empty when Arrow has none.
+std::string numeric_format(char kind, size_t itemsize);
+
+// A numeric column copied from `data` (n items of `itemsize` bytes). bool (format "b") is
+// bit-packed from one byte per item.
+std::shared_ptr<const Column> numeric(const std::string& format, const void* data, size_t n,
+                                      size_t itemsize);
+
+// Builds a UTF-8 view column row by row: append() the pieces of a row, then end_row() (or
+// null_row()). Strings up to 12 bytes are stored in the view itself.
+class ViewBuilder {
+ public:
+  explicit ViewBuilder(size_t rows_hint = 0);
+  void append(std::string_view piece) { row_.append(piece); }
+  void end_row();
+  void null_row();
+  std::shared_ptr<const Column> finish(std::string name);
+
+ private:
+  std::vector<uint8_t> views_;  // 16 bytes per row
+  std::vector<std::string> data_;
+  std::vector<uint8_t> valid_;  // one byte per row until finish()
+  std::string row_;
+  int64_t nulls_ = 0;
+};
+
+// Gather: row i is table[codes[i]], null where the code is negative. Table strings longer than
+// 12 bytes are stored once; each row is a view into them.
+std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& table,
+                                             const int64_t* codes, size_t n, std::string name);
+
+// Fills `schema` and `array` (the consumer releases them); each export holds a reference.
+void export_column(const std::shared_ptr<const Column>& col, ArrowSchema* schema,
+                   ArrowArray* array);
+
+}  // namespace stallscope::arrow

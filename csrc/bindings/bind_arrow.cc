@@ -1,0 +1,122 @@
+// Columns for Polars through the Arrow C data interface: NumPy arrays copied into Arrow buffers,
+// and string columns gathered from a table by code. pl.Series(numpy array) would import
+// numpy.ma (about 20 ms in a fresh process) and check for masks on every call; this does not.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrow/column_export.h"
+#include "bindings/arrow_column.h"
+
+namespace py = pybind11;
+
+namespace stallscope::bindings {
+
+namespace {
+
+void schema_capsule_free(PyObject* capsule) {
+  auto* s = static_cast<ArrowSchema*>(PyCapsule_GetPointer(capsule, "arrow_schema"));
+  if (s == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  if (s->release != nullptr) s->release(s);
+  delete s;
+}
+
+void array_capsule_free(PyObject* capsule) {
+  auto* a = static_cast<ArrowArray*>(PyCapsule_GetPointer(capsule, "arrow_array"));
+  if (a == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  if (a->release != nullptr) a->release(a);
+  delete a;
+}
+
+py::tuple arrow_c_array(const ArrowColumn& self, const py::object& requested_schema) {
+  if (!requested_schema.is_none()) {
+    throw py::value_error("ArrowColumn: a requested schema is not supported (cast afterwards)");
+  }
+  auto* schema = new ArrowSchema();
+  auto* array = new ArrowArray();
+  arrow::export_column(self.col, schema, array);
+  py::object s = py::reinterpret_steal<py::object>(
+      PyCapsule_New(schema, "arrow_schema", &schema_capsule_free));
+  if (!s) {
+    schema->release(schema);
+    delete schema;
+    array->release(array);
+    delete array;
+    throw py::error_already_set();
+  }
+  py::object a = py::reinterpret_steal<py::object>(
+      PyCapsule_New(array, "arrow_array", &array_capsule_free));
+  if (!a) {
+    array->release(array);
+    delete array;
+    throw py::error_already_set();
+  }
+  return py::make_tuple(s, a);
+}
+
+ArrowColumn from_numpy(const py::array& arr, std::string name) {
+  if (arr.ndim() != 1) throw py::value_error("arrow_numeric: expected a 1-D array");
+  if (!(arr.flags() & py::array::c_style)) {
+    throw py::value_error("arrow_numeric: expected a contiguous array (np.ascontiguousarray)");
+  }
+  const py::dtype dt = arr.dtype();
+  const std::string format = arrow::numeric_format(dt.kind(), static_cast<size_t>(dt.itemsize()));
+  if (format.empty() || dt.byteorder() == '>') {
+    throw py::type_error("arrow_numeric: no Arrow type for NumPy dtype " +
+                         py::str(dt).cast<std::string>());
+  }
+  const void* data = arr.data();
+  const auto n = static_cast<size_t>(arr.size());
+  const auto item = static_cast<size_t>(dt.itemsize());
+  std::shared_ptr<const arrow::Column> col;
+  {
+    py::gil_scoped_release nogil;
+    col = arrow::numeric(format, data, n, item);
+  }
+  std::const_pointer_cast<arrow::Column>(col)->name = std::move(name);
+  return ArrowColumn{std::move(col)};
+}
+
+ArrowColumn strings(const std::vector<std::string>& table,
+                    const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& codes,
+                    std::string name) {
+  if (codes.ndim() != 1) throw py::value_error("arrow_strings: expected 1-D codes");
+  const int64_t* c = codes.data();
+  const auto n = static_cast<size_t>(codes.size());
+  std::shared_ptr<const arrow::Column> col;
+  {
+    py::gil_scoped_release nogil;
+    col = arrow::gather_strings(table, c, n, std::move(name));
+  }
+  return ArrowColumn{std::move(col)};
+}
+
+}  // namespace
+
+void bind_arrow(py::module_& m) {
+  py::class_<ArrowColumn>(m, "ArrowColumn",
+                          "A column in Arrow buffers owned by the extension; pl.Series(col) "
+                          "takes it through the Arrow PyCapsule interface.")
+      .def("__arrow_c_array__", &arrow_c_array, py::arg("requested_schema") = py::none(),
+           "(schema capsule, array capsule) of the Arrow C data interface.")
+      .def("__len__", [](const ArrowColumn& self) { return self.col->length; })
+      .def_property_readonly("format", [](const ArrowColumn& self) { return self.col->format; })
+      .def_property_readonly("null_count",
+                             [](const ArrowColumn& self) { return self.col->null_count; });
+  m.def("arrow_numeric", &from_numpy, py::arg("values"), py::arg("name") = "",
+        "A copy of a 1-D contiguous NumPy array (bool, int, uint, float) as an ArrowColumn.");
+  m.def("arrow_strings", &strings, py::arg("table"), py::arg("codes"), py::arg("name") = "",
+        "Row i = table[codes[i]] (null where the code is negative) as a UTF-8 view column.");
+}
+
+}  // namespace stallscope::bindings

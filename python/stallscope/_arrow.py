@@ -1,0 +1,40 @@
+"""NumPy arrays and string tables into Polars through the Arrow C data interface
+(csrc/arrow/column_export.h): ``pl.Series(ndarray)`` imports ``numpy.ma`` on first use (about
+20 ms in a fresh process) and checks every array for a mask; these do neither. The hot paths
+(the Kineto import, the analysis views) build their frames with these."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from stallscope import _core
+
+
+def series(
+    values: np.ndarray[Any, Any],
+    name: str = "",
+    dtype: pl.DataType | type[pl.DataType] | None = None,
+) -> pl.Series:
+    """A copy of a 1-D NumPy array (bool, int, uint, float) as a Series, cast to `dtype` if
+    given. NaN stays NaN (fill_nan(None) for nulls)."""
+    a = np.ascontiguousarray(values)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    s = pl.Series(_core.arrow_numeric(a, name))
+    return s if dtype is None or s.dtype == dtype else s.cast(dtype)
+
+
+def strings(table: Sequence[str], codes: np.ndarray[Any, Any], name: str = "") -> pl.Series:
+    """table[code] per code as a String Series; null where the code is negative."""
+    return pl.Series(_core.arrow_strings(list(table), np.asarray(codes, dtype=np.int64), name))
+
+
+def frame(columns: Mapping[str, np.ndarray[Any, Any] | pl.Series]) -> pl.DataFrame:
+    """A DataFrame from NumPy arrays and Series (arrays converted with `series`)."""
+    return pl.DataFrame(
+        [v.alias(k) if isinstance(v, pl.Series) else series(v, k) for k, v in columns.items()]
+    )

@@ -1,0 +1,141 @@
+"""Columns handed to Polars through the Arrow C data interface (csrc/arrow, stallscope._arrow):
+the same values as Polars' own NumPy constructor, string gathers with nulls, the Kineto detail
+column, ownership (a Series outlives the ArrowColumn it came from), and clear errors."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from stallscope import _arrow, _core
+
+NULL = np.iinfo(np.int64).min
+DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+DTYPES += [np.float32, np.float64, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_numeric_columns_equal_polars_own_constructor(dtype: type, data: st.DataObject) -> None:
+    a = data.draw(hnp.arrays(dtype, st.integers(0, 70)))
+    got = _arrow.series(a, "x")
+    want = pl.Series("x", a)
+    assert got.dtype == want.dtype
+    assert got.name == "x"
+    assert got.null_count() == 0
+    assert got.equals(want, check_names=True) or (
+        # NaN != NaN for equals(); compare bit patterns of float columns instead
+        a.dtype.kind == "f" and np.array_equal(got.to_numpy(), a, equal_nan=True)
+    )
+
+
+def test_numeric_views_slices_and_byte_order_are_copied_as_values() -> None:
+    a = np.arange(20, dtype=np.int64)
+    assert _arrow.series(a[::3]).to_list() == a[::3].tolist()  # not contiguous: copied first
+    big_endian = a.astype(">i4")
+    assert _arrow.series(big_endian).to_list() == a.tolist()
+    assert _arrow.series(a, dtype=pl.Int32).dtype == pl.Int32
+
+
+def test_a_series_outlives_its_arrow_column() -> None:
+    a = np.arange(1000, dtype=np.float64)
+    col = _core.arrow_numeric(a)
+    s = pl.Series(col)
+    del col, a
+    gc.collect()
+    assert s.sum() == sum(range(1000))
+    t = pl.Series(_core.arrow_strings(["a string longer than twelve bytes"], np.zeros(3, int)))
+    gc.collect()
+    assert t.to_list() == ["a string longer than twelve bytes"] * 3
+
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    table=st.lists(TEXT, max_size=12),
+    picks=st.lists(st.integers(-3, 11), max_size=60),
+)
+def test_strings_gather_by_code_with_nulls(table: list[str], picks: list[int]) -> None:
+    codes = np.array([c if c < len(table) else -1 for c in picks], dtype=np.int64)
+    got = _arrow.strings(table, codes, "n")
+    assert got.dtype == pl.String
+    assert got.to_list() == [table[c] if c >= 0 else None for c in codes]
+    assert got.null_count() == int((codes < 0).sum())
+
+
+def test_strings_at_the_inline_boundary() -> None:
+    # Views hold strings of up to 12 bytes themselves; longer ones point into a data buffer.
+    table = ["", "x" * 11, "y" * 12, "z" * 13, "é" * 6, "é" * 7, "日本語のテキストです"]
+    codes = np.array([6, 5, 4, 3, 2, 1, 0, 3, 3], dtype=np.int64)
+    assert _arrow.strings(table, codes).to_list() == [table[c] for c in codes]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.one_of(st.just(NULL), st.integers(-(2**62), 2**62)),
+            st.integers(-1, 1),
+        ),
+        max_size=40,
+    ),
+    cats=st.lists(TEXT, min_size=3, max_size=3),
+    syncs=st.lists(TEXT, min_size=2, max_size=2),
+)
+def test_kineto_detail_matches_the_general_readers_rule(
+    rows: list[tuple[int, int, int]], cats: list[str], syncs: list[str]
+) -> None:
+    cat = np.array([r[0] for r in rows], dtype=np.int32)
+    ext = np.array([r[1] for r in rows], dtype=np.int64)
+    sync = np.array([r[2] for r in rows], dtype=np.int32)
+    got = pl.Series(_core.kineto_detail(cat, cats, ext, sync, syncs)).to_list()
+    want = [
+        cats[c] + (f";ext={e}" if e != NULL else "") + (f";sync_kind={syncs[y]}" if y >= 0 else "")
+        for c, e, y in rows
+    ]
+    assert got == want
+
+
+def test_bad_input_is_refused_with_a_reason() -> None:
+    with pytest.raises(ValueError, match="1-D"):
+        _core.arrow_numeric(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="contiguous"):
+        _core.arrow_numeric(np.arange(10)[::2])
+    with pytest.raises(TypeError, match="no Arrow type"):
+        _core.arrow_numeric(np.array(["a"], dtype=object))
+    with pytest.raises(IndexError, match="past the table"):
+        _core.arrow_strings(["a"], np.array([1]))
+    with pytest.raises(ValueError, match="differ in length"):
+        _core.kineto_detail(
+            np.zeros(2, np.int32), ["c"], np.zeros(1, np.int64), np.zeros(2, np.int32), []
+        )
+    with pytest.raises(ValueError, match="requested schema"):
+        _core.arrow_numeric(np.arange(3)).__arrow_c_array__(object())
+
+
+def test_import_and_views_do_not_load_numpy_ma(kineto_data: Path) -> None:
+    # numpy.ma costs ~20 ms on first use; Polars' NumPy constructor and np.unique import it.
+    code = (
+        "import sys, warnings; warnings.simplefilter('ignore');"
+        "sys.modules['numpy.ma'] = None;"  # any use raises
+        "import stallscope, stallscope.analysis as a;"
+        f"ev = stallscope.import_kineto({str(kineto_data / 'hta_a100_rank0_of2_ncclmeta')!r});"
+        "[f(ev) for f in (a.stall_table, a.temporal_breakdown, a.idle_time_breakdown,"
+        " a.kernel_type_breakdown, a.kernel_breakdown, a.comm_comp_overlap, a.launch_stats,"
+        " a.queue_length)]"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
