@@ -112,6 +112,16 @@ std::shared_ptr<const Column> numeric(const std::string& format, const void* dat
   return col;
 }
 
+std::shared_ptr<const Column> numeric_shared(const std::string& format, const SharedBuffer& buf,
+                                             const void* data, size_t n) {
+  auto col = std::make_shared<Column>();
+  col->format = format;
+  col->length = static_cast<int64_t>(n);
+  col->shared_owner = buf.owner;
+  col->shared_values = data;
+  return col;
+}
+
 ViewBuilder::ViewBuilder(size_t rows_hint) {
   views_.reserve(rows_hint * 16);
   valid_.reserve(rows_hint);
@@ -208,7 +218,7 @@ void export_column(const std::shared_ptr<const Column>& col, ArrowSchema* schema
 
   auto* priv = new ArrayPrivate{col, {}, {}};
   priv->buffers.push_back(col->null_count != 0 ? col->validity.data() : nullptr);
-  priv->buffers.push_back(col->values.data());
+  priv->buffers.push_back(col->values_data());
   if (col->format == "vu") {
     for (const std::string& b : col->blobs) {
       priv->buffers.push_back(b.data());

@@ -42,7 +42,24 @@ struct Column {
   Buffer validity;  // bit i set: row i valid; empty when null_count == 0
   Buffer values;    // fixed-width values; for "vu": the 16-byte views
   std::vector<std::string> blobs;  // "vu" only: the data buffers the views point into
+  // Fixed-width values owned elsewhere (shared, no copy): used instead of `values` when set.
+  std::shared_ptr<const void> shared_owner;
+  const void* shared_values = nullptr;
+
+  const void* values_data() const { return shared_values != nullptr ? shared_values : values.data(); }
 };
+
+// Storage owned by the extension and shared by a NumPy array and any Arrow export of it: a
+// release from any thread only drops a reference (no Python object, so no GIL is needed).
+struct SharedBuffer {
+  std::shared_ptr<const void> owner;
+  const uint8_t* begin = nullptr;
+  size_t bytes = 0;
+};
+
+// A column of `n` items at `data` inside `buf` (no copy; numeric formats except "b").
+std::shared_ptr<const Column> numeric_shared(const std::string& format, const SharedBuffer& buf,
+                                             const void* data, size_t n);
 
 // Format string of a fixed-width numeric type by NumPy kind ('i', 'u', 'f', 'b') and item size;
 // empty when Arrow has none.

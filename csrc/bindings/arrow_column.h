@@ -2,9 +2,12 @@
 // Arrow PyCapsule interface (__arrow_c_array__), so pl.Series(obj) takes it without NumPy.
 #pragma once
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "arrow/column_export.h"
 
@@ -13,5 +16,26 @@ namespace stallscope::bindings {
 struct ArrowColumn {
   std::shared_ptr<const arrow::Column> col;
 };
+
+// Name of the capsule that owns a SharedBuffer as the base of a NumPy array (owned_array).
+inline constexpr const char* kSharedBufferCapsule = "stallscope.shared_buffer";
+
+// A NumPy array over the vector's storage (no copy). Its base is a capsule holding the storage
+// as an arrow::SharedBuffer. A read-only one (`writeable` false) is handed to Polars by
+// arrow_numeric() without a copy (a writeable one could change under Polars: it is copied),
+// and Polars' release of it does not need the GIL.
+template <typename T>
+pybind11::array_t<T> owned_array(std::vector<T>&& v, bool writeable = true) {
+  auto vec = std::make_shared<const std::vector<T>>(std::move(v));
+  auto* buf = new arrow::SharedBuffer{vec, reinterpret_cast<const uint8_t*>(vec->data()),
+                                      vec->size() * sizeof(T)};
+  pybind11::capsule owner(buf, kSharedBufferCapsule,
+                          [](void* p) { delete static_cast<arrow::SharedBuffer*>(p); });
+  pybind11::array_t<T> out(static_cast<pybind11::ssize_t>(vec->size()), vec->data(), owner);
+  if (!writeable) {
+    pybind11::detail::array_proxy(out.ptr())->flags &= ~pybind11::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  }
+  return out;
+}
 
 }  // namespace stallscope::bindings

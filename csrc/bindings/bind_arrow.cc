@@ -64,6 +64,16 @@ py::tuple arrow_c_array(const ArrowColumn& self, const py::object& requested_sch
   return py::make_tuple(s, a);
 }
 
+// The SharedBuffer behind an array made by owned_array (or a view of one), else null.
+// Only read-only arrays: Polars must never see its memory change.
+const arrow::SharedBuffer* shared_buffer(const py::array& arr) {
+  if (arr.writeable()) return nullptr;
+  py::object base = arr.base();
+  if (!base || !PyCapsule_IsValid(base.ptr(), kSharedBufferCapsule)) return nullptr;
+  return static_cast<const arrow::SharedBuffer*>(
+      PyCapsule_GetPointer(base.ptr(), kSharedBufferCapsule));
+}
+
 ArrowColumn from_numpy(const py::array& arr, std::string name) {
   if (arr.ndim() != 1) throw py::value_error("arrow_numeric: expected a 1-D array");
   if (!(arr.flags() & py::array::c_style)) {
@@ -79,7 +89,13 @@ ArrowColumn from_numpy(const py::array& arr, std::string name) {
   const auto n = static_cast<size_t>(arr.size());
   const auto item = static_cast<size_t>(dt.itemsize());
   std::shared_ptr<const arrow::Column> col;
-  {
+  if (const arrow::SharedBuffer* buf = shared_buffer(arr); buf != nullptr && format != "b") {
+    const auto* p = static_cast<const uint8_t*>(data);
+    if (p >= buf->begin && p + n * item <= buf->begin + buf->bytes) {
+      col = arrow::numeric_shared(format, *buf, data, n);  // the extension's own memory
+    }
+  }
+  if (col == nullptr) {
     py::gil_scoped_release nogil;
     col = arrow::numeric(format, data, n, item);
   }

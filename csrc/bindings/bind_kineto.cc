@@ -4,6 +4,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <charconv>
 #include <string>
 #include <string_view>
@@ -25,12 +29,16 @@ namespace {
 using kineto::FileResult;
 using kineto::StreamScanner;
 
-// A NumPy array owning the vector's storage (no copy).
+// A NumPy array owning the vector's storage (no copy; shareable with Polars, arrow_column.h).
 template <typename T>
 py::array_t<T> to_array(std::vector<T>&& v) {
-  auto* heap = new std::vector<T>(std::move(v));
-  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>(static_cast<py::ssize_t>(heap->size()), heap->data(), owner);
+  return owned_array(std::move(v));
+}
+
+// The same, read-only: kineto_convert's columns go into the events frame without a copy.
+template <typename T>
+py::array_t<T> to_frozen(std::vector<T>&& v) {
+  return owned_array(std::move(v), false);
 }
 
 const char* const kRowIntNames[] = {"index",       "ts_ns",  "dur_ns", "pid",    "tid",
@@ -135,24 +143,24 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<int
     r = kineto::convert_rows(in, t, files, kind_order.data(), mark_cat0, mark_name);
   }
   py::dict out;
-  out["rank"] = to_array(std::move(r.rank));
-  out["pid"] = to_array(std::move(r.pid));
-  out["kind"] = to_array(std::move(r.kind));
-  out["category"] = to_array(std::move(r.category));
-  out["name"] = to_array(std::move(r.name));
-  out["start_ns"] = to_array(std::move(r.start));
-  out["end_ns"] = to_array(std::move(r.end));
-  out["lane"] = to_array(std::move(r.lane));
-  out["device"] = to_array(std::move(r.device));
-  out["correlation"] = to_array(std::move(r.correlation));
-  out["bytes"] = to_array(std::move(r.bytes));
-  out["cat"] = to_array(std::move(r.cat));
-  out["ext"] = to_array(std::move(r.ext));
-  out["sync_kind"] = to_array(std::move(r.sync));
-  out["index"] = to_array(std::move(r.index));
-  out["kind_order"] = to_array(std::move(r.kind_order));
-  out["out_row"] = to_array(std::move(r.out_row));
-  out["file_row0"] = to_array(std::move(r.file_row0));
+  out["rank"] = to_frozen(std::move(r.rank));
+  out["pid"] = to_frozen(std::move(r.pid));
+  out["kind"] = to_frozen(std::move(r.kind));
+  out["category"] = to_frozen(std::move(r.category));
+  out["name"] = to_frozen(std::move(r.name));
+  out["start_ns"] = to_frozen(std::move(r.start));
+  out["end_ns"] = to_frozen(std::move(r.end));
+  out["lane"] = to_frozen(std::move(r.lane));
+  out["device"] = to_frozen(std::move(r.device));
+  out["correlation"] = to_frozen(std::move(r.correlation));
+  out["bytes"] = to_frozen(std::move(r.bytes));
+  out["cat"] = to_frozen(std::move(r.cat));
+  out["ext"] = to_frozen(std::move(r.ext));
+  out["sync_kind"] = to_frozen(std::move(r.sync));
+  out["index"] = to_frozen(std::move(r.index));
+  out["kind_order"] = to_frozen(std::move(r.kind_order));
+  out["out_row"] = to_frozen(std::move(r.out_row));
+  out["file_row0"] = to_frozen(std::move(r.file_row0));
   return out;
 }
 
@@ -227,6 +235,19 @@ void bind_kineto(py::module_& m) {
           },
           py::arg("which"), py::arg("start") = 0,
           "Dictionary 'cat', 'name' or 'args' from code `start` on.");
+  m.def(
+      "trim_heap",
+      []() {
+#if defined(__GLIBC__)
+        py::gil_scoped_release nogil;
+        return malloc_trim(0) != 0;
+#else
+        return false;
+#endif
+      },
+      "Give the C heap's free pages back to the OS (glibc's malloc_trim; False elsewhere or "
+      "when nothing was released). The importer frees its scan columns (tens of MiB on large "
+      "traces) into a heap that glibc would otherwise keep.");
   m.def("kineto_detail", &detail, py::arg("cat"), py::arg("cat_table"), py::arg("ext"),
         py::arg("sync"), py::arg("sync_table"),
         "The detail column of kineto_convert's rows as an ArrowColumn (see _kineto/_native.py).");

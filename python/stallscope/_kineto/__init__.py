@@ -248,6 +248,7 @@ def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
     by_path: dict[Path, RankMeta] = {}
     if _reader() != "general" and _native.available():
         native, by_path, general = _read_native(files)
+        _native.trim_heap()  # the scan columns just freed: give their pages back
         if native is not None:
             frames.append(native)
     else:

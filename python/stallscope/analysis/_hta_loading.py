@@ -27,7 +27,7 @@ import polars as pl
 from stallscope import _arrow
 from stallscope._classify import hta_kernel_type
 from stallscope._kineto._convert import TRACE_MARK
-from stallscope._schema import parse_detail
+from stallscope._schema import KIND, KIND_ID, KINDS, parse_detail
 
 NOT_HTA_KINDS = ("mark", "collective", "p2p", "counter", "clock_sync", "bucket")
 GPU_KINDS = ("kernel", "memcpy", "memset", "gpu_sync")
@@ -75,63 +75,91 @@ _CACHE: dict[tuple[int, bool], tuple[weakref.ref[Any], pl.DataFrame]] = {}
 def _hta_rows(
     events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool
 ) -> pl.DataFrame:
-    lf = events.lazy()
-    facts = _trace_facts(lf).collect()
-    # Per-rank facts by lookup (a handful of ranks): cheaper than a join over every row.
-    bases = {r: b or 0 for r, b in facts.select("rank", "base_ns").iter_rows()}
-    floats = {r: f is not False for r, f in facts.select("rank", "ts_float").iter_rows()}
-    rank = pl.col("rank")
-    rows = lf.filter(~pl.col("kind").is_in(NOT_HTA_KINDS)).with_columns(
-        base_ns=rank.replace_strict(bases, default=0, return_dtype=pl.Int64),
-        ts_float=rank.replace_strict(floats, default=True, return_dtype=pl.Boolean),
-    )
-    kind = pl.col("kind")  # the schema's Enum: compared by code, no string per row
-    stream = pl.when(kind.is_in(GPU_KINDS)).then(pl.col("lane")).otherwise(-1).cast(pl.Int64)
-    corr = (
-        pl.when(kind.is_in([*GPU_KINDS, "runtime"]) & (pl.col("correlation") != 0))
-        .then(pl.col("correlation"))
-        .otherwise(-1)
-    )
-    rows = rows.select(
-        "rank",
-        "ts_float",
-        kind=kind,
-        name="name",
-        ns_rel=pl.col("start_ns") - pl.col("base_ns"),
-        dur_ns=pl.col("end_ns") - pl.col("start_ns"),
-        stream=stream,
-        correlation=corr,
-    ).with_columns(
-        is_gpu=((pl.col("stream") >= 0) & (pl.col("correlation") >= 0))
-        | pl.col("name").is_in(SYNC_NAMES),
-    )
-    df = _hta_times(rows.collect())
-    if df.height == 0:
-        return df.with_columns(
-            kernel_type=pl.lit(None, pl.String), ts_runtime=pl.lit(None, pl.Float64)
-        )
-    shift = float(df["ts"].min())  # type: ignore[arg-type]
-    df = df.with_columns(ts=pl.col("ts") - shift, end=pl.col("end") - shift)
+    """The rows, computed in NumPy on the events' columns: which rows HTA keeps (and, with its
+    last-step filter, in which order and how often) is settled first, and the frame is built
+    once from the final row indices, so no intermediate frame is made."""
+    facts = _trace_facts(events.lazy()).collect()
+    ev = events if isinstance(events, pl.DataFrame) else events.select(_NEEDED).collect()
+    kind_all = ev["kind"].cast(KIND).to_physical().to_numpy()
+    idx = np.flatnonzero(~np.isin(kind_all, _NOT_HTA_CODES))
+    kind = kind_all[idx]
+    rank = ev["rank"].to_numpy()[idx].astype(np.int32, copy=False)
+    start = ev["start_ns"].to_numpy()[idx]
+    # Per-rank facts by lookup (a handful of ranks): base_ns, and whether ts were floats.
+    base = np.zeros(len(idx), dtype=np.int64)
+    flt = np.ones(len(idx), dtype=bool)
+    for r, b, f in facts.select("rank", "base_ns", "ts_float").iter_rows():
+        at = rank == r
+        base[at] = b or 0
+        flt[at] = f is not False
+    is_gpu_kind = np.isin(kind, _GPU_CODES)
+    stream = np.where(is_gpu_kind, ev["lane"].to_numpy()[idx], -1).astype(np.int64)
+    corr_all = ev["correlation"].to_numpy()[idx]
+    corr = np.where((is_gpu_kind | (kind == KIND_ID["runtime"])) & (corr_all != 0), corr_all, -1)
+    name = ev["name"].gather(_arrow.series(idx))
+    is_gpu = ((stream >= 0) & (corr >= 0)) | name.is_in(SYNC_NAMES).fill_null(False).to_numpy()
+    ts, end = _hta_times(start - base, ev["end_ns"].to_numpy()[idx] - start, flt)
+    del start, base, corr_all
+    if len(idx) == 0:
+        return _frame(rank, kind, name, stream, corr, is_gpu, ts, end, ts)
+    shift = float(ts.min())
+    ts -= shift
+    end -= shift
     # index_correlation: the CPU partner of each GPU row (and vice versa) by correlation. A GPU
     # row without one gets index_correlation 0, which HTA's idle breakdown then looks up as the
     # pandas label 0: the file's first row (when HTA kept it). Only GPU rows get a ts_runtime:
     # the aligned ts of the last CPU row (in row order) with the same rank and correlation.
-    ranks = df["rank"].to_numpy()
-    corrs = df["correlation"].to_numpy()
-    is_gpu = df["is_gpu"].to_numpy()
-    ts = df["ts"].to_numpy()
-    cpu = np.flatnonzero(~is_gpu & (corrs != -1))
+    cpu = np.flatnonzero(~is_gpu & (corr != -1))
     gpu = np.flatnonzero(is_gpu)
-    order, found, _, last = _lookup(ranks, corrs, cpu, gpu)
-    runtime = np.full(df.height, np.nan)
+    order, found, _, last = _lookup(rank, corr, cpu, gpu)
+    runtime = np.full(len(idx), np.nan)
     runtime[gpu[found]] = ts[cpu[order[last[found]]]]
     for r, r0 in _row0_ts(facts, shift).items():  # no partner but a correlation: the first row
-        runtime[gpu[~found & (ranks[gpu] == r) & (corrs[gpu] >= 0)]] = r0
-    df = df.with_columns(ts_runtime=_arrow.series(runtime).fill_nan(None))
-    step = df["name"].str.contains("ProfilerStep", literal=True)
-    if not include_last_profiler_step and df["name"].filter(step).n_unique() >= 2:
-        df = _drop_last_step(df, step.to_numpy())
-    return df.with_columns(kind=pl.col("kind").cast(pl.String), kernel_type=_kernel_types(df))
+        runtime[gpu[~found & (rank[gpu] == r) & (corr[gpu] >= 0)]] = r0
+    step = name.str.contains("ProfilerStep", literal=True)
+    if not include_last_profiler_step and name.filter(step).n_unique() >= 2:
+        sel = _last_step_rows(rank, corr, is_gpu, ts, step.to_numpy())
+        rank, kind, stream, corr, is_gpu = (x[sel] for x in (rank, kind, stream, corr, is_gpu))
+        ts, end, runtime = ts[sel], end[sel], runtime[sel]
+        name = name.gather(_arrow.series(sel))
+    return _frame(rank, kind, name, stream, corr, is_gpu, ts, end, runtime)
+
+
+_NEEDED = ("rank", "kind", "name", "start_ns", "end_ns", "lane", "correlation")
+_NOT_HTA_CODES = np.array([KIND_ID[k] for k in NOT_HTA_KINDS])
+_GPU_CODES = np.array([KIND_ID[k] for k in GPU_KINDS])
+
+
+def _frame(
+    rank: np.ndarray[Any, Any],
+    kind: np.ndarray[Any, Any],
+    name: pl.Series,
+    stream: np.ndarray[Any, Any],
+    corr: np.ndarray[Any, Any],
+    is_gpu: np.ndarray[Any, Any],
+    ts: np.ndarray[Any, Any],
+    end: np.ndarray[Any, Any],
+    runtime: np.ndarray[Any, Any],
+) -> pl.DataFrame:
+    """The HTA rows frame from its columns (ts_runtime NaN -> null; kernel types added)."""
+    df = pl.DataFrame(
+        [
+            _arrow.series(rank, "rank", pl.Int32),
+            _KIND_NAMES.gather(_arrow.series(kind, dtype=pl.UInt32)).alias("kind"),
+            name.alias("name"),
+            _arrow.series(stream, "stream", pl.Int64),
+            _arrow.series(corr, "correlation", pl.Int64),
+            _arrow.series(is_gpu, "is_gpu"),
+            _arrow.series(ts, "ts", pl.Float64),
+            _arrow.series(end, "end", pl.Float64),
+            _arrow.series(end - ts, "dur", pl.Float64),
+            _arrow.series(runtime, "ts_runtime", pl.Float64).fill_nan(None),
+        ]
+    )
+    return df.with_columns(kernel_type=_kernel_types(df))
+
+
+_KIND_NAMES = pl.Series(KINDS, dtype=pl.String)
 
 
 def _kernel_types(df: pl.DataFrame) -> pl.Series:
@@ -159,13 +187,12 @@ def _row0_ts(facts: pl.DataFrame, shift: float) -> dict[int, float]:
     return dict(zip(rows["rank"].to_list(), (ts - shift).tolist(), strict=True))
 
 
-def _hta_times(df: pl.DataFrame) -> pl.DataFrame:
-    """ts / end / dur in HTA's µs. Computed with numpy: its division is IEEE-exact, while Polars
-    may divide by a constant through its reciprocal, which breaks the last bit and so HTA's
-    floor(ts + dur) on a few rows."""
-    ns_rel = df["ns_rel"].to_numpy()
-    dur_ns = df["dur_ns"].to_numpy()
-    flt = df["ts_float"].to_numpy()
+def _hta_times(
+    ns_rel: np.ndarray[Any, Any], dur_ns: np.ndarray[Any, Any], flt: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(ts, end) in HTA's µs from ns since the trace's base and durations in ns. NumPy's
+    division is IEEE-exact, while Polars may divide by a constant through its reciprocal,
+    which breaks the last bit and so HTA's floor(ts + dur) on a few rows."""
     # Float traces: the parsed float (ns_rel < 2**53, so this is exact to the last bit).
     # Integer traces (absolute epoch µs): the integer µs, exactly.
     rel_f = ns_rel.astype(np.float64) / 1000.0
@@ -173,11 +200,7 @@ def _hta_times(df: pl.DataFrame) -> pl.DataFrame:
     dur_f = dur_ns.astype(np.float64) / 1000.0
     ts = np.where(flt, np.ceil(rel_f), rel_i)
     end = np.where(flt, np.floor(rel_f + dur_f), rel_i + dur_f)
-    return df.drop("ns_rel", "dur_ns", "ts_float").with_columns(
-        ts=_arrow.series(ts),
-        end=_arrow.series(end),
-        dur=_arrow.series(end - ts),
-    )
+    return ts, end
 
 
 def _lookup(
@@ -221,12 +244,15 @@ def _distinct(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
 
 
-def _drop_last_step(df: pl.DataFrame, step: np.ndarray[Any, Any]) -> pl.DataFrame:
-    """HTA's last-step filter. `step`: the rows whose name contains "ProfilerStep"."""
-    rank = df["rank"].to_numpy()
-    corr = df["correlation"].to_numpy()
-    is_gpu = df["is_gpu"].to_numpy()
-    ts = df["ts"].to_numpy()
+def _last_step_rows(
+    rank: np.ndarray[Any, Any],
+    corr: np.ndarray[Any, Any],
+    is_gpu: np.ndarray[Any, Any],
+    ts: np.ndarray[Any, Any],
+    step: np.ndarray[Any, Any],
+) -> np.ndarray[Any, Any]:
+    """HTA's last-step filter: the rows it keeps, in its order (indices, repeated where HTA's
+    merge repeats a row). `step`: the rows whose name contains "ProfilerStep"."""
     # CPU rows before their rank's last step (ranks without a step keep none).
     limit = np.full(len(ts), -np.inf)
     steps = np.flatnonzero(step & ~is_gpu)
@@ -238,7 +264,7 @@ def _drop_last_step(df: pl.DataFrame, step: np.ndarray[Any, Any]) -> pl.DataFram
     gpu = np.flatnonzero(is_gpu)
     _, found, first, last = _lookup(rank, corr, cpu_kept, gpu)
     copies = np.where(found, last - first + 1, 0)
-    return df[_arrow.series(np.concatenate([np.repeat(gpu, copies), cpu_kept]))]
+    return np.concatenate([np.repeat(gpu, copies), cpu_kept])
 
 
 def merge_intervals(

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stallscope.analysis._hta_idle import idle_from_rows
-from stallscope.analysis._hta_loading import _drop_last_step, _lookup, merge_intervals, sweep
+from stallscope.analysis._hta_loading import _last_step_rows, _lookup, merge_intervals, sweep
 
 interval_rows = st.lists(
     st.tuples(
@@ -135,7 +135,14 @@ def test_last_step_filter_matches_the_join_reference(
         orient="row",
     )
     step = df["name"].str.contains("ProfilerStep", literal=True).to_numpy()
-    got = _drop_last_step(df, step)
+    sel = _last_step_rows(
+        df["rank"].to_numpy(),
+        df["correlation"].to_numpy(),
+        df["is_gpu"].to_numpy(),
+        df["ts"].to_numpy(),
+        step,
+    )
+    got = df[sel]
     want = _drop_reference(df)
     key = ["is_gpu", "rank", "correlation", "ts", "name"]
     assert got.sort(key).rows() == want.sort(key).rows()
