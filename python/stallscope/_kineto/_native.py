@@ -331,6 +331,9 @@ def convert_all(
     )
     file_index = cols.pop("index")  # each file's event indices in file order (for NCCL rows)
     del cols
+    # The scan columns are free now. Give their pages back before Polars (another allocator)
+    # allocates: glibc would keep them, and the process would hold both.
+    trim_heap()
     # HTA's row 0 per rank: the earliest kept event 0 of its files.
     row0_by_rank: dict[int, int] = {}
     for r, v in zip(ranks, out.pop("file_row0").tolist(), strict=True):
@@ -338,7 +341,9 @@ def convert_all(
             row0_by_rank[r] = min(v, row0_by_rank.get(r, v))
     marks = [mark_detail(i, ts_float[i], row0_by_rank.get(r)) for i, r in enumerate(ranks)]
     frame = _schema_frame(out, t, marks)
-    colls = _collectives(frame, scans, t, sizes, file_index, out["out_row"])
+    out_row = out["out_row"]
+    del out  # the frame holds the columns it shares: _sorted can free them one by one
+    colls = _collectives(frame, scans, t, sizes, file_index, out_row)
     counts = list(sizes)
     if colls.height:
         per = colls.group_by("rank").len()

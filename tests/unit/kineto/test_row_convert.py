@@ -113,3 +113,20 @@ def test_inconsistent_input_is_refused_not_read_out_of_bounds() -> None:
     bad = _rows(dict(cat=9, name=0, index=0, ts_ns=1, dur_ns=1))
     with pytest.raises(IndexError, match="outside its dictionary"):
         _convert(bad, [0], [1])
+
+
+def test_converted_columns_reach_polars_without_a_copy_and_cannot_change_under_it() -> None:
+    from stallscope import _arrow
+
+    rows = _rows(dict(cat=0, name=0, index=0, ts_ns=30, dur_ns=2, pid=1, tid=2))
+    out = _convert(rows, [0], [1])
+    start = out["start_ns"]
+    assert not start.flags.writeable  # shared with the events frame: never written in place
+    with pytest.raises(ValueError, match="read-only"):
+        start[0] = 0
+    s = _arrow.series(start)
+    assert s.to_numpy().ctypes.data == start.ctypes.data  # the same memory
+    copy = start.copy()  # writeable NumPy memory is copied
+    assert _arrow.series(copy).to_numpy().ctypes.data != copy.ctypes.data
+    del out, start
+    assert s.to_list() == copy.tolist()  # the Series keeps the storage alive
