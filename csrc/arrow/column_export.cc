@@ -10,8 +10,8 @@ namespace stallscope::arrow {
 
 namespace {
 
-constexpr size_t kAlign = 64;             // bytes, Arrow's recommended buffer alignment
-constexpr size_t kInline = 12;            // a view holds strings up to this many bytes
+constexpr size_t kAlign = 64;                 // bytes, Arrow's recommended buffer alignment
+constexpr size_t kInline = 12;                // a view holds strings up to this many bytes
 constexpr size_t kMaxBlob = size_t{1} << 30;  // bytes per view data buffer (offsets are int32)
 
 Buffer bitmap_from_bytes(const uint8_t* flags, size_t n, int64_t* nulls) {
@@ -88,9 +88,17 @@ std::string numeric_format(char kind, size_t itemsize) {
     case 'b':
       return itemsize == 1 ? "b" : "";
     case 'i':
-      return itemsize == 1 ? "c" : itemsize == 2 ? "s" : itemsize == 4 ? "i" : itemsize == 8 ? "l" : "";
+      return itemsize == 1   ? "c"
+             : itemsize == 2 ? "s"
+             : itemsize == 4 ? "i"
+             : itemsize == 8 ? "l"
+                             : "";
     case 'u':
-      return itemsize == 1 ? "C" : itemsize == 2 ? "S" : itemsize == 4 ? "I" : itemsize == 8 ? "L" : "";
+      return itemsize == 1   ? "C"
+             : itemsize == 2 ? "S"
+             : itemsize == 4 ? "I"
+             : itemsize == 8 ? "L"
+                             : "";
     case 'f':
       return itemsize == 4 ? "f" : itemsize == 8 ? "g" : "";
     default:
@@ -159,7 +167,8 @@ std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {
   col->length = static_cast<int64_t>(valid_.size());
   col->values = Buffer(views_.size());
   if (!views_.empty()) std::memcpy(col->values.data(), views_.data(), views_.size());
-  if (nulls_ != 0) col->validity = bitmap_from_bytes(valid_.data(), valid_.size(), &col->null_count);
+  if (nulls_ != 0)
+    col->validity = bitmap_from_bytes(valid_.data(), valid_.size(), &col->null_count);
   col->blobs = std::move(data_);
   views_.clear();
   valid_.clear();

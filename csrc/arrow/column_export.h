@@ -39,14 +39,16 @@ struct Column {
   std::string name;
   int64_t length = 0;
   int64_t null_count = 0;
-  Buffer validity;  // bit i set: row i valid; empty when null_count == 0
-  Buffer values;    // fixed-width values; for "vu": the 16-byte views
+  Buffer validity;                 // bit i set: row i valid; empty when null_count == 0
+  Buffer values;                   // fixed-width values; for "vu": the 16-byte views
   std::vector<std::string> blobs;  // "vu" only: the data buffers the views point into
   // Fixed-width values owned elsewhere (shared, no copy): used instead of `values` when set.
   std::shared_ptr<const void> shared_owner;
   const void* shared_values = nullptr;
 
-  const void* values_data() const { return shared_values != nullptr ? shared_values : values.data(); }
+  const void* values_data() const {
+    return shared_values != nullptr ? shared_values : values.data();
+  }
 };
 
 // Storage owned by the extension and shared by a NumPy array and any Arrow export of it: a

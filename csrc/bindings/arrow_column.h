@@ -33,7 +33,8 @@ pybind11::array_t<T> owned_array(std::vector<T>&& v, bool writeable = true) {
                           [](void* p) { delete static_cast<arrow::SharedBuffer*>(p); });
   pybind11::array_t<T> out(static_cast<pybind11::ssize_t>(vec->size()), vec->data(), owner);
   if (!writeable) {
-    pybind11::detail::array_proxy(out.ptr())->flags &= ~pybind11::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    pybind11::detail::array_proxy(out.ptr())->flags &=
+        ~pybind11::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   }
   return out;
 }

@@ -54,8 +54,8 @@ py::tuple arrow_c_array(const ArrowColumn& self, const py::object& requested_sch
     delete array;
     throw py::error_already_set();
   }
-  py::object a = py::reinterpret_steal<py::object>(
-      PyCapsule_New(array, "arrow_array", &array_capsule_free));
+  py::object a =
+      py::reinterpret_steal<py::object>(PyCapsule_New(array, "arrow_array", &array_capsule_free));
   if (!a) {
     array->release(array);
     delete array;

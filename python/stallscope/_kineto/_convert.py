@@ -118,9 +118,18 @@ def _int(s: pl.Expr) -> pl.Expr:
     )
 
 
+_DETAIL_UNSAFE: Final = ";="  # separators of ``detail``: replaced by "_" inside values
+_CLEAN_TABLE: Final = str.maketrans(_DETAIL_UNSAFE, "_" * len(_DETAIL_UNSAFE))
+
+
 def clean(s: pl.Expr) -> pl.Expr:
     """A value safe inside ``detail`` (no ``;`` or ``=``)."""
-    return s.str.replace_all(r"[;=]", "_")
+    return s.str.replace_all(f"[{_DETAIL_UNSAFE}]", "_")
+
+
+def clean_str(s: str) -> str:
+    """`clean` for one Python string (the native reader's per-dictionary-entry tables)."""
+    return s.translate(_CLEAN_TABLE)
 
 
 def ns_from_float(s: pl.Expr) -> pl.Expr:

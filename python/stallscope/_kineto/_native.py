@@ -34,6 +34,7 @@ from stallscope._kineto._convert import (
     PROBLEMS,
     STEP_RE,
     TRACE_MARK,
+    clean_str,
     unknown_categories,
 )
 from stallscope._kineto._fastjson import parse_meta
@@ -208,11 +209,7 @@ class _Tables:
     name_gpu_cat: np.ndarray[Any, Any]  # name code -> CATEGORY index for GPU rows
     names: list[str]  # name code -> name ("" appended for null names: code -1)
     args: list[str]  # args dictionary
-    args_clean: list[str]  # the same, safe inside detail (_convert.clean)
-
-
-# _convert.clean (a value safe inside detail) for one Python string.
-_CLEAN: Final = str.maketrans(";=", "__")
+    args_clean: list[str]  # the same, safe inside detail (_convert.clean_str)
 
 
 def _tables(scanner: Any) -> _Tables:
@@ -233,12 +230,12 @@ def _tables(scanner: Any) -> _Tables:
         cat_flow=np.array([c in FLOW_CATS for c in stripped], dtype=bool),
         cat_linked=np.array([c in linked for c in stripped], dtype=bool),
         cat_stripped=stripped,
-        cat_detail=["cat=" + c.translate(_CLEAN) for c in stripped],
+        cat_detail=["cat=" + clean_str(c) for c in stripped],
         name_step=facts["step"].to_numpy(),
         name_gpu_cat=facts["gpu"].to_numpy(),
         names=names.to_list(),
         args=args,
-        args_clean=[a.translate(_CLEAN) for a in args],
+        args_clean=[clean_str(a) for a in args],
     )
 
 
@@ -409,11 +406,6 @@ _KINDS: Final = pl.Series("kind", KINDS, dtype=KIND)
 _CATEGORIES: Final = pl.Series("category", CATEGORIES, dtype=CATEGORY)
 
 
-def _gather(table: list[str], codes: np.ndarray[Any, Any]) -> pl.Series:
-    """table[code] per code; null where the code is negative."""
-    return _arrow.strings(table, codes)
-
-
 # Kind codes ordered as their names sort (the general converter sorts ties by the kind's name).
 _KIND_ORDER: Final = np.argsort(np.argsort(np.array(KINDS))).astype(np.uint8)
 # Kind -> 1 for the GPU activity kinds (their lane is the stream, their category the name's).
@@ -454,7 +446,7 @@ def _collectives(
     m = {k: np.concatenate(v) for k, v in meta.items()}
 
     def s(k: str) -> pl.Series:
-        return _gather(t.args, m[k])
+        return _arrow.strings(t.args, m[k])
 
     ops = frame[_arrow.series(pos)].with_columns(
         _coll=s("coll"),
