@@ -18,24 +18,35 @@ namespace stallscope::bindings {
 
 namespace {
 
-void schema_capsule_free(PyObject* capsule) {
-  auto* s = static_cast<ArrowSchema*>(PyCapsule_GetPointer(capsule, "arrow_schema"));
-  if (s == nullptr) {
-    PyErr_Clear();
-    return;
-  }
-  if (s->release != nullptr) s->release(s);
-  delete s;
+constexpr char kSchemaCapsule[] = "arrow_schema";  // names the PyCapsule interface requires
+constexpr char kArrayCapsule[] = "arrow_array";
+
+// Releases the struct unless the consumer moved it out (release == null), then frees it.
+template <typename T>
+void free_struct(T* p) {
+  if (p->release != nullptr) p->release(p);
+  delete p;
 }
 
-void array_capsule_free(PyObject* capsule) {
-  auto* a = static_cast<ArrowArray*>(PyCapsule_GetPointer(capsule, "arrow_array"));
-  if (a == nullptr) {
+template <typename T, const char* Name>
+void capsule_free(PyObject* capsule) {
+  auto* p = static_cast<T*>(PyCapsule_GetPointer(capsule, Name));
+  if (p == nullptr) {
     PyErr_Clear();
     return;
   }
-  if (a->release != nullptr) a->release(a);
-  delete a;
+  free_struct(p);
+}
+
+// A capsule owning `p` (freed with it); on failure `p` is freed and the Python error raised.
+template <typename T, const char* Name>
+py::object capsule(T* p) {
+  PyObject* c = PyCapsule_New(p, Name, &capsule_free<T, Name>);
+  if (c == nullptr) {
+    free_struct(p);
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(c);
 }
 
 py::tuple arrow_c_array(const ArrowColumn& self, const py::object& requested_schema) {
@@ -45,23 +56,14 @@ py::tuple arrow_c_array(const ArrowColumn& self, const py::object& requested_sch
   auto* schema = new ArrowSchema();
   auto* array = new ArrowArray();
   arrow::export_column(self.col, schema, array);
-  py::object s = py::reinterpret_steal<py::object>(
-      PyCapsule_New(schema, "arrow_schema", &schema_capsule_free));
-  if (!s) {
-    schema->release(schema);
-    delete schema;
-    array->release(array);
-    delete array;
-    throw py::error_already_set();
+  py::object s;
+  try {
+    s = capsule<ArrowSchema, kSchemaCapsule>(schema);
+  } catch (...) {
+    free_struct(array);
+    throw;
   }
-  py::object a =
-      py::reinterpret_steal<py::object>(PyCapsule_New(array, "arrow_array", &array_capsule_free));
-  if (!a) {
-    array->release(array);
-    delete array;
-    throw py::error_already_set();
-  }
-  return py::make_tuple(s, a);
+  return py::make_tuple(s, capsule<ArrowArray, kArrayCapsule>(array));
 }
 
 // The SharedBuffer behind an array made by owned_array (or a view of one), else null.
