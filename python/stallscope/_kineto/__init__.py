@@ -248,7 +248,9 @@ def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
     by_path: dict[Path, RankMeta] = {}
     if _reader() != "general" and _native.available():
         native, by_path, general = _read_native(files)
-        _native.trim_heap()  # the scan columns just freed: give their pages back
+        # Everything the scan kept (flows, NCCL metadata, columns replaced by sorted copies) is
+        # freed once _read_native returns: give those pages back too.
+        _native.trim_heap()
         if native is not None:
             frames.append(native)
     else:

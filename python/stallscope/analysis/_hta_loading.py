@@ -180,10 +180,7 @@ def _row0_ts(facts: pl.DataFrame, shift: float) -> dict[int, float]:
     left out)."""
     rows = facts.filter(pl.col("row0_ns").is_not_null())
     ns_rel = (rows["row0_ns"] - rows["base_ns"]).to_numpy()
-    flt = rows["ts_float"].to_numpy()
-    ts = np.where(
-        flt, np.ceil(ns_rel.astype(np.float64) / 1000.0), (ns_rel // 1000).astype(np.float64)
-    )
+    ts, _ = _hta_times(ns_rel, np.zeros_like(ns_rel), rows["ts_float"].to_numpy())
     return dict(zip(rows["rank"].to_list(), (ts - shift).tolist(), strict=True))
 
 
