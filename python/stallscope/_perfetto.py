@@ -29,7 +29,6 @@ GPU_TID_BASE: Final = 100_000_000
 STALLS_TID: Final = 99_000_001
 STEPS_TID: Final = 99_000_000
 ASYNC_KINDS: Final = ("collective", "p2p", "bucket")
-_GPU_KINDS: Final = ("kernel", "memcpy", "memset", "gpu_sync")
 _SKIP_KINDS: Final = ("clock_sync",)
 
 

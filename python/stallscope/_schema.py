@@ -61,6 +61,9 @@ CATEGORIES: Final[tuple[str, ...]] = (
 )
 """Stall categories of events; the position is the value stored in the native record."""
 
+GPU_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "gpu_sync")
+"""The kinds of GPU activity (their lane is a stream)."""
+
 KIND: Final = pl.Enum(list(KINDS))
 CATEGORY: Final = pl.Enum(list(CATEGORIES))
 

@@ -21,6 +21,7 @@ from typing import Final
 import polars as pl
 
 from stallscope._classify import gpu_category
+from stallscope._schema import GPU_KINDS
 
 TRACE_MARK: Final = "kineto:trace"
 STEP_RE: Final = r"ProfilerStep\s*#\s*(\d+)"
@@ -57,7 +58,6 @@ KIND_OF_CAT: Final[dict[str, str]] = {
     **dict.fromkeys(HOST_CATS, "region"),
 }
 _MAX_NS: Final = 2 * 10**18  # |ts| and dur bound: base (< 4e18) + ts + dur stays in int64
-GPU_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "gpu_sync")
 FLOW_CATS: Final[tuple[str, ...]] = ("ac2g", "async_cpu_to_gpu")
 
 # Why rows are dropped, as the import warning words it (both readers count the same reasons).

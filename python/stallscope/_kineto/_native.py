@@ -29,7 +29,6 @@ from stallscope._classify import gpu_category
 from stallscope._kineto._collectives import collective_events
 from stallscope._kineto._convert import (
     FLOW_CATS,
-    GPU_KINDS,
     KIND_OF_CAT,
     PROBLEMS,
     STEP_RE,
@@ -38,7 +37,7 @@ from stallscope._kineto._convert import (
     unknown_categories,
 )
 from stallscope._kineto._fastjson import parse_meta
-from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, KIND, KIND_ID, KINDS
+from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, GPU_KINDS, KIND, KIND_ID, KINDS
 from stallscope.exceptions import TraceImportError
 
 NULL: Final = np.iinfo(np.int64).min  # the scanner's null in int64 columns

@@ -27,10 +27,9 @@ import polars as pl
 from stallscope import _arrow
 from stallscope._classify import hta_kernel_type
 from stallscope._kineto._convert import TRACE_MARK
-from stallscope._schema import KIND, KIND_ID, KINDS, parse_detail
+from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS, parse_detail
 
 NOT_HTA_KINDS = ("mark", "collective", "p2p", "counter", "clock_sync", "bucket")
-GPU_KINDS = ("kernel", "memcpy", "memset", "gpu_sync")
 SYNC_NAMES = ("Event Sync", "Context Sync")
 
 

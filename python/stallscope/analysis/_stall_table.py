@@ -60,28 +60,26 @@ timeline.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._schema import CATEGORIES, KINDS, conform, parse_detail
+from stallscope._schema import parse_detail
 from stallscope.analysis._collectives import collectives
 from stallscope.analysis._intervals import Union, exclusive, exclusive_arrays
-from stallscope.analysis._steps import assign_steps, step_windows
-
-ATTRIBUTED: Final[tuple[str, ...]] = (
-    "compute",
-    "memcpy",
-    "sync_wait",
-    "network",
-    "interconnect",
-    "data_fetch",
-    "data_prep",
-    "data",
+from stallscope.analysis._stall_sources import (
+    ATTRIBUTED,
+    COMM_TRANSFER,
+    Columns,
+    P,
+    columns,
+    is_gpu_run,
+    labels,
+    step_windows_of,
 )
-"""Categories claimed by intervals, in priority order (position = priority, 0 highest)."""
+from stallscope.analysis._steps import assign_steps
 
 STALL_CATEGORIES: Final[tuple[str, ...]] = (*ATTRIBUTED, "host")
 """Every stall category, in priority order; ``host`` takes what no interval claims."""
@@ -89,91 +87,7 @@ STALL_CATEGORIES: Final[tuple[str, ...]] = (*ATTRIBUTED, "host")
 STALL_COLUMNS: Final[tuple[str, ...]] = tuple(f"{c}_ns" for c in STALL_CATEGORIES)
 """The per-category columns of the stall table (ns); they sum to ``step_ns``."""
 
-GPU_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "gpu_sync")
-
-_P: Final[dict[str, int]] = {c: i for i, c in enumerate(ATTRIBUTED)}
-_COMM_TRANSFER: Final = 100  # placeholder label: network or interconnect by the rank's nodes
-_DATA_CATS: Final = ("data", "data_fetch", "data_prep")
-
-
-_NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation", "lane")
-_COMM_KINDS: Final = ("collective", "p2p", "bucket")
-
-
-def _sources(events: pl.DataFrame | pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """(every event, only the columns the table needs; the collective / p2p / bucket events,
-    collected). A lazy source (stallscope.scan) is read once, without payload sizes (the table
-    does not use them; collectives get 0)."""
-    lf = conform(events)
-    is_comm = pl.col("kind").is_in(_COMM_KINDS)
-    if isinstance(events, pl.LazyFrame):
-        # Names and details are needed for the comm events only (matched by group, op, seq).
-        ev = lf.select(*_NEEDED, "name", "detail").collect().lazy()
-        comm = ev.filter(is_comm).with_columns(bytes=pl.lit(0, pl.Int64))
-        return ev, comm.collect().lazy()
-    comm = lf.filter(is_comm).select(*_NEEDED, "name", "detail", "bytes")
-    return lf.select(_NEEDED), comm.collect().lazy()
-
-
-def is_gpu_run(events: pl.DataFrame | pl.LazyFrame) -> bool:
-    """Whether the events hold GPU activity (then the device lanes are GPU streams)."""
-    hit = events.lazy().filter(pl.col("kind").is_in(GPU_KINDS)).select(pl.len()).collect().item()
-    return bool(hit)
-
-
-def _label_of(kind: str, category: str, gpu: bool) -> int | None:
-    """The priority label of a non-collective event (None: claims no time); the rules of the
-    module docstring."""
-    region = kind == "region"
-    if kind == "data_wait" or (region and category in _DATA_CATS):
-        return _P[category] if category in _DATA_CATS else _P["data"]
-    if gpu:
-        if kind == "kernel":
-            return {"comm": _COMM_TRANSFER, "memcpy": _P["memcpy"], "sync": None}.get(
-                category, _P["compute"]
-            )
-        return _P["memcpy"] if kind in ("memcpy", "memset") else None
-    if region and category in ("compute", "memcpy"):
-        return _P[category]
-    if kind == "bucket" or (region and category == "comm"):
-        return _COMM_TRANSFER
-    return None
-
-
-def _label_table(gpu: bool) -> pl.Series:
-    """Label by ``kind_code * len(CATEGORIES) + category_code`` (the Enums' physical codes)."""
-    return pl.Series([_label_of(k, c, gpu) for k in KINDS for c in CATEGORIES], dtype=pl.Int32)
-
-
-def _is_compute(gpu: bool) -> pl.Expr:
-    """Events of priority 0 (the same rules as _label_of, as Enum comparisons: cheap)."""
-    kind, cat = pl.col("kind"), pl.col("category")
-    if gpu:
-        return (kind == "kernel") & ~cat.is_in(("comm", "memcpy", "sync"))
-    return (kind == "region") & (cat == "compute")
-
-
-def _labelled(ev: pl.LazyFrame, gpu: bool, compute: bool) -> pl.LazyFrame:
-    """rank, label, start_ns, end_ns of the non-collective sources of priority 0 (`compute`)
-    or of the others (label = priority, or _COMM_TRANSFER; by a table lookup on the Enum codes
-    of the few rows that can carry one)."""
-    real = pl.col("end_ns") > pl.col("start_ns")
-    if compute:
-        return ev.filter(_is_compute(gpu) & real).select(
-            "rank", pl.lit(_P["compute"], pl.Int32).alias("label"), "start_ns", "end_ns"
-        )
-    kinds: tuple[str, ...] = ("kernel", "memcpy", "memset", "data_wait", "region")
-    if not gpu:
-        kinds = ("region", "bucket", "data_wait")
-    code = pl.col("kind").to_physical().cast(pl.Int32) * len(CATEGORIES) + pl.col(
-        "category"
-    ).to_physical().cast(pl.Int32)
-    label = pl.lit(_label_table(gpu)).gather(code)
-    return (
-        ev.filter(pl.col("kind").is_in(kinds) & ~_is_compute(gpu) & real)
-        .select("rank", label.alias("label"), "start_ns", "end_ns")
-        .filter(pl.col("label").is_not_null())
-    )
+Array = np.ndarray[Any, Any]
 
 
 def _blocked(comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
@@ -232,18 +146,20 @@ def _blocked(comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
     return pl.concat([sync_calls, waits])
 
 
-def _cpu_compute(ev: pl.LazyFrame, comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
-    """CPU runs: rank, label, start_ns, end_ns of the compute regions minus the time their
-    thread (lane) is blocked on communication (`_blocked`); regions on other threads keep
-    all of their time. One sweep per affected thread, vectorised: where at least one compute
-    region and no blocked span is active."""
-    regions = ev.filter(_is_compute(False) & (pl.col("end_ns") > pl.col("start_ns"))).select(
-        "rank", pl.col("lane").fill_null(0), "start_ns", "end_ns"
-    )
+def _cpu_compute(c: Columns, windows: pl.DataFrame, rows: Array) -> tuple[Array, ...]:
+    """CPU runs: rank, start_ns, end_ns of the compute regions (`rows`: their indices) minus
+    the time their thread (lane) is blocked on communication (`_blocked`); regions on other
+    threads keep all of their time. One sweep per affected thread, vectorised: where at least
+    one compute region and no blocked span is active."""
+    comm = c.comm.lazy()
     blocked = _blocked(comm, windows).filter(pl.col("end_ns") > pl.col("start_ns")).collect()
-    out = pl.lit(_P["compute"], pl.Int32).alias("label")
     if blocked.height == 0:
-        return regions.select("rank", out, "start_ns", "end_ns")
+        return c.rank[rows], c.start[rows], c.end[rows]
+    regions = (
+        c.frame[_arrow.series(rows)]
+        .lazy()
+        .select("rank", pl.col("lane").fill_null(0), "start_ns", "end_ns")
+    )
     keys = blocked.lazy().select("rank", "lane").unique()
     free = regions.join(keys, on=["rank", "lane"], how="anti")
     hit = regions.join(keys, on=["rank", "lane"], how="semi")
@@ -270,19 +186,22 @@ def _cpu_compute(ev: pl.LazyFrame, comm: pl.LazyFrame, windows: pl.DataFrame) ->
         .filter((pl.col("_c") > 0) & (pl.col("_b") == 0) & (pl.col("_n") > pl.col("t")))
         .select("rank", "lane", start_ns="t", end_ns="_n")
     )
-    return pl.concat([free, sweep]).select(pl.col("rank").cast(pl.Int32), out, "start_ns", "end_ns")
+    out = pl.concat([free, sweep]).select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns")
+    df = out.collect()
+    return df["rank"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy()
 
 
-def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """(intervals of collectives: rank, label, start_ns, end_ns; per rank ``multi_node``).
+def _collective_intervals(comm: pl.DataFrame) -> tuple[tuple[Array, ...], Array]:
+    """((rank, label, start_ns, end_ns) of the collectives' intervals, the ranks with any
+    collective spanning more than one node).
 
     A collective's sync wait is match_collectives' sync_wait_ns (its time before the last
     member of its instance arrived), computed here without the rest of that table."""
-    c = collectives(ev).collect().lazy()
+    c = collectives(comm).collect().lazy()
     transfer = (
         pl.when(pl.col("nnodes").fill_null(1) > 1)
-        .then(pl.lit(_P["network"], pl.Int32))
-        .otherwise(pl.lit(_P["interconnect"], pl.Int32))
+        .then(pl.lit(P["network"], pl.Int32))
+        .otherwise(pl.lit(P["interconnect"], pl.Int32))
     )
     # Instances: (group, seq) and, for kind collective, the name (see match_collectives).
     op_key = pl.when(pl.col("kind") == "collective").then(pl.col("name")).otherwise(pl.lit(""))
@@ -292,16 +211,19 @@ def _collective_intervals(ev: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]
     ).clip(lower_bound=0)
     matched = c.filter(pl.col("group").is_not_null()).with_columns(_wait_end=wait_end)
     waits = matched.select(
-        "rank", label=pl.lit(_P["sync_wait"], pl.Int32), start_ns="start_ns", end_ns="_wait_end"
+        "rank", label=pl.lit(P["sync_wait"], pl.Int32), start_ns="start_ns", end_ns="_wait_end"
     )
     rest = matched.select("rank", label=transfer, start_ns="_wait_end", end_ns="end_ns")
     # Collectives without a group cannot be matched: all of their time is transfer.
     lone = c.filter(pl.col("group").is_null()).select(
         "rank", label=transfer, start_ns="start_ns", end_ns="end_ns"
     )
-    per_rank = c.group_by("rank").agg(multi_node=(pl.col("nnodes").fill_null(1) > 1).any())
-    out = pl.concat([waits, rest, lone]).filter(pl.col("end_ns") > pl.col("start_ns"))
-    return out, per_rank
+    multi = c.filter(pl.col("nnodes").fill_null(1) > 1).select(pl.col("rank").unique())
+    out, multi_df = pl.collect_all(
+        [pl.concat([waits, rest, lone]).filter(pl.col("end_ns") > pl.col("start_ns")), multi]
+    )
+    cols = tuple(out[k].to_numpy() for k in ("rank", "label", "start_ns", "end_ns"))
+    return cols, multi_df["rank"].to_numpy()
 
 
 @dataclass
@@ -309,89 +231,76 @@ class _Prepared:
     """Intervals on the flat timeline (ranks laid end to end, clipped to their steps)."""
 
     compute: Union  # the union of the intervals of priority 0: the bulk of the events
-    rest: pl.DataFrame  # label, start, end of priorities 1.., sorted by start
-    windows: pl.DataFrame  # rank, step, start_ns, end_ns, step_ns, start, end (flat), offset
+    rest: tuple[Array, Array, Array]  # label, start, end of priorities 1.., sorted by start
+    windows: pl.DataFrame  # rank, step, start_ns, end_ns, step_ns, offset, start, end (flat)
+    # sorted by start (flat), which is by rank, then start_ns
 
 
 def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
-    ev, comm_events = _sources(events)
-    windows = step_windows(ev).select(
-        pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns", "step_ns"
-    )
-    empty = pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64})
+    c = columns(events)
+    win = step_windows_of(c)
+    windows = win.frame()
+    none = np.zeros(0, np.int64)
     if windows.height == 0:
-        w = windows.with_columns(start="start_ns", end="end_ns", offset=pl.lit(0, pl.Int64))
-        none = np.zeros(0, np.int64)
-        return _Prepared(Union(none, none), empty.with_columns(label=pl.lit(0, pl.Int32)), w)
-    gpu = is_gpu_run(ev)
-    lo_all, hi_all = int(windows["start_ns"].min()), int(windows["end_ns"].max())  # type: ignore[arg-type]
+        w = windows.with_columns(offset=pl.lit(0, pl.Int64), start="start_ns", end="end_ns")
+        return _Prepared(Union(none, none), (none.astype(np.int32), none, none), w)
+    gpu = is_gpu_run(c)
+    lo_all, hi_all = int(win.start.min()), int(win.end.max())
     span = hi_all - lo_all + 1
-    low, top = int(windows["rank"].min()), int(windows["rank"].max())  # type: ignore[arg-type]
+    low, top = int(win.rank.min()), int(win.rank.max())
     if low < 0 or (top + 1) * span >= 2**62:
         raise ValueError(
             f"ranks {low}..{top} over {span} ns do not fit one int64 "
             "timeline; ranks must be non-negative and the run shorter than 2**62 / ranks ns"
         )
-    coll, per_rank = _collective_intervals(
-        comm_events.filter(pl.col("kind").is_in(("collective", "p2p")))
-    )
 
-    def flat(lf: pl.LazyFrame) -> pl.LazyFrame:
-        """rank, label, start, end on the flat timeline: rank r's time t is at
-        r * span + t - lo_all (clipped to the run's steps, so ranks never meet; what lies
-        outside the rank's own steps is never measured)."""
-        shift = pl.col("rank").cast(pl.Int64) * span - lo_all
-        return lf.select(
-            "rank",
-            "label",
-            start=pl.col("start_ns").clip(lo_all, hi_all) + shift,
-            end=pl.col("end_ns").clip(lo_all, hi_all) + shift,
-        ).filter(pl.col("end") > pl.col("start"))
+    def flat(rank: Array, start: Array, end: Array) -> tuple[Array, Array, Array]:
+        """start, end on the flat timeline (rank r's time t is at r * span + t - lo_all,
+        clipped to the run's steps, so ranks never meet; what lies outside the rank's own
+        steps is never measured) and the mask of the intervals left non-empty."""
+        shift = rank.astype(np.int64) * span - lo_all
+        s = np.clip(start, lo_all, hi_all) + shift
+        e = np.clip(end, lo_all, hi_all) + shift
+        return s, e, e > s
 
-    compute_src = (
-        _labelled(ev, gpu, compute=True) if gpu else _cpu_compute(ev, comm_events, windows)
+    label = labels(c, gpu)
+    real = c.end > c.start
+    compute = np.flatnonzero((label == P["compute"]) & real)
+    if gpu:
+        cr, cs, ce = c.rank[compute], c.start[compute], c.end[compute]
+    else:
+        cr, cs, ce = _cpu_compute(c, windows, compute)
+    s0, e0, ok = flat(cr, cs, ce)
+    union = Union(s0[ok], e0[ok])  # copies: Union sorts them in place
+    del s0, e0, ok, cr, cs, ce, compute
+
+    other = np.flatnonzero((label > P["compute"]) & real)
+    lab = label[other]
+    rank = c.rank[other]
+    coll_kinds = c.comm["kind"].is_in(("collective", "p2p"))
+    multi = np.zeros(0, np.int64)
+    parts = []
+    if coll_kinds.any():
+        (k_rank, k_label, k_start, k_end), multi = _collective_intervals(c.comm.filter(coll_kinds))
+        parts.append((k_label, *flat(k_rank, k_start, k_end)))
+    # Comm kernels, buckets, comm regions: transfer, network when any collective of the
+    # rank spans more than one node.
+    transfer = lab == COMM_TRANSFER
+    if transfer.any():
+        net = np.isin(rank[transfer], multi)
+        lab[transfer] = np.where(net, P["network"], P["interconnect"])
+    parts.append((lab, *flat(rank, c.start[other], c.end[other])))
+    rl = np.concatenate([p[0][p[3]] for p in parts]).astype(np.int32)
+    rs = np.concatenate([p[1][p[3]] for p in parts])
+    re_ = np.concatenate([p[2][p[3]] for p in parts])
+    order = np.argsort(rs, kind="stable")
+    offset = win.rank.astype(np.int64) * span - lo_all
+    w = windows.with_columns(
+        offset=_arrow.series(offset),
+        start=_arrow.series(win.start + offset),
+        end=_arrow.series(win.end + offset),
     )
-    compute_lf = flat(compute_src).select("start", "end")
-    # Collected one by one: together, Polars would cache their common input (all events).
-    base = flat(_labelled(ev, gpu, compute=False)).collect()
-    coll_flat = flat(coll).collect()
-    compute_df = compute_lf.collect()
-    label = pl.col("label")
-    comm = (
-        base.lazy()
-        .filter(label == _COMM_TRANSFER)
-        .join(per_rank, on="rank", how="left")
-        .with_columns(
-            label=pl.when(pl.col("multi_node").fill_null(False))
-            .then(pl.lit(_P["network"], pl.Int32))
-            .otherwise(pl.lit(_P["interconnect"], pl.Int32))
-        )
-    )
-    rest_df = (
-        pl.concat(
-            [
-                base.lazy().filter(label != _COMM_TRANSFER),
-                comm.select(base.columns),
-                coll_flat.lazy(),
-            ]
-        )
-        .select("label", "start", "end")
-        .sort("start")
-        .collect()
-    )
-    compute = Union(
-        compute_df["start"].to_numpy(writable=True), compute_df["end"].to_numpy(writable=True)
-    )
-    del compute_df
-    offset = pl.col("rank").cast(pl.Int64) * span - lo_all
-    w = (
-        windows.with_columns(offset=offset)
-        .with_columns(
-            start=pl.col("start_ns") + pl.col("offset"), end=pl.col("end_ns") + pl.col("offset")
-        )
-        .sort("start")
-    )
-    return _Prepared(compute, rest_df, w)
+    return _Prepared(union, (rl[order], rs[order], re_[order]), w)
 
 
 def _empty_table() -> pl.DataFrame:
@@ -448,14 +357,7 @@ def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     # a segment of priority k counts for category k where U_0 does not cover it. Every length
     # of U_0 needed (inside each step, inside each segment) comes from U_0.before.
     ws, we = w["start"].to_numpy(), w["end"].to_numpy()
-    rest = p.rest
-    label, ss, se = exclusive_arrays(
-        rest["label"].to_numpy(),
-        rest["start"].to_numpy(),
-        rest["end"].to_numpy(),
-        len(ATTRIBUTED),
-        np.concatenate((ws, we)),
-    )
+    label, ss, se = exclusive_arrays(*p.rest, len(ATTRIBUTED), np.concatenate((ws, we)))
     seg_w = _locate_arrays(ss, ws, we)
     inside = seg_w >= 0
     label, ss, se, seg_w = label[inside], ss[inside], se[inside], seg_w[inside]
@@ -497,7 +399,7 @@ def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     everything = pl.concat(
         [
             p.compute.intervals().lazy().with_columns(label=pl.lit(0, pl.Int32)),
-            p.rest.lazy(),
+            _arrow.frame(dict(zip(("label", "start", "end"), p.rest, strict=True))).lazy(),
             windows.select("start", "end", label=pl.lit(host, pl.Int32)),
         ],
         how="diagonal",

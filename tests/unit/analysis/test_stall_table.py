@@ -380,3 +380,51 @@ def test_collectives_matched_by_operation_too(lazy: bool) -> None:
     t = stall_table(ev.lazy() if lazy else ev)
     assert row(t, 0) == expect(sync_wait=20, interconnect=30, host=50)
     assert row(t, 1) == expect(interconnect=30, host=70)
+
+
+def test_frame_without_schema_dtypes_gives_the_same_table() -> None:
+    # A hand-made frame (kind and category as strings, Int64 ranks, no lane or detail) is
+    # conformed first: same table as the schema frame.
+    ev = events(
+        [*steps(0, 0, 100), (0, "kernel", "compute", 10, 30), (0, "memcpy", "memcpy", 20, 60)]
+    )
+    raw = ev.select(
+        pl.col("rank").cast(pl.Int64),
+        pl.col("kind").cast(pl.String),
+        pl.col("category").cast(pl.String),
+        "name",
+        "start_ns",
+        "end_ns",
+        "correlation",
+    )
+    assert stall_table(raw).equals(stall_table(ev))
+    assert row(stall_table(raw)) == expect(compute=20, memcpy=30, host=50)
+
+
+def test_nulls_claim_nothing_and_a_step_without_number_stays() -> None:
+    # A null category claims no time; a row without a start or a rank lies in no step; a step
+    # marker without a correlation still opens its window (step null, sorted first).
+    ev = events(
+        [
+            *steps(0, 0, 100),
+            (0, "step", "host", 100, 100, 5),
+            (0, "kernel", "compute", 10, 20),
+            (0, "data_wait", "data", 30, 50),
+            (0, "kernel", "compute", 60, 70),
+            (0, "kernel", "compute", 110, 130),
+            (0, "step", "host", 200, 200, 6),
+        ]
+    )
+    ev = ev.with_columns(
+        category=pl.when(pl.col("start_ns") == 30).then(None).otherwise(pl.col("category")),
+        start_ns=pl.when(pl.col("start_ns") == 60).then(None).otherwise(pl.col("start_ns")),
+        correlation=pl.when(pl.col("correlation") == 5).then(None).otherwise(pl.col("correlation")),
+    )
+    t = stall_table(ev)
+    assert t["step"].to_list() == [None, 0, 1]
+    assert row(t, 0, 0) == expect(compute=10, host=90)
+    w = stallscope.analysis.step_windows(ev)
+    assert w["step"].to_list() == [0, 1, None]  # by rank and start
+    assert w["step_ns"].to_list() == [100, 0, 100]
+    nulls = t.filter(pl.col("step").is_null()).to_dicts()[0]
+    assert nulls["compute_ns"] == 20 and nulls["host_ns"] == 80

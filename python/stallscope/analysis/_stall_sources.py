@@ -1,0 +1,157 @@
+"""The stall table's inputs as NumPy arrays: the columns it reads, the step windows, and the
+priority label of every event (the rules of _stall_table's docstring).
+
+The table used to derive these with a dozen Polars queries over the whole events frame, each
+0.3-4 ms of fixed cost (planning, thread pool) even on 10 k events; here the columns are taken
+once (zero-copy where the frame already has the schema's dtypes) and the rest is array work.
+Only the few communication events (collectives, p2p, DDP buckets: names and details) stay a
+Polars frame, and only CPU runs' blocked-thread rule (_stall_table._cpu_compute) still queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import polars as pl
+
+from stallscope._schema import CATEGORIES, GPU_KINDS, KIND_ID, KINDS, SCHEMA, conform
+from stallscope.analysis._steps import Windows, windows
+
+Array = np.ndarray[Any, Any]
+
+NEEDED: Final = ("rank", "kind", "category", "start_ns", "end_ns", "correlation", "lane")
+"""The event columns the stall table reads (names and details only for comm events)."""
+
+COMM_KINDS: Final = ("collective", "p2p", "bucket")
+_NULL_CAT: Final = len(CATEGORIES)  # category code standing for a null category: claims nothing
+_CODES: Final = len(CATEGORIES) + 1  # category codes per kind in the label table
+
+
+@dataclass
+class Columns:
+    """The events' columns the table reads, as arrays of one length (rows with a null rank,
+    kind, start or end dropped: they can lie in no step). ``kind``, ``cat``: the Enums'
+    codes (`_NULL_CAT` for a null category); ``corr_null``: where correlation was null (None
+    when nowhere); ``frame``: the same rows as a frame (NEEDED columns), for the few queries
+    that remain; ``comm``: the collective / p2p / bucket rows with name, detail and bytes."""
+
+    rank: Array
+    kind: Array
+    cat: Array
+    start: Array
+    end: Array
+    corr: Array
+    corr_null: Array | None
+    frame: pl.DataFrame
+    comm: pl.DataFrame
+
+    def is_kind(self, *kinds: str) -> Array:
+        """Mask of the rows of any of `kinds`."""
+        return np.isin(self.kind, [KIND_ID[k] for k in kinds])
+
+
+def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
+    """The table's columns of `events` (stallscope.load / scan / import_kineto's frame, or any
+    frame `conform` accepts). A lazy source is read once: the NEEDED columns, and names,
+    details and sizes of the comm events only (their bytes are not read: collectives get 0)."""
+    comm_cols = ("name", "detail", "bytes")
+    if isinstance(events, pl.LazyFrame):
+        lf = conform(events)
+        is_comm = pl.col("kind").is_in(COMM_KINDS)
+        df = lf.select(
+            *NEEDED,
+            *(pl.when(is_comm).then(pl.col(c)).alias(c) for c in ("name", "detail")),
+            bytes=pl.lit(0, pl.Int64),
+        ).collect()
+    else:
+        have = events.schema
+        ok = all(c in have and have[c] == SCHEMA[c] for c in (*NEEDED, *comm_cols))
+        df = events if ok else conform(events).collect()
+    required = ("rank", "kind", "start_ns", "end_ns")
+    if any(df[c].null_count() for c in required):
+        df = df.drop_nulls(required)
+    kind = df["kind"].to_physical().to_numpy()
+    cat_s = df["category"].to_physical()
+    cat = cat_s.fill_null(_NULL_CAT).to_numpy() if cat_s.null_count() else cat_s.to_numpy()
+    corr_s = df["correlation"]
+    corr_null = corr_s.is_null().to_numpy() if corr_s.null_count() else None
+    corr = corr_s.fill_null(0).to_numpy() if corr_null is not None else corr_s.to_numpy()
+    comm_at = np.flatnonzero(np.isin(kind, [KIND_ID[k] for k in COMM_KINDS]))
+    comm = df.select(*NEEDED, *comm_cols)[comm_at]
+    return Columns(
+        rank=df["rank"].to_numpy(),
+        kind=kind,
+        cat=cat,
+        start=df["start_ns"].to_numpy(),
+        end=df["end_ns"].to_numpy(),
+        corr=corr,
+        corr_null=corr_null,
+        frame=df.select(NEEDED),
+        comm=comm,
+    )
+
+
+def step_windows_of(c: Columns) -> Windows:
+    """The windows of the step markers (kind ``step``; the step number is the correlation)."""
+    m = np.flatnonzero(c.kind == KIND_ID["step"])
+    null = None if c.corr_null is None else c.corr_null[m]
+    return windows(c.rank[m], c.corr[m], c.start[m], c.end[m], null)
+
+
+ATTRIBUTED: Final[tuple[str, ...]] = (
+    "compute",
+    "memcpy",
+    "sync_wait",
+    "network",
+    "interconnect",
+    "data_fetch",
+    "data_prep",
+    "data",
+)
+"""Categories claimed by intervals, in priority order (position = priority, 0 highest)."""
+
+P: Final[dict[str, int]] = {c: i for i, c in enumerate(ATTRIBUTED)}
+COMM_TRANSFER: Final = 100  # placeholder label: network or interconnect by the rank's nodes
+NO_LABEL: Final = -1
+_DATA_CATS: Final = ("data", "data_fetch", "data_prep")
+
+
+def label_of(kind: str, category: str | None, gpu: bool) -> int:
+    """The priority label of a non-collective event (NO_LABEL: claims no time); the rules of
+    _stall_table's docstring. A null category claims nothing."""
+    if category is None:
+        return NO_LABEL
+    region = kind == "region"
+    if kind == "data_wait" or (region and category in _DATA_CATS):
+        return P[category] if category in _DATA_CATS else P["data"]
+    if gpu:
+        if kind == "kernel":
+            return {"comm": COMM_TRANSFER, "memcpy": P["memcpy"], "sync": NO_LABEL}.get(
+                category, P["compute"]
+            )
+        return P["memcpy"] if kind in ("memcpy", "memset") else NO_LABEL
+    if region and category in ("compute", "memcpy"):
+        return P[category]
+    if kind == "bucket" or (region and category == "comm"):
+        return COMM_TRANSFER
+    return NO_LABEL
+
+
+_TABLES: Final = {
+    gpu: np.array([label_of(k, c, gpu) for k in KINDS for c in (*CATEGORIES, None)], dtype=np.int32)
+    for gpu in (False, True)
+}
+"""Label by ``kind_code * _CODES + category_code`` (the last category code is null's)."""
+
+
+def is_gpu_run(c: Columns) -> bool:
+    """Whether the events hold GPU activity (then the device lanes are GPU streams)."""
+    return bool(c.is_kind(*GPU_KINDS).any())
+
+
+def labels(c: Columns, gpu: bool) -> Array:
+    """Every row's label (NO_LABEL, a priority, or COMM_TRANSFER), by table lookup. Collective
+    and p2p events get theirs from the matching (_stall_table._collective_intervals)."""
+    return _TABLES[gpu][c.kind.astype(np.intp) * _CODES + c.cat]
