@@ -65,60 +65,112 @@ def kernel_breakdown(
     include_memory_kernels: bool = True,
 ) -> pl.DataFrame:
     """One row per rank, kernel type and kernel name (or "others"): kernel_type, name, rank,
-    sum_ns, max_ns, min_ns, mean_ns, std_ns (HTA's std is in µs; here x1000)."""
+    sum_ns, max_ns, min_ns, mean_ns, std_ns (HTA's std is in µs; here x1000).
+
+    In NumPy on the GPU rows sorted once: per (rank, type, name) the statistics of ``dur``;
+    within a (rank, type) names by sum, largest first (ties by name), the running sum and its
+    `duration_ratio` quantile (linear) decide which names fold into "others"."""
     types = _types(include_memory_kernels)
-    rows = hta_rows(events).filter((pl.col("stream") != -1) & pl.col("kernel_type").is_in(types))
-    per = (
-        rows.lazy()
-        .group_by("rank", "kernel_type", "name")
-        .agg(
-            sum=pl.col("dur").sum(),
-            max=pl.col("dur").max(),
-            min=pl.col("dur").min(),
-            mean=pl.col("dur").mean(),
-            std=pl.col("dur").std().fill_null(0.0),
-        )
-        .sort("rank", "kernel_type", "name")
-        .sort(["rank", "kernel_type", "sum"], descending=[False, False, True], maintain_order=True)
-        .with_columns(
-            _i=pl.int_range(pl.len()).over("rank", "kernel_type"),
-            _n=pl.len().over("rank", "kernel_type"),
-            _cum=pl.col("sum").cum_sum().over("rank", "kernel_type"),
-        )
-        .with_columns(
-            _q=pl.col("_cum").quantile(duration_ratio, "linear").over("rank", "kernel_type")
-        )
+    rows = hta_rows(events)
+    gpu = np.flatnonzero(rows["stream"].to_numpy() != -1)
+    kt_gpu = rows["kernel_type"].gather(_arrow.series(gpu))
+    ktype = np.full(gpu.size, -1, np.int64)
+    for i, t in enumerate(types):
+        ktype[(kt_gpu == t).fill_null(False).to_numpy()] = i
+    sel = gpu[ktype >= 0]
+    ktype = ktype[ktype >= 0]
+    empty = {"kernel_type": pl.String, "name": pl.String, "rank": pl.Int32}
+    cols = ("sum", "max", "min", "mean", "std")
+    if sel.size == 0:
+        return pl.DataFrame(schema={**empty, **{f"{c}_ns": pl.Float64 for c in cols}})
+    name = rows["name"].gather(_arrow.series(sel)).fill_null("")
+    names = name.unique().sort()  # code = position: names sort as their codes
+    code = name.replace_strict(names, np.arange(len(names)), return_dtype=pl.Int64).to_numpy()
+    rank, kt = rows["rank"].to_numpy()[sel], ktype
+    dur = rows["dur"].to_numpy()[sel]
+    # Per (rank, type, name): one sort, statistics by segment.
+    order = np.lexsort((code, kt, rank))
+    rank, kt, code, dur = rank[order], kt[order], code[order], dur[order]
+    head = np.flatnonzero(_starts(rank, kt, code))
+    count = np.diff(np.append(head, dur.size))
+    total = np.add.reduceat(dur, head)
+    mean = total / count
+    dev = (dur - np.repeat(mean, count)) ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        std = np.where(count > 1, np.sqrt(np.add.reduceat(dev, head) / (count - 1)), 0.0)
+    g_rank, g_kt, g_code = rank[head], kt[head], code[head]
+    stats = {
+        "sum": total,
+        "max": np.maximum.reduceat(dur, head),
+        "min": np.minimum.reduceat(dur, head),
+        "mean": mean,
+        "std": std,
+    }
+    # Within each (rank, type): names by sum, largest first, ties by name.
+    order = np.lexsort((g_code, -total, g_kt, g_rank))
+    g_rank, g_kt, g_code = g_rank[order], g_kt[order], g_code[order]
+    stats = {k: v[order] for k, v in stats.items()}
+    fold = np.zeros(g_rank.size, bool)
+    regrouped = np.zeros(g_rank.size, bool)
+    heads = np.flatnonzero(_starts(g_rank, g_kt))
+    for a, b in zip(heads, [*heads[1:], g_rank.size], strict=True):
+        n = b - a
+        if n <= num_kernels:
+            continue
+        cum = np.cumsum(stats["sum"][a:b])  # nondecreasing: its own sorted order
+        pos = (n - 1) * duration_ratio
+        lo = int(np.floor(pos))
+        hi = min(lo + 1, n - 1)
+        q = cum[lo] + (cum[hi] - cum[lo]) * (pos - lo)
+        fold[a:b] = (cum > q) | (np.arange(n) >= num_kernels)
+        regrouped[a:b] = True
+    # HTA re-aggregates the per-name sums when it folds: every kept row of a folded (rank,
+    # type) then has max = min = mean = sum and std 0.
+    for k in ("max", "min", "mean"):
+        stats[k] = np.where(regrouped, stats["sum"], stats[k])
+    stats["std"] = np.where(regrouped, 0.0, stats["std"])
+    keep = ~fold
+    out_name = [names[int(c)] for c in g_code[keep]]
+    out_rank, out_kt = g_rank[keep], g_kt[keep]
+    out = {k: v[keep] for k, v in stats.items()}
+    if fold.any():
+        f = np.flatnonzero(fold)
+        fh = f[np.flatnonzero(_starts(g_rank[f], g_kt[f]))]
+        at = np.searchsorted(f, fh)
+        fsum = stats["sum"][f]
+        fcount = np.diff(np.append(at, f.size))
+        fmean = np.add.reduceat(fsum, at) / fcount
+        fdev = (fsum - np.repeat(fmean, fcount)) ** 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            fstd = np.where(fcount > 1, np.sqrt(np.add.reduceat(fdev, at) / (fcount - 1)), 0.0)
+        others = {
+            "sum": np.add.reduceat(fsum, at),
+            "max": np.maximum.reduceat(fsum, at),
+            "min": np.minimum.reduceat(fsum, at),
+            "mean": fmean,
+            "std": fstd,
+        }
+        out = {k: np.concatenate((out[k], others[k])) for k in out}
+        out_name += ["others"] * fh.size
+        out_rank = np.concatenate((out_rank, g_rank[fh]))
+        out_kt = np.concatenate((out_kt, g_kt[fh]))
+    frame = pl.DataFrame(
+        [
+            pl.Series("kernel_type", [types[int(k)] for k in out_kt], pl.String),
+            pl.Series("name", out_name, pl.String),
+            _arrow.series(out_rank, "rank", pl.Int32),
+            *(_arrow.series(out[c] * 1000.0, f"{c}_ns", pl.Float64) for c in cols),
+        ]
     )
-    fold = (pl.col("_n") > num_kernels) & (
-        (pl.col("_cum") > pl.col("_q")) | (pl.col("_i") >= num_kernels)
-    )
-    # HTA re-aggregates the per-name sums when it folds: every kept row then has
-    # max = min = mean = sum and std 0.
-    regrouped = pl.col("_n") > num_kernels
-    kept = (
-        per.filter(~fold)
-        .with_columns(
-            max=pl.when(regrouped).then(pl.col("sum")).otherwise(pl.col("max")),
-            min=pl.when(regrouped).then(pl.col("sum")).otherwise(pl.col("min")),
-            mean=pl.when(regrouped).then(pl.col("sum")).otherwise(pl.col("mean")),
-            std=pl.when(regrouped).then(0.0).otherwise(pl.col("std")),
-        )
-        .drop("_i", "_n", "_cum", "_q")
-    )
-    others = (
-        per.filter(fold)
-        .group_by("rank", "kernel_type")
-        .agg(
-            name=pl.lit("others"),
-            max=pl.col("sum").max(),
-            min=pl.col("sum").min(),
-            mean=pl.col("sum").mean(),
-            std=pl.col("sum").std().fill_null(0.0),
-            sum=pl.col("sum").sum(),
-        )
-    )
-    out = pl.concat([kept, others.select(kept.collect_schema().names())]).sort(
-        "kernel_type", "name", "rank"
-    )
-    ns = [(pl.col(c) * 1000.0).alias(f"{c}_ns") for c in ("sum", "max", "min", "mean", "std")]
-    return out.select("kernel_type", "name", "rank", *ns).collect()
+    return frame.sort("kernel_type", "name", "rank")
+
+
+def _starts(*keys: np.ndarray) -> np.ndarray:
+    """Mask of the positions where any of the sorted `keys` changes (the first is one)."""
+    n = keys[0].size
+    new = np.zeros(n, bool)
+    if n:
+        new[0] = True
+        for k in keys:
+            new[1:] |= k[1:] != k[:-1]
+    return new

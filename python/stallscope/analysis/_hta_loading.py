@@ -27,24 +27,36 @@ import polars as pl
 from stallscope import _arrow
 from stallscope._classify import hta_kernel_type
 from stallscope._kineto._convert import TRACE_MARK
-from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS, parse_detail
+from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS
 
 NOT_HTA_KINDS = ("mark", "collective", "p2p", "counter", "clock_sync", "bucket")
 SYNC_NAMES = ("Event Sync", "Context Sync")
 
 
-def _trace_facts(events: pl.LazyFrame) -> pl.LazyFrame:
-    """rank -> base_ns, ts_float (from the importer's trace mark; native runs: 0, True)."""
-    return (
-        events.filter((pl.col("kind") == "mark") & (pl.col("name") == TRACE_MARK))
-        .select(
-            "rank",
-            base_ns=parse_detail(pl.col("detail"), "base_ns", pl.Int64()),
-            ts_float=parse_detail(pl.col("detail"), "ts_float", pl.Int64()) == 1,
-            row0_ns=parse_detail(pl.col("detail"), "row0_ns").cast(pl.Int64, strict=False),
+_Fact = tuple[int, int, bool, int | None]  # rank, base_ns, ts_float, row0_ns
+
+
+def _trace_facts(marks: pl.DataFrame) -> dict[int, _Fact]:
+    """rank -> (rank, base_ns, ts_float, row0_ns) from the importer's trace marks (`marks`:
+    rows of kind mark with rank, name, detail; the first mark of a rank counts). Native runs
+    have none: base 0, float timestamps."""
+    out: dict[int, _Fact] = {}
+    for rank, name, detail in marks.select("rank", "name", "detail").iter_rows():
+        if name != TRACE_MARK or rank in out:
+            continue
+        d: dict[str, str] = {}
+        for pair in (detail or "").split(";"):
+            k, eq, v = pair.partition("=")
+            if eq:
+                d.setdefault(k, v)
+        row0 = d.get("row0_ns", "")
+        out[rank] = (
+            rank,
+            int(d.get("base_ns") or 0),
+            d.get("ts_float") == "1",
+            int(row0) if row0.lstrip("-").isdigit() else None,
         )
-        .unique(subset="rank", keep="first")
-    )
+    return out
 
 
 def hta_rows(
@@ -77,21 +89,27 @@ def _hta_rows(
     """The rows, computed in NumPy on the events' columns: which rows HTA keeps (and, with its
     last-step filter, in which order and how often) is settled first, and the frame is built
     once from the final row indices, so no intermediate frame is made."""
-    facts = _trace_facts(events.lazy()).collect()
-    ev = events if isinstance(events, pl.DataFrame) else events.select(_NEEDED).collect()
-    kind_all = ev["kind"].cast(KIND).to_physical().to_numpy()
-    idx = np.flatnonzero(~np.isin(kind_all, _NOT_HTA_CODES))
+    if isinstance(events, pl.DataFrame):
+        ev = events
+        kind_all = ev["kind"].cast(KIND).to_physical().to_numpy()
+        marks = ev[_arrow.series(np.flatnonzero(kind_all == KIND_ID["mark"]))]
+    else:
+        ev = events.select(_NEEDED).collect()
+        kind_all = ev["kind"].cast(KIND).to_physical().to_numpy()
+        marks = events.filter(pl.col("kind") == "mark").select(_MARK_COLS).collect()
+    facts = _trace_facts(marks)
+    idx = np.flatnonzero(_HTA_KIND[kind_all])
     kind = kind_all[idx]
     rank = ev["rank"].to_numpy()[idx].astype(np.int32, copy=False)
     start = ev["start_ns"].to_numpy()[idx]
     # Per-rank facts by lookup (a handful of ranks): base_ns, and whether ts were floats.
     base = np.zeros(len(idx), dtype=np.int64)
     flt = np.ones(len(idx), dtype=bool)
-    for r, b, f in facts.select("rank", "base_ns", "ts_float").iter_rows():
+    for r, b, f, _ in facts.values():
         at = rank == r
-        base[at] = b or 0
-        flt[at] = f is not False
-    is_gpu_kind = np.isin(kind, _GPU_CODES)
+        base[at] = b
+        flt[at] = f
+    is_gpu_kind = _GPU_KIND[kind]
     stream = np.where(is_gpu_kind, ev["lane"].to_numpy()[idx], -1).astype(np.int64)
     corr_all = ev["correlation"].to_numpy()[idx]
     corr = np.where((is_gpu_kind | (kind == KIND_ID["runtime"])) & (corr_all != 0), corr_all, -1)
@@ -125,8 +143,10 @@ def _hta_rows(
 
 
 _NEEDED = ("rank", "kind", "name", "start_ns", "end_ns", "lane", "correlation")
-_NOT_HTA_CODES = np.array([KIND_ID[k] for k in NOT_HTA_KINDS])
-_GPU_CODES = np.array([KIND_ID[k] for k in GPU_KINDS])
+_MARK_COLS = ("rank", "name", "detail")
+# By kind code: whether HTA has such rows; whether the kind is GPU activity.
+_HTA_KIND = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in NOT_HTA_KINDS], invert=True)
+_GPU_KIND = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in GPU_KINDS])
 
 
 def _frame(
@@ -174,13 +194,13 @@ def _kernel_types(df: pl.DataFrame) -> pl.Series:
     return out.alias("kernel_type")
 
 
-def _row0_ts(facts: pl.DataFrame, shift: float) -> dict[int, float]:
+def _row0_ts(facts: dict[int, _Fact], shift: float) -> dict[int, float]:
     """rank -> HTA's aligned ts of the file's first row (ranks whose first row HTA dropped are
     left out)."""
-    rows = facts.filter(pl.col("row0_ns").is_not_null())
-    ns_rel = (rows["row0_ns"] - rows["base_ns"]).to_numpy()
-    ts, _ = _hta_times(ns_rel, np.zeros_like(ns_rel), rows["ts_float"].to_numpy())
-    return dict(zip(rows["rank"].to_list(), (ts - shift).tolist(), strict=True))
+    have = [f for f in facts.values() if f[3] is not None]
+    ns_rel = np.array([f[3] - f[1] for f in have], dtype=np.int64)  # type: ignore[operator]
+    ts, _ = _hta_times(ns_rel, np.zeros_like(ns_rel), np.array([f[2] for f in have], bool))
+    return {f[0]: t - shift for f, t in zip(have, ts.tolist(), strict=True)}
 
 
 def _hta_times(
@@ -191,9 +211,14 @@ def _hta_times(
     which breaks the last bit and so HTA's floor(ts + dur) on a few rows."""
     # Float traces: the parsed float (ns_rel < 2**53, so this is exact to the last bit).
     # Integer traces (absolute epoch µs): the integer µs, exactly.
-    rel_f = ns_rel.astype(np.float64) / 1000.0
-    rel_i = (ns_rel // 1000).astype(np.float64)
     dur_f = dur_ns.astype(np.float64) / 1000.0
+    if flt.all():  # the usual case: one kind of file, one rule (half the array passes)
+        rel_f = ns_rel.astype(np.float64) / 1000.0
+        return np.ceil(rel_f), np.floor(rel_f + dur_f)
+    rel_i = (ns_rel // 1000).astype(np.float64)
+    if not flt.any():
+        return rel_i, rel_i + dur_f
+    rel_f = ns_rel.astype(np.float64) / 1000.0
     ts = np.where(flt, np.ceil(rel_f), rel_i)
     end = np.where(flt, np.floor(rel_f + dur_f), rel_i + dur_f)
     return ts, end
