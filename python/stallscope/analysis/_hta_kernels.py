@@ -13,9 +13,9 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope.analysis._hta_loading import hta_rows, merge_by_type, sweep
+from stallscope.analysis._hta_loading import KERNEL_TYPES, hta_rows, merge_by_type, sweep
 
-TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
+TYPES = KERNEL_TYPES[:3]
 
 
 def _labels(types: tuple[str, ...]) -> dict[int, str]:
@@ -73,12 +73,9 @@ def kernel_breakdown(
     types = _types(include_memory_kernels)
     rows = hta_rows(events)
     gpu = np.flatnonzero(rows["stream"].to_numpy() != -1)
-    kt_gpu = rows["kernel_type"].gather(_arrow.series(gpu))
-    ktype = np.full(gpu.size, -1, np.int64)
-    for i, t in enumerate(types):
-        ktype[(kt_gpu == t).fill_null(False).to_numpy()] = i
-    sel = gpu[ktype >= 0]
-    ktype = ktype[ktype >= 0]
+    ktype = rows["kernel_type"].gather(_arrow.series(gpu)).to_physical().to_numpy()
+    sel = gpu[ktype < len(types)]  # TYPES lead KERNEL_TYPES in the same order
+    ktype = ktype[ktype < len(types)].astype(np.int64)
     empty = {"kernel_type": pl.String, "name": pl.String, "rank": pl.Int32}
     cols = ("sum", "max", "min", "mean", "std")
     if sel.size == 0:

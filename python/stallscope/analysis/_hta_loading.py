@@ -180,17 +180,25 @@ def _frame(
 
 _KIND_NAMES = pl.Series(KINDS, dtype=pl.String)
 
+KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER")
+KERNEL_TYPE = pl.Enum(list(KERNEL_TYPES))
+"""HTA's kernel types (hta_rows' kernel_type: its codes are the positions here)."""
+
 
 def _kernel_types(df: pl.DataFrame) -> pl.Series:
     """HTA's kernel type of the GPU rows (stream >= 0; null elsewhere: no view reads it there),
-    classified once per distinct name."""
+    classified once per distinct name; an Enum (KERNEL_TYPE)."""
     gpu = df["stream"] != -1
     names = df["name"].filter(gpu)
     uniq = names.unique()
-    types = uniq.to_frame("n").select(hta_kernel_type(pl.col("n")).alias("t"))["t"]
-    out = pl.repeat(None, df.height, dtype=pl.String, eager=True)
+    types = uniq.to_frame("n").select(hta_kernel_type(pl.col("n")).cast(KERNEL_TYPE).alias("t"))[
+        "t"
+    ]
+    out = pl.repeat(None, df.height, dtype=KERNEL_TYPE, eager=True)
     if names.len():
-        out = out.scatter(gpu.arg_true(), names.replace_strict(uniq, types, return_dtype=pl.String))
+        out = out.scatter(
+            gpu.arg_true(), names.replace_strict(uniq, types, return_dtype=KERNEL_TYPE)
+        )
     return out.alias("kernel_type")
 
 
@@ -303,11 +311,25 @@ def merge_intervals(
     bit."""
     by = [by] if isinstance(by, str) else by
     df = rows.lazy().select(*by, "ts", "end").collect()
-    n = df.height
-    if n == 0:
+    if df.height == 0:
         return df.lazy()
-    ts, end = df["ts"].to_numpy(), df["end"].to_numpy()
     codes = [_sort_codes(df[c]) for c in by]
+    keep, ts, end = merge_arrays(codes, df["ts"].to_numpy(), df["end"].to_numpy())
+    out = df.select(by)[_arrow.series(keep)].with_columns(
+        ts=_arrow.series(ts), end=_arrow.series(end)
+    )
+    return out.lazy()
+
+
+def merge_arrays(
+    codes: list[np.ndarray[Any, Any]], ts: np.ndarray[Any, Any], end: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], ...]:
+    """merge_intervals on arrays, grouped by the integer `codes` (sorted as their values):
+    (the row of each merged interval's first member, its ts, its end), sorted by codes then
+    ts."""
+    n = ts.size
+    if n == 0:
+        return np.zeros(0, np.int64), ts.astype(np.float64), end.astype(np.float64)
     order = np.lexsort((ts, *reversed(codes)))  # stable: ties keep their row order
     ts_s, end_s = ts[order], end[order]
     new_group = np.zeros(n, dtype=bool)
@@ -322,12 +344,11 @@ def merge_intervals(
         if b - a > 1:
             prev_max[a + 1 : b] = np.maximum.accumulate(end_s[a : b - 1])
     starts = np.flatnonzero(new_group | (ts_s > prev_max))
-    keep = order[starts]
-    out = df.select(by)[_arrow.series(keep)].with_columns(
-        ts=_arrow.series(ts_s[starts].astype(np.float64)),
-        end=_arrow.series(np.maximum.reduceat(end_s, starts).astype(np.float64)),
+    return (
+        order[starts],
+        ts_s[starts].astype(np.float64),
+        np.maximum.reduceat(end_s, starts).astype(np.float64),
     )
-    return out.lazy()
 
 
 def _sort_codes(col: pl.Series) -> np.ndarray[Any, Any]:
@@ -337,14 +358,25 @@ def _sort_codes(col: pl.Series) -> np.ndarray[Any, Any]:
     return col.rank("dense").fill_null(0).to_numpy()
 
 
+def gpu_arrays(rows: pl.DataFrame) -> tuple[np.ndarray[Any, Any], ...]:
+    """(rank, ts, end, kernel type code) of the GPU rows (stream != -1) of `rows`; the code is
+    the type's position in KERNEL_TYPES."""
+    gpu = np.flatnonzero(rows["stream"].to_numpy() != -1)
+    kt = rows["kernel_type"].gather(_arrow.series(gpu)).to_physical().to_numpy()
+    return rows["rank"].to_numpy()[gpu], rows["ts"].to_numpy()[gpu], rows["end"].to_numpy()[gpu], kt
+
+
 def merge_by_type(rows: pl.DataFrame, types: tuple[str, ...]) -> pl.DataFrame:
     """HTA rows of the given kernel types merged per rank and type: rank, _k (the type's index
     in `types`), ts, end; the input of `sweep`."""
-    code = pl.col("kernel_type").replace_strict(
-        dict(zip(types, range(len(types)), strict=True)), default=-1, return_dtype=pl.Int64
-    )
-    picked = rows.filter(pl.col("stream") != -1).with_columns(_k=code).filter(pl.col("_k") >= 0)
-    return merge_intervals(picked, by=["rank", "_k"]).collect()
+    rank, ts, end, kt = gpu_arrays(rows)
+    k = np.full(len(KERNEL_TYPES), -1, np.int64)
+    k[[KERNEL_TYPES.index(t) for t in types]] = np.arange(len(types))
+    k = k[kt]
+    sel = np.flatnonzero(k >= 0)
+    rank, k = rank[sel], k[sel]
+    keep, mts, mend = merge_arrays([rank, k], ts[sel], end[sel])
+    return _arrow.frame({"rank": rank[keep], "_k": k[keep], "ts": mts, "end": mend})
 
 
 def sweep(merged: pl.DataFrame, kind: str) -> tuple[np.ndarray[Any, Any], ...]:

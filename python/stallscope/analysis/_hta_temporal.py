@@ -4,58 +4,67 @@ running (compute), and the rest (communication, memory and other ops not under c
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope.analysis._hta_loading import hta_rows, merge_intervals
+from stallscope.analysis._hta_loading import KERNEL_TYPES, gpu_arrays, hta_rows, merge_arrays
 
 
 def hta_pct(part: pl.Series, whole: pl.Series) -> pl.Series:
     """round(100 * part / whole, 2) as pandas does it (numpy's half-to-even on the scaled value)."""
+    return _arrow.series(_pct(part.to_numpy(), whole.to_numpy()), dtype=pl.Float64)
+
+
+def _pct(part: np.ndarray[Any, Any], whole: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     with np.errstate(divide="ignore", invalid="ignore"):
-        values = np.round(100 * (part.to_numpy() / whole.to_numpy()), 2)
-    return _arrow.series(values, dtype=pl.Float64)
+        out: np.ndarray[Any, Any] = np.round(100 * (part / whole), 2)
+    return out
 
 
-def _us_to_ns(col: str) -> pl.Expr:
-    return (pl.col(col) * 1000.0).round(0).cast(pl.Int64)
+def _per_rank(
+    rank: np.ndarray[Any, Any], ts: np.ndarray[Any, Any], end: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], ...]:
+    """Per rank (sorted): the rank, the first ts, the last end, and the busy time
+    sum(end) - sum(ts) of the rank's merged intervals (HTA's order of operations)."""
+    keep, mts, mend = merge_arrays([rank], ts, end)
+    if keep.size == 0:
+        return rank[:0], mts, mend, mts
+    r = rank[keep]
+    heads = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1])))
+    tails = np.append(heads[1:], r.size) - 1
+    busy = np.add.reduceat(mend, heads) - np.add.reduceat(mts, heads)
+    return r[heads], mts[heads], mend[tails], busy
 
 
 def temporal_breakdown(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank: rank, kernel_time_ns, idle_time_ns, compute_time_ns,
     non_compute_time_ns, idle_pct, compute_pct, non_compute_pct (HTA's
     get_temporal_breakdown; times are HTA's µs x 1000)."""
-    rows = hta_rows(events).filter(pl.col("stream") != -1)
-    merged = merge_intervals(rows)
-    busy = merged.group_by("rank").agg(
-        kernel_time=pl.col("end").last() - pl.col("ts").first(),
-        run_time=pl.col("end").sum() - pl.col("ts").sum(),
-    )
-    comp = (
-        merge_intervals(rows.filter(pl.col("kernel_type") == "COMPUTATION"))
-        .group_by("rank")
-        .agg(compute_time=pl.col("end").sum() - pl.col("ts").sum())
-    )
-    out = (
-        busy.join(comp, on="rank", how="left")
-        .with_columns(pl.col("compute_time").fill_null(0.0))
-        .with_columns(idle_time=pl.col("kernel_time") - pl.col("run_time"))
-        .with_columns(
-            non_compute_time=pl.col("kernel_time") - pl.col("compute_time") - pl.col("idle_time")
-        )
-        .sort("rank")
-        .collect()
-    )
-    kt = out["kernel_time"]
-    return out.select(
-        "rank",
-        kernel_time_ns=_us_to_ns("kernel_time"),
-        idle_time_ns=_us_to_ns("idle_time"),
-        compute_time_ns=_us_to_ns("compute_time"),
-        non_compute_time_ns=_us_to_ns("non_compute_time"),
-    ).with_columns(
-        idle_pct=hta_pct(out["idle_time"], kt),
-        compute_pct=hta_pct(out["compute_time"], kt),
-        non_compute_pct=hta_pct(out["non_compute_time"], kt),
+    rank, ts, end, kt = gpu_arrays(hta_rows(events))
+    ranks, first, last, run_time = _per_rank(rank, ts, end)
+    comp = kt == KERNEL_TYPES.index("COMPUTATION")
+    c_ranks, _, _, c_time = _per_rank(rank[comp], ts[comp], end[comp])
+    compute = np.zeros(ranks.size)
+    compute[np.searchsorted(ranks, c_ranks)] = c_time
+    kernel = last - first
+    idle = kernel - run_time
+    non_compute = kernel - compute - idle
+
+    def ns(us: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return np.round(us * 1000.0).astype(np.int64)
+
+    return _arrow.frame(
+        {
+            "rank": _arrow.series(ranks, dtype=pl.Int32),
+            "kernel_time_ns": ns(kernel),
+            "idle_time_ns": ns(idle),
+            "compute_time_ns": ns(compute),
+            "non_compute_time_ns": ns(non_compute),
+            "idle_pct": _pct(idle, kernel),
+            "compute_pct": _pct(compute, kernel),
+            "non_compute_pct": _pct(non_compute, kernel),
+        }
     )
