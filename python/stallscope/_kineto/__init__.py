@@ -215,8 +215,7 @@ def _read_native(
     scans: list[_native.FileScan] = []
     facts: list[_Facts] = []
     general: list[tuple[Path, pl.DataFrame, RankMeta]] = []
-    for path in paths:
-        fs = session.read(path)
+    for path, fs in session.read_all(paths):
         if fs is None:
             general.append((path, *_read_general(path)))
             continue

@@ -42,7 +42,7 @@ from stallscope.exceptions import TraceImportError
 
 NULL: Final = np.iinfo(np.int64).min  # the scanner's null in int64 columns
 _CHUNK: Final = 1 << 16  # compressed bytes per read (about 1 MiB of text: the queue stays small)
-_INLINE: Final = 1 << 19  # files up to this size (bytes on disk) are gunzipped inline, no thread
+_INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzipped inline, no thread
 
 
 def available() -> bool:
@@ -130,56 +130,74 @@ class Session:
     def read(self, path: Path) -> FileScan | None:
         """The file's columns, or None when the general reader must take it (the scanner does
         not accept its shape). TraceImportError for unreadable files and broken gzip."""
-        sc = self.scanner
-        try:
-            size = path.stat().st_size
-        except OSError:
-            size = 0  # _chunks words the error
-        # Text size guess for the column reservation: gzip'd JSON traces shrink about 18x.
-        sc.begin_file(size * (20 if path.name.endswith(".gz") else 1))
-        ok = True
-        small = 0 < size <= _INLINE
-        if small:  # a thread would cost more than it overlaps
-            for chunk in _chunks(path):
-                if not sc.feed(chunk):
-                    ok = False
-                    break
-            return self._end(path, ok)
-        # Decompression runs in a thread ahead of the scan (both release the GIL): 2 cores.
-        q: Queue[bytes | BaseException | None] = Queue(maxsize=2)
+        return next(self.read_all([path]))[1]
+
+    def read_all(self, paths: list[Path]) -> Iterator[tuple[Path, FileScan | None]]:
+        """`read` of each path in turn, as a generator. When the files hold more than
+        _INLINE bytes in all, one thread gunzips them in order ahead of the scan (both release
+        the GIL: 2 cores), across file boundaries, so a folder of small per-rank files
+        overlaps too; the rest of a file the scanner declines is skipped."""
+        sizes = []
+        for path in paths:
+            try:
+                sizes.append(path.stat().st_size)
+            except OSError:
+                sizes.append(0)  # _chunks words the error
+        if sum(sizes) <= _INLINE:  # a thread would cost more than it overlaps
+            for path, size in zip(paths, sizes, strict=True):
+                self._begin(path, size)
+                ok = True
+                for chunk in _chunks(path):
+                    if not self.scanner.feed(chunk):
+                        ok = False
+                        break
+                yield path, self._end(path, ok)
+            return
+        q: Queue[tuple[int, bytes | BaseException | None]] = Queue(maxsize=3)
         stop = threading.Event()
+        skip = [-1]  # the file whose remaining chunks the producer drops
 
         def produce() -> None:
-            try:
-                for chunk in _chunks(path):
-                    if stop.is_set():
-                        return
-                    q.put(chunk)
-                q.put(None)
-            except BaseException as e:  # handed to the reader, raised there
-                q.put(e)
+            for i, path in enumerate(paths):
+                try:
+                    for chunk in _chunks(path):
+                        if stop.is_set():
+                            return
+                        if skip[0] == i:
+                            break
+                        q.put((i, chunk))
+                    q.put((i, None))
+                except BaseException as e:  # handed to the reader, raised there
+                    q.put((i, e))
+                    return
 
         t = threading.Thread(target=produce, name="stallscope-gunzip", daemon=True)
         t.start()
         try:
-            while True:
-                item = q.get()
-                if item is None:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                if ok:
-                    ok = sc.feed(item)
-                    if not ok:
-                        stop.set()
+            for i, (path, size) in enumerate(zip(paths, sizes, strict=True)):
+                self._begin(path, size)
+                ok = True
+                while True:
+                    j, item = q.get()
+                    assert j == i, (j, i)
+                    if item is None:
                         break
+                    if isinstance(item, BaseException):
+                        raise item
+                    if ok and not self.scanner.feed(item):
+                        ok = False
+                        skip[0] = i
+                yield path, self._end(path, ok)
         finally:
             stop.set()
             while t.is_alive():  # unblock a producer waiting on a full queue
                 while not q.empty():
                     q.get_nowait()
                 t.join(0.01)
-        return self._end(path, ok)
+
+    def _begin(self, path: Path, size: int) -> None:
+        # Text size guess for the column reservation: gzip'd JSON traces shrink about 18x.
+        self.scanner.begin_file(size * (20 if path.name.endswith(".gz") else 1))
 
     def _end(self, path: Path, ok: bool) -> FileScan | None:
         sc = self.scanner

@@ -218,3 +218,33 @@ def test_gzip_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     general, native = _both(p, monkeypatch)
     _same(general, native)
     assert isinstance(native.events, pl.DataFrame)
+
+
+def test_folder_gunzipped_in_one_thread_across_files(
+    kineto_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small per-rank files are gunzipped by one thread ahead of the scan, across file
+    # boundaries, once the folder is large enough: the same frame as the inline path, also
+    # when the scanner declines a file in the middle (its rest is skipped; the general reader
+    # takes it) or a later file's gzip is broken (the error names that file).
+    src = kineto_data / "param_dlrm_8rank"
+    inline = stallscope.import_kineto(src)
+    monkeypatch.setattr(_native, "_INLINE", 0)
+    assert_frame_equal(stallscope.import_kineto(src), inline)
+
+    files = sorted(src.iterdir())[:3]
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for i, f in enumerate(files):
+        raw = gzip.decompress(f.read_bytes())
+        if i == 1:  # a float pid: the scanner declines the file, the general reader reads it
+            raw = raw.replace(b'"pid": ', b'"pid": 1.0, "x": ', 1)
+        (folder / f.name).write_bytes(gzip.compress(raw))
+    got = stallscope.import_kineto(folder)
+    monkeypatch.setattr(_native, "_INLINE", 1 << 40)
+    assert_frame_equal(got, stallscope.import_kineto(folder))
+    monkeypatch.setattr(_native, "_INLINE", 0)
+    broken = folder / files[2].name
+    broken.write_bytes(broken.read_bytes()[:-100])
+    with pytest.raises(TraceImportError, match=files[2].name):
+        stallscope.import_kineto(folder)
