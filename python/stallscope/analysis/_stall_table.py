@@ -258,21 +258,30 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         """start, end on the flat timeline (rank r's time t is at r * span + t - lo_all,
         clipped to the run's steps, so ranks never meet; what lies outside the rank's own
         steps is never measured) and the mask of the intervals left non-empty."""
-        shift = rank.astype(np.int64) * span - lo_all
-        s = np.clip(start, lo_all, hi_all) + shift
-        e = np.clip(end, lo_all, hi_all) + shift
+        shift = rank.astype(np.int64)
+        shift *= span
+        shift -= lo_all
+        s = np.clip(start, lo_all, hi_all)
+        s += shift
+        e = np.clip(end, lo_all, hi_all)
+        e += shift
         return s, e, e > s
 
     label = labels(c, gpu)
     real = c.end > c.start
-    compute = np.flatnonzero((label == P["compute"]) & real)
+    compute = (label == P["compute"]) & real
     if gpu:
         cr, cs, ce = c.rank[compute], c.start[compute], c.end[compute]
     else:
-        cr, cs, ce = _cpu_compute(c, windows, compute)
+        cr, cs, ce = _cpu_compute(c, windows, np.flatnonzero(compute))
+    del compute
     s0, e0, ok = flat(cr, cs, ce)
-    union = Union(s0[ok], e0[ok])  # copies: Union sorts them in place
-    del s0, e0, ok, cr, cs, ce, compute
+    del cr, cs, ce
+    if not ok.all():
+        s0, e0 = s0[ok], e0[ok]
+    del ok
+    union = Union(s0, e0)  # our own arrays: Union sorts them in place
+    del s0, e0
 
     other = np.flatnonzero((label > P["compute"]) & real)
     lab = label[other]
