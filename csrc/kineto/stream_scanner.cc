@@ -11,15 +11,6 @@
 
 namespace stallscope::kineto {
 
-int32_t Dict::intern(std::string_view s) {
-  auto it = index_.find(s);
-  if (it != index_.end()) return it->second;
-  strs_.emplace_back(s);
-  auto code = static_cast<int32_t>(strs_.size() - 1);
-  index_.emplace(std::string_view(strs_.back()), code);
-  return code;
-}
-
 namespace {
 
 constexpr int64_t kMaxIp = 9000000000000000;     // integer µs below 9e15: x1000 stays in int64
