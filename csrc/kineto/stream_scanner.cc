@@ -9,126 +9,14 @@
 #include <cstring>
 #include <utility>
 
-namespace stallscope::kineto {
+#include "kineto/event_keys.h"
 
-int32_t Dict::intern(std::string_view s) {
-  auto it = index_.find(s);
-  if (it != index_.end()) return it->second;
-  strs_.emplace_back(s);
-  auto code = static_cast<int32_t>(strs_.size() - 1);
-  index_.emplace(std::string_view(strs_.back()), code);
-  return code;
-}
+namespace stallscope::kineto {
 
 namespace {
 
 constexpr int64_t kMaxIp = 9000000000000000;     // integer µs below 9e15: x1000 stays in int64
 constexpr int64_t kMaxNs = 2000000000000000000;  // |ts| and dur bound (base + ts + dur in int64)
-
-// kArgCheckedInt: validated as an integer, not kept; kArgScalar: any scalar, not kept.
-enum ArgKind { kArgRow, kArgSync, kArgNcclInt, kArgNcclStr, kArgCheckedInt, kArgScalar };
-struct ArgKey {
-  std::string_view key;
-  ArgKind kind;
-  int field;  // RowInt, NcclInt or NcclStr
-};
-constexpr ArgKey kArgKeys[] = {
-    {"External id", kArgRow, kRowExtId},
-    {"correlation", kArgRow, kRowCorrelation},
-    {"stream", kArgRow, kRowStream},
-    {"device", kArgRow, kRowDevice},
-    {"bytes", kArgRow, kRowBytes},
-    {"cuda_sync_kind", kArgSync, 0},
-    {"Collective name", kArgNcclStr, kNcclColl},
-    {"In msg nelems", kArgNcclInt, kNcclInNelems},
-    {"Out msg nelems", kArgCheckedInt, 0},
-    {"Group size", kArgNcclInt, kNcclGroupSize},
-    {"dtype", kArgNcclStr, kNcclDtype},
-    {"Process Group Name", kArgNcclStr, kNcclPg},
-    {"Process Group Description", kArgNcclStr, kNcclPgDesc},
-    {"Process Group Ranks", kArgNcclStr, kNcclPgRanks},
-    {"Global rank start", kArgScalar, 0},
-    {"Global rank stride", kArgScalar, 0},
-};
-
-// k == lit, with the literal's length known at compile time (the compare inlines; a
-// string_view == calls memcmp for every key of every event).
-template <size_t N>
-inline bool same(std::string_view k, const char (&lit)[N]) {
-  return k.size() == N - 1 && std::memcmp(k.data(), lit, N - 1) == 0;
-}
-
-// The kArgKeys entry of `k`, or -1: by length first (most keys are not ours), then one
-// compare of that length (the table's key has k's length in each case below).
-int arg_index(std::string_view k) {
-  auto is = [&](int j) {
-    return std::memcmp(kArgKeys[j].key.data(), k.data(), k.size()) == 0 ? j : -1;
-  };
-  switch (k.size()) {
-    case 5:
-      return k[0] == 'b' ? is(4) : is(10);  // bytes, dtype
-    case 6:
-      return k[0] == 's' ? is(2) : is(3);  // stream, device
-    case 10:
-      return is(9);  // Group size
-    case 11:
-      return k[0] == 'E' ? is(0) : is(1);  // External id, correlation
-    case 13:
-      return is(7);  // In msg nelems
-    case 14:
-      return k[0] == 'c' ? is(5) : is(8);  // cuda_sync_kind, Out msg nelems
-    case 15:
-      return is(6);  // Collective name
-    case 17:
-      return is(14);  // Global rank start
-    case 18:
-      return k[0] == 'P' ? is(11) : is(15);  // Process Group Name, Global rank stride
-    case 19:
-      return is(13);  // Process Group Ranks
-    case 25:
-      return is(12);  // Process Group Description
-    default:
-      return -1;
-  }
-}
-
-enum EvKey {
-  kEvPh,
-  kEvCat,
-  kEvName,
-  kEvPid,
-  kEvTid,
-  kEvTs,
-  kEvDur,
-  kEvId,
-  kEvBp,
-  kEvArgs,
-  kEvOther
-};
-
-EvKey event_key(std::string_view k) {
-  switch (k.size()) {
-    case 2:
-      if (same(k, "ph")) return kEvPh;
-      if (same(k, "ts")) return kEvTs;
-      if (same(k, "id")) return kEvId;
-      if (same(k, "bp")) return kEvBp;
-      break;
-    case 3:
-      if (same(k, "cat")) return kEvCat;
-      if (same(k, "pid")) return kEvPid;
-      if (same(k, "tid")) return kEvTid;
-      if (same(k, "dur")) return kEvDur;
-      break;
-    case 4:
-      if (same(k, "name")) return kEvName;
-      if (same(k, "args")) return kEvArgs;
-      break;
-    default:
-      break;
-  }
-  return kEvOther;
-}
 
 // Signed decimal digits (<= 18) -> value; false when not of that form.
 bool small_int(std::string_view t, int64_t* v) {
@@ -406,7 +294,8 @@ void StreamScanner::int_field(int64_t* out) {
 void StreamScanner::str_field(Dict& dict, int32_t* out) {
   if (cur_.null_here()) return;
   if (cur_.peek() != '"') throw Unsupported{"non-string in a string field"};
-  *out = dict.intern(cur_.str());
+  std::string_view v = cur_.plain_str();  // most names: one SSE2 run to the closing quote
+  *out = dict.intern(v.data() != nullptr ? v : cur_.str());
 }
 
 void StreamScanner::time_field(Time* t, bool* any_float) {
@@ -445,9 +334,15 @@ void StreamScanner::args(Event& ev) {
   int64_t ignored = 0;
   for (;;) {
     cur_.ws();
-    std::string_view k = cur_.str();
-    cur_.ws();
-    cur_.expect(':');
+    std::string_view k;
+    if (cur_.peek() == '"') k = cur_.plain_str();  // most keys: one SSE2 run
+    if (k.data() == nullptr) k = cur_.str();
+    if (cur_.left() >= 2 && (cur_.word16() == 0x203a)) {  // ": " little-endian
+      cur_.skip(2);
+    } else {
+      cur_.ws();
+      cur_.expect(':');
+    }
     cur_.ws();
     int which = arg_index(k);
     if (which < 0) {
@@ -480,6 +375,18 @@ void StreamScanner::args(Event& ev) {
         }
       }
     }
+    // `,"` and `, "` (Kineto's separators within a line): straight on to the next key.
+    if (cur_.left() >= 8) {
+      uint64_t w = cur_.word();
+      if ((w & 0xFFFF) == 0x222c) {  // `,"` little-endian
+        cur_.skip(1);
+        continue;
+      }
+      if ((w & 0xFFFFFF) == 0x22202c) {  // `, "`
+        cur_.skip(2);
+        continue;
+      }
+    }
     cur_.ws();
     char d = cur_.next();
     if (d == '}') return;
@@ -500,10 +407,18 @@ void StreamScanner::event() {
   uint32_t seen = 0;
   for (;;) {
     cur_.ws();
-    std::string_view key = cur_.short_key();
-    EvKey k = event_key(key.empty() ? cur_.str() : key);
-    cur_.ws();
-    cur_.expect(':');
+    size_t len = 0;
+    int quick = cur_.left() >= 8 ? quick_event_key(cur_.word(), &len) : -1;
+    EvKey k;
+    if (quick >= 0) {  // Kineto's spelling: "key": in one masked compare (and its blank)
+      k = static_cast<EvKey>(quick);
+      cur_.skip(len + (((cur_.word() >> (8 * len)) & 0xFF) == ' '));
+    } else {
+      std::string_view key = cur_.short_key();
+      k = event_key(key.empty() ? cur_.str() : key);
+      cur_.ws();
+      cur_.expect(':');
+    }
     cur_.ws();
     if (k != kEvOther) {
       if (seen & (1u << k)) throw Unsupported{"duplicate event key"};
@@ -513,7 +428,8 @@ void StreamScanner::event() {
       case kEvPh: {
         if (cur_.null_here()) break;
         if (cur_.peek() != '"') throw Unsupported{"non-string in a string field"};
-        std::string_view ph = cur_.str();
+        std::string_view ph = cur_.plain_str();
+        if (ph.data() == nullptr) ph = cur_.str();
         ev.ph = same(ph, "X") ? 1 : (same(ph, "s") || same(ph, "f") || same(ph, "t")) ? 2 : 0;
         break;
       }
@@ -550,6 +466,11 @@ void StreamScanner::event() {
       default:
         cur_.skip_value(1);
         break;
+    }
+    // `, "` (Kineto's separator within a line): straight on to the next key.
+    if (cur_.left() >= 8 && (cur_.word() & 0xFFFFFF) == 0x22202c) {  // ", \"" little-endian
+      cur_.skip(2);
+      continue;
     }
     cur_.ws();
     char d = cur_.next();

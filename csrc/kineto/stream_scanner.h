@@ -19,26 +19,15 @@
 #include <limits>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "kineto/dict.h"
 #include "kineto/json_cursor.h"
 #include "kineto/rank_search.h"
 
 namespace stallscope::kineto {
 
 constexpr int64_t kNull = std::numeric_limits<int64_t>::min();  // null in int64 columns
-
-// value -> code, shared by the files of one import.
-class Dict {
- public:
-  int32_t intern(std::string_view s);
-  const std::deque<std::string>& strings() const { return strs_; }
-
- private:
-  std::deque<std::string> strs_;  // stable storage: the map's keys view into it
-  std::unordered_map<std::string_view, int32_t> index_;
-};
 
 // Int64 columns of kept complete events (kNull = null), in this order.
 enum RowInt {

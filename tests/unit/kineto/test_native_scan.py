@@ -248,3 +248,45 @@ def test_folder_gunzipped_in_one_thread_across_files(
     broken.write_bytes(broken.read_bytes()[:-100])
     with pytest.raises(TraceImportError, match=files[2].name):
         stallscope.import_kineto(folder)
+
+
+def test_fast_paths_match_bytewise_reads_at_every_cut() -> None:
+    # The scanner reads integers 8 digits per step, Kineto's `"key": ` and `, "` spellings in
+    # one compare and plain strings in one run only where 32 bytes (8 for keys) are left in the
+    # span; elsewhere it reads byte by byte. A document cut in two at every position exercises
+    # both paths on every token: the result must not depend on where the text was cut.
+    ints = [
+        b"0", b"7", b"-0", b"-12", b"12345678", b"123456789", b"1234567890123456",
+        b"-1669783687464181", b"123456789012345678",
+    ]  # fmt: skip
+    others = [b"1234567890123456789", b"99999999999999999999", b"1.5", b"12345678.25", b"-2E-2"]
+    events = []
+    for i, n in enumerate(ints):
+        # ts: the integer when within the importer's range (|ts| < 9e15 µs), or a float
+        ts = [n if len(n) < 17 else b"5", b"12345678.25", n if len(n) < 17 else b"5", b"-2E-2"]
+        m = others[i % len(others)]
+        events.append(
+            b'{"ph": "X", "cat": "cpu_op", "name": "op' + str(i).encode() + b'", "pid": ' + n
+            + b', "tid": "' + n + b'", "ts": ' + ts[i % 4] + b', "dur": '
+            + str(i).encode() + b',\n "args": {"External id": ' + n + b',"Ev Idx": ' + m
+            + b', "Input Dims": [[16, ' + m + b"], []], " + b'"stream":7}}'
+        )  # fmt: skip
+    doc = b'{"traceEvents": [' + b",\n  ".join(events) + b"]}"
+    whole = _plain(_scan(doc, len(doc)))
+    assert isinstance(whole, dict), whole
+    assert whole["rows"]["pid"] == [int(n) for n in ints]
+    assert whole["rows"]["ext"] == [int(n) for n in ints]
+    from stallscope import _core
+
+    for cut in range(len(doc) + 1):
+        sc = _core.KinetoScanner()
+        sc.begin_file()
+        sc.feed(doc[:cut])
+        sc.feed(doc[cut:])
+        assert _plain(sc.end_file()) == whole, cut
+    # An integer field refuses what is not an integer of at most 18 digits, however it is read.
+    for m in others:
+        one = b'{"traceEvents": [{"ph": "X", "cat": "c", "name": "n", "ts": 1, "dur": 2, '
+        one += b'"pid": ' + m + b"}]}"
+        for chunk in (1, len(one)):
+            assert isinstance(_scan(one, chunk), str), m
