@@ -59,13 +59,17 @@ inline uint64_t load8(const char* p) {
   return w;
 }
 
-// How many of the 8 bytes of `w` are ASCII digits before the first other byte (0..8).
-inline unsigned digit_run(uint64_t w) {
+// The top bit of each byte of `w` that is not an ASCII digit (0: eight digits).
+inline uint64_t non_digits(uint64_t w) {
   uint64_t t = w ^ 0x3030303030303030ull;  // '0'..'9' -> 0..9
   // A byte is not a digit when t >= 10 (the low 7 bits plus 0x76 reach 0x80: no carry into the
   // next byte) or t >= 0x80 (its top bit).
-  uint64_t bad =
-      (((t & 0x7F7F7F7F7F7F7F7Full) + 0x7676767676767676ull) | t) & 0x8080808080808080ull;
+  return (((t & 0x7F7F7F7F7F7F7F7Full) + 0x7676767676767676ull) | t) & 0x8080808080808080ull;
+}
+
+// How many of the 8 bytes of `w` are ASCII digits before the first other byte (0..8).
+inline unsigned digit_run(uint64_t w) {
+  uint64_t bad = non_digits(w);
   return bad == 0 ? 8 : static_cast<unsigned>(__builtin_ctzll(bad)) / 8;
 }
 
@@ -251,6 +255,11 @@ class Cursor {
       *is_int = true;
       return true;
     }
+    return integer_bytewise(v, is_int, text);
+  }
+
+  // integer() one byte at a time: near the span's end, and for what integer_swar() refuses.
+  [[gnu::noinline]] bool integer_bytewise(int64_t* v, bool* is_int, std::string_view* text) {
     const char* s = p_;
     bool neg = false;
     if (peek() == '-') {
@@ -319,7 +328,16 @@ class Cursor {
         return;
       }
       for (;;) {
-        skip_value(depth + 1);
+        // Plain strings and integers (record_shapes' "Input type" / "Input Dims" lists) here,
+        // without a call per element; anything else through skip_value().
+        ws();
+        int64_t v;
+        std::string_view text;
+        char e = peek();
+        bool quick = depth < kMaxDepth &&  // else skip_value() refuses the element's depth
+                     ((e == '"' && plain_str().data() != nullptr) ||
+                      (is_digit(e) && e_ - p_ >= 32 && integer_swar(&v, &text)));
+        if (!quick) skip_value(depth + 1);
         ws();
         char d = next();
         if (d == ']') return;
@@ -370,22 +388,46 @@ class Cursor {
   // the span's end. False (p_ unchanged) for anything else: integer() then reads it bytewise.
   // The three words are loaded and classified independently (no step waits for the previous
   // one's digit count: a 16-digit ts costs one word's latency, not three).
-  bool integer_swar(int64_t* v, std::string_view* text) {
+  [[gnu::always_inline]] bool integer_swar(int64_t* v, std::string_view* text) {
     static constexpr uint64_t kPow10[9] = {1,      10,      100,      1000,     10000,
                                            100000, 1000000, 10000000, 100000000};
     const char* q = p_ + (*p_ == '-');
-    uint64_t w0 = load8(q), w1 = load8(q + 8), w2 = load8(q + 16);
-    unsigned n0 = digit_run(w0), n1 = digit_run(w1), n2 = digit_run(w2);
-    unsigned nd = n0 < 8 ? n0 : n1 < 8 ? 8 + n1 : 16 + n2;
-    if (nd == 0 || nd > 18 || (q[0] == '0' && nd > 1)) return false;
-    const char* r = q + nd;
-    if (*r == '.' || *r == 'e' || *r == 'E') return false;
-    uint64_t x = digits_value(w0, n0 < 8 ? n0 : 8);
-    if (nd > 8) {
+    uint64_t w0 = load8(q);
+    uint64_t bad0 = non_digits(w0);
+    uint64_t x;
+    unsigned nd;
+    if (bad0 != 0) {  // fewer than 8 digits (pid, tid, dur, ids): the end is in this word
+      unsigned sh = static_cast<unsigned>(__builtin_ctzll(bad0)) - 7;  // 8 x digits
+      auto c = static_cast<unsigned char>(w0 >> sh);                   // the byte after them
+      // Refused: no digit, a leading zero, or a fraction / exponent after the digits.
+      if (sh == 0 || ((w0 & 0xFF) == '0' && sh > 8) || c == '.' || (c | 0x20) == 'e') {
+        return false;
+      }
+      nd = sh / 8;
+      x = digits_value(w0, nd);
+    } else {  // 8 or more (ts): two more words, classified independently
+      if ((w0 & 0xFF) == '0') return false;
+      uint64_t w1 = load8(q + 8), w2 = load8(q + 16);
+      unsigned n1 = digit_run(w1), n2 = digit_run(w2);
+      if (n1 == 8 && n2 == 0) {  // exactly 16 digits: Kineto's ts in µs since the epoch
+        const char* r = q + 16;
+        if (*r == '.' || *r == 'e' || *r == 'E') return false;
+        x = digits_value(w0, 8) * 100000000 + digits_value(w1, 8);
+        *text = std::string_view(p_, static_cast<size_t>(r - p_));
+        *v = *p_ == '-' ? -static_cast<int64_t>(x) : static_cast<int64_t>(x);
+        p_ = r;
+        return true;
+      }
+      nd = n1 < 8 ? 8 + n1 : 16 + n2;
+      if (nd > 18) return false;
+      const char* r = q + nd;
+      if (*r == '.' || *r == 'e' || *r == 'E') return false;
+      x = digits_value(w0, 8);
       unsigned m1 = n1 < 8 ? n1 : 8;
       if (m1 > 0) x = x * kPow10[m1] + digits_value(w1, m1);
       if (nd > 16) x = x * kPow10[n2] + digits_value(w2, n2);
     }
+    const char* r = q + nd;
     *text = std::string_view(p_, static_cast<size_t>(r - p_));
     *v = *p_ == '-' ? -static_cast<int64_t>(x) : static_cast<int64_t>(x);
     p_ = r;

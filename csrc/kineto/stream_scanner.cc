@@ -150,10 +150,12 @@ bool StreamScanner::end_file(FileResult* out) {
     r.problems[kBadTime] += (bad_ts || bad_dur) && has_dur && has_cat;
     r.problems[kNegativeDur] += dur != kNull && dur < 0;
     if (!has_dur || !has_cat || bad_ts || dur == kNull || dur < 0 || dur > kMaxNs) continue;
-    for (int c = 0; c < kNumRowInt; ++c) rows[c][kept] = rows[c][i];
+    if (kept != i) {  // rows move down only after a drop
+      for (int c = 0; c < kNumRowInt; ++c) rows[c][kept] = rows[c][i];
+      for (int c = 0; c < kNumRowStr; ++c) r.strs[c][kept] = r.strs[c][i];
+    }
     rows[kRowTs][kept] = ts;
     rows[kRowDur][kept] = dur;
-    for (int c = 0; c < kNumRowStr; ++c) r.strs[c][kept] = r.strs[c][i];
     ++kept;
   }
   for (auto& c : r.rows) c.resize(kept);

@@ -259,7 +259,10 @@ def test_fast_paths_match_bytewise_reads_at_every_cut() -> None:
         b"0", b"7", b"-0", b"-12", b"12345678", b"123456789", b"1234567890123456",
         b"-1669783687464181", b"123456789012345678",
     ]  # fmt: skip
-    others = [b"1234567890123456789", b"99999999999999999999", b"1.5", b"12345678.25", b"-2E-2"]
+    others = [
+        b"1234567890123456789", b"99999999999999999999", b"1.5", b"12345678.25", b"-2E-2",
+        b"1234567890123456.5", b"12e1", b"1234567890123456E2",
+    ]  # fmt: skip
     events = []
     for i, n in enumerate(ints):
         # ts: the integer when within the importer's range (|ts| < 9e15 µs), or a float
@@ -290,3 +293,16 @@ def test_fast_paths_match_bytewise_reads_at_every_cut() -> None:
         one += b'"pid": ' + m + b"}]}"
         for chunk in (1, len(one)):
             assert isinstance(_scan(one, chunk), str), m
+
+
+@pytest.mark.parametrize("inner", [b'"a"', b"7", b"123456789", b'"\\u00e9"', b"[]"])
+def test_nesting_limit_holds_for_quickly_skipped_list_elements(inner: bytes) -> None:
+    # Plain strings and integers in a skipped list are read without a call per element; they
+    # still count as one level deeper than their list (512 levels at most, then the general
+    # reader takes the file), whatever the chunking.
+    for n, ok in ((511, True), (512, False)):
+        doc = b'{"traceEvents": [{"ph": "X", "args": {"x": ' + b"[" * n + inner + b"]" * n
+        doc += b"}}" + b" " * 40 + b"]}"
+        for chunk in (7, len(doc)):
+            res = _scan(doc, chunk)
+            assert isinstance(res, dict) == ok, (n, chunk, res)
