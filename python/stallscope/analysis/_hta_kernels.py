@@ -82,7 +82,8 @@ def kernel_breakdown(
         return pl.DataFrame(schema={**empty, **{f"{c}_ns": pl.Float64 for c in cols}})
     name = rows["name"].gather(_arrow.series(sel)).fill_null("")
     names = name.unique().sort()  # code = position: names sort as their codes
-    code = name.replace_strict(names, np.arange(len(names)), return_dtype=pl.Int64).to_numpy()
+    at = _arrow.series(np.arange(len(names)))
+    code = name.replace_strict(names, at, return_dtype=pl.Int64).to_numpy()
     rank, kt = rows["rank"].to_numpy()[sel], ktype
     dur = rows["dur"].to_numpy()[sel]
     # Per (rank, type, name): one sort, statistics by segment.

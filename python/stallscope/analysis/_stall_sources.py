@@ -16,6 +16,7 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
+from stallscope import _arrow
 from stallscope._schema import CATEGORIES, GPU_KINDS, KIND_ID, KINDS, SCHEMA, conform
 from stallscope.analysis._steps import Windows, windows
 
@@ -79,7 +80,7 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
     corr_null = corr_s.is_null().to_numpy() if corr_s.null_count() else None
     corr = corr_s.fill_null(0).to_numpy() if corr_null is not None else corr_s.to_numpy()
     comm_at = np.flatnonzero(np.isin(kind, [KIND_ID[k] for k in COMM_KINDS]))
-    comm = df.select(*NEEDED, *comm_cols)[comm_at]
+    comm = df.select(*NEEDED, *comm_cols)[_arrow.series(comm_at)]
     return Columns(
         rank=df["rank"].to_numpy(),
         kind=kind,
