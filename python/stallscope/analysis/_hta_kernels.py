@@ -82,8 +82,8 @@ def kernel_breakdown(
         return pl.DataFrame(schema={**empty, **{f"{c}_ns": pl.Float64 for c in cols}})
     name = rows["name"].gather(_arrow.series(sel)).fill_null("")
     names = name.unique().sort()  # code = position: names sort as their codes
-    at = _arrow.series(np.arange(len(names)))
-    code = name.replace_strict(names, at, return_dtype=pl.Int64).to_numpy()
+    positions = _arrow.series(np.arange(len(names)))
+    code = name.replace_strict(names, positions, return_dtype=pl.Int64).to_numpy()
     rank, kt = rows["rank"].to_numpy()[sel], ktype
     dur = rows["dur"].to_numpy()[sel]
     # Per (rank, type, name): one sort, statistics by segment.
