@@ -25,12 +25,20 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent.parent / "shared" / "data" / "kineto"
 TRACES = [
     "hta_v100_rank1_of2_large/df_index_resolver.json.gz",
     "hta_a100_rank0_of16/rank0.json.gz",
 ]
 CHUNK = 1 << 20  # bytes of text per feed()
+
+
+def data_dir() -> Path:
+    """The shared Kineto traces: the first shared/data/kineto above the checkout."""
+    for p in ROOT.parents:
+        d = p / "shared" / "data" / "kineto"
+        if (d / "MANIFEST.json").is_file():
+            return d
+    raise SystemExit("no shared/data/kineto above the checkout: name the trace files")
 
 
 def load_core(path: str | None) -> Any:
@@ -75,7 +83,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="one JSON line of raw times per trace")
     args = ap.parse_args()
     core = load_core(args.core)
-    paths = [Path(t) for t in args.traces] or [DATA / t for t in TRACES]
+    paths = [Path(t) for t in args.traces] or [data_dir() / t for t in TRACES]
     for p in paths:
         chunks = text_chunks(p)
         size = sum(len(c) for c in chunks)

@@ -388,7 +388,7 @@ class Cursor {
   // the span's end. False (p_ unchanged) for anything else: integer() then reads it bytewise.
   // The three words are loaded and classified independently (no step waits for the previous
   // one's digit count: a 16-digit ts costs one word's latency, not three).
-  [[gnu::always_inline]] bool integer_swar(int64_t* v, std::string_view* text) {
+  bool integer_swar(int64_t* v, std::string_view* text) {
     static constexpr uint64_t kPow10[9] = {1,      10,      100,      1000,     10000,
                                            100000, 1000000, 10000000, 100000000};
     const char* q = p_ + (*p_ == '-');
