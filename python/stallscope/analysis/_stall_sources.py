@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._schema import CATEGORIES, GPU_KINDS, KIND_ID, KINDS, SCHEMA, conform
+from stallscope._schema import CATEGORIES, GPU_KINDS, KINDS, SCHEMA, conform
 from stallscope.analysis._steps import Windows, windows
 
 Array = np.ndarray[Any, Any]
@@ -32,25 +32,31 @@ _CODES: Final = len(CATEGORIES) + 1  # category codes per kind in the label tabl
 
 @dataclass
 class Columns:
-    """The events' columns the table reads, as arrays of one length (rows with a null rank,
-    kind, start or end dropped: they can lie in no step). ``kind``, ``cat``: the Enums'
-    codes (`_NULL_CAT` for a null category); ``corr_null``: where correlation was null (None
-    when nowhere); ``frame``: the same rows as a frame (NEEDED columns), for the few queries
-    that remain; ``comm``: the collective / p2p / bucket rows with name, detail and bytes."""
+    """The events' columns the table reads (rows with a null rank, kind, start or end dropped:
+    they can lie in no step): ``frame`` holds the NEEDED columns; ``gpu``: whether any row is
+    GPU activity; ``comm``: the collective / p2p / bucket rows with name, detail and bytes.
+    Whole-column passes stay in Polars (all threads; the 10 M-event runs need them), only the
+    few rows that need it become NumPy (`take`)."""
 
-    rank: Array
-    kind: Array
-    cat: Array
-    start: Array
-    end: Array
-    corr: Array
-    corr_null: Array | None
     frame: pl.DataFrame
+    gpu: bool
     comm: pl.DataFrame
 
-    def is_kind(self, *kinds: str) -> Array:
-        """Mask of the rows of any of `kinds`."""
-        return np.isin(self.kind, [KIND_ID[k] for k in kinds])
+    def take(self, rows: pl.Expr | Array) -> dict[str, Array]:
+        """rank, start, end, corr (null -> 0) and corr_null of the rows (a filter or indices)."""
+        df = (
+            self.frame.filter(rows)
+            if isinstance(rows, pl.Expr)
+            else self.frame[_arrow.series(rows)]
+        )
+        corr = df["correlation"]
+        return {
+            "rank": df["rank"].to_numpy(),
+            "start": df["start_ns"].to_numpy(),
+            "end": df["end_ns"].to_numpy(),
+            "corr": corr.fill_null(0).to_numpy(),
+            "corr_null": corr.is_null().to_numpy(),
+        }
 
 
 def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
@@ -58,9 +64,9 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
     frame `conform` accepts). A lazy source is read once: the NEEDED columns, and names,
     details and sizes of the comm events only (their bytes are not read: collectives get 0)."""
     comm_cols = ("name", "detail", "bytes")
+    is_comm = pl.col("kind").is_in(COMM_KINDS)
     if isinstance(events, pl.LazyFrame):
         lf = conform(events)
-        is_comm = pl.col("kind").is_in(COMM_KINDS)
         df = lf.select(
             *NEEDED,
             *(pl.when(is_comm).then(pl.col(c)).alias(c) for c in ("name", "detail")),
@@ -73,32 +79,20 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
     required = ("rank", "kind", "start_ns", "end_ns")
     if any(df[c].null_count() for c in required):
         df = df.drop_nulls(required)
-    kind = df["kind"].to_physical().to_numpy()
-    cat_s = df["category"].to_physical()
-    cat = cat_s.fill_null(_NULL_CAT).to_numpy() if cat_s.null_count() else cat_s.to_numpy()
-    corr_s = df["correlation"]
-    corr_null = corr_s.is_null().to_numpy() if corr_s.null_count() else None
-    corr = corr_s.fill_null(0).to_numpy() if corr_null is not None else corr_s.to_numpy()
-    comm_at = np.flatnonzero(np.isin(kind, [KIND_ID[k] for k in COMM_KINDS]))
-    comm = df.select(*NEEDED, *comm_cols)[_arrow.series(comm_at)]
-    return Columns(
-        rank=df["rank"].to_numpy(),
-        kind=kind,
-        cat=cat,
-        start=df["start_ns"].to_numpy(),
-        end=df["end_ns"].to_numpy(),
-        corr=corr,
-        corr_null=corr_null,
-        frame=df.select(NEEDED),
-        comm=comm,
+    gpu, comm = pl.collect_all(
+        [
+            df.lazy().select(pl.col("kind").is_in(GPU_KINDS).any()),
+            df.lazy().filter(is_comm).select(*NEEDED, *comm_cols),
+        ]
     )
+    return Columns(frame=df.select(NEEDED), gpu=bool(gpu.item()), comm=comm)
 
 
 def step_windows_of(c: Columns) -> Windows:
     """The windows of the step markers (kind ``step``; the step number is the correlation)."""
-    m = np.flatnonzero(c.kind == KIND_ID["step"])
-    null = None if c.corr_null is None else c.corr_null[m]
-    return windows(c.rank[m], c.corr[m], c.start[m], c.end[m], null)
+    m = c.take(pl.col("kind") == "step")
+    null = m["corr_null"] if m["corr_null"].any() else None
+    return windows(m["rank"], m["corr"], m["start"], m["end"], null)
 
 
 ATTRIBUTED: Final[tuple[str, ...]] = (
@@ -114,7 +108,7 @@ ATTRIBUTED: Final[tuple[str, ...]] = (
 """Categories claimed by intervals, in priority order (position = priority, 0 highest)."""
 
 P: Final[dict[str, int]] = {c: i for i, c in enumerate(ATTRIBUTED)}
-COMM_TRANSFER: Final = 100  # placeholder label: network or interconnect by the rank's nodes
+COMM_TRANSFER: Final = 100  # (Int8) placeholder label: network or interconnect by the rank's nodes
 NO_LABEL: Final = -1
 _DATA_CATS: Final = ("data", "data_fetch", "data_prep")
 
@@ -149,10 +143,14 @@ _TABLES: Final = {
 
 def is_gpu_run(c: Columns) -> bool:
     """Whether the events hold GPU activity (then the device lanes are GPU streams)."""
-    return bool(c.is_kind(*GPU_KINDS).any())
+    return c.gpu
 
 
-def labels(c: Columns, gpu: bool) -> Array:
-    """Every row's label (NO_LABEL, a priority, or COMM_TRANSFER), by table lookup. Collective
-    and p2p events get theirs from the matching (_stall_table._collective_intervals)."""
-    return _TABLES[gpu][c.kind.astype(np.intp) * _CODES + c.cat]
+def label_expr(gpu: bool) -> pl.Expr:
+    """Every row's label (NO_LABEL, a priority, or COMM_TRANSFER; Int8), by table lookup on
+    the Enums' codes. Collective and p2p events get theirs from the matching
+    (_stall_table._collective_intervals)."""
+    code = pl.col("kind").to_physical().cast(pl.Int32) * _CODES + pl.col(
+        "category"
+    ).to_physical().cast(pl.Int32).fill_null(_NULL_CAT)
+    return pl.lit(pl.Series(_TABLES[gpu].tolist(), dtype=pl.Int8)).gather(code)

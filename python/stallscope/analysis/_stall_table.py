@@ -76,7 +76,7 @@ from stallscope.analysis._stall_sources import (
     P,
     columns,
     is_gpu_run,
-    labels,
+    label_expr,
     step_windows_of,
 )
 from stallscope.analysis._steps import assign_steps
@@ -154,7 +154,8 @@ def _cpu_compute(c: Columns, windows: pl.DataFrame, rows: Array) -> tuple[Array,
     comm = c.comm.lazy()
     blocked = _blocked(comm, windows).filter(pl.col("end_ns") > pl.col("start_ns")).collect()
     if blocked.height == 0:
-        return c.rank[rows], c.start[rows], c.end[rows]
+        t = c.take(rows)
+        return t["rank"], t["start"], t["end"]
     regions = (
         c.frame[_arrow.series(rows)]
         .lazy()
@@ -267,25 +268,44 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         e += shift
         return s, e, e > s
 
-    label = labels(c, gpu)
-    real = c.end > c.start
-    compute = (label == P["compute"]) & real
+    # One pass gives every row its label; compute (the bulk: every kernel) then stays in
+    # Polars up to its flat start and end (all threads), the other rows (few) become arrays.
+    labelled = c.frame.lazy().with_columns(_label=label_expr(gpu))
+    real = pl.col("end_ns") > pl.col("start_ns")
+    compute = pl.col("_label") == P["compute"]
     if gpu:
-        cr, cs, ce = c.rank[compute], c.start[compute], c.end[compute]
+        shift = pl.col("rank").cast(pl.Int64) * span - lo_all
+        flat_df, other_df = pl.collect_all(
+            [
+                labelled.filter(compute & real)
+                .select(
+                    start=pl.col("start_ns").clip(lo_all, hi_all) + shift,
+                    end=pl.col("end_ns").clip(lo_all, hi_all) + shift,
+                )
+                .filter(pl.col("end") > pl.col("start")),
+                labelled.filter((pl.col("_label") > P["compute"]) & real),
+            ]
+        )
+        s0 = flat_df["start"].to_numpy(writable=True)
+        e0 = flat_df["end"].to_numpy(writable=True)
+        del flat_df
     else:
-        cr, cs, ce = _cpu_compute(c, windows, np.flatnonzero(compute))
-    del compute
-    s0, e0, ok = flat(cr, cs, ce)
-    del cr, cs, ce
-    if not ok.all():
+        other_df, rows = pl.collect_all(
+            [
+                labelled.filter((pl.col("_label") > P["compute"]) & real),
+                labelled.select(pl.arg_where(compute)),
+            ]
+        )
+        cr, cs, ce = _cpu_compute(c, windows, rows.to_series().to_numpy())
+        ok = ce > cs
+        s0, e0, ok = flat(cr[ok], cs[ok], ce[ok])
         s0, e0 = s0[ok], e0[ok]
-    del ok
     union = Union(s0, e0)  # our own arrays: Union sorts them in place
     del s0, e0
 
-    other = np.flatnonzero((label > P["compute"]) & real)
-    lab = label[other]
-    rank = c.rank[other]
+    lab = other_df["_label"].to_numpy().astype(np.int32)
+    rank = other_df["rank"].to_numpy()
+    start, end = other_df["start_ns"].to_numpy(), other_df["end_ns"].to_numpy()
     coll_kinds = c.comm["kind"].is_in(("collective", "p2p"))
     multi = np.zeros(0, np.int64)
     parts = []
@@ -298,7 +318,7 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     if transfer.any():
         net = np.isin(rank[transfer], multi)
         lab[transfer] = np.where(net, P["network"], P["interconnect"])
-    parts.append((lab, *flat(rank, c.start[other], c.end[other])))
+    parts.append((lab, *flat(rank, start, end)))
     rl = np.concatenate([p[0][p[3]] for p in parts]).astype(np.int32)
     rs = np.concatenate([p[1][p[3]] for p in parts])
     re_ = np.concatenate([p[2][p[3]] for p in parts])
