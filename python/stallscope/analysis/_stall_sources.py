@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._schema import CATEGORIES, GPU_KINDS, KINDS, SCHEMA, conform
+from stallscope._schema import CATEGORIES, GPU_KINDS, KIND_ID, KINDS, SCHEMA, conform
 from stallscope.analysis._steps import Windows, windows
 
 Array = np.ndarray[Any, Any]
@@ -79,6 +79,10 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
     required = ("rank", "kind", "start_ns", "end_ns")
     if any(df[c].null_count() for c in required):
         df = df.drop_nulls(required)
+    if df.height < PARALLEL_ROWS:  # NumPy: no per-query cost
+        kind = df["kind"].to_physical().to_numpy()
+        comm = df.select(*NEEDED, *comm_cols)[_arrow.series(np.flatnonzero(_COMM_KIND[kind]))]
+        return Columns(frame=df.select(NEEDED), gpu=bool(_GPU_KIND[kind].any()), comm=comm)
     gpu, comm = pl.collect_all(
         [
             df.lazy().select(pl.col("kind").is_in(GPU_KINDS).any()),
@@ -86,6 +90,14 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
         ]
     )
     return Columns(frame=df.select(NEEDED), gpu=bool(gpu.item()), comm=comm)
+
+
+PARALLEL_ROWS: Final = 1_000_000
+"""Frames this large take their whole-column passes in Polars (all threads); smaller ones in
+NumPy, where Polars' per-query cost (0.3-4 ms, more on a query's first use in a process)
+would dominate. Both run the same tables and formulas; the tests run both."""
+_COMM_KIND: Final = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in COMM_KINDS])
+_GPU_KIND: Final = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in GPU_KINDS])
 
 
 def step_windows_of(c: Columns) -> Windows:
@@ -154,3 +166,12 @@ def label_expr(gpu: bool) -> pl.Expr:
         "category"
     ).to_physical().cast(pl.Int32).fill_null(_NULL_CAT)
     return pl.lit(pl.Series(_TABLES[gpu].tolist(), dtype=pl.Int8)).gather(code)
+
+
+def labels(frame: pl.DataFrame, gpu: bool) -> Array:
+    """`label_expr` in NumPy (int32), for frames below PARALLEL_ROWS."""
+    kind = frame["kind"].to_physical().to_numpy().astype(np.intp)
+    cat_s = frame["category"].to_physical()
+    cat = cat_s.fill_null(_NULL_CAT).to_numpy() if cat_s.null_count() else cat_s.to_numpy()
+    out: Array = _TABLES[gpu][kind * _CODES + cat]
+    return out

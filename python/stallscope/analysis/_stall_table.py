@@ -59,6 +59,7 @@ timeline.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -72,11 +73,13 @@ from stallscope.analysis._intervals import Union, exclusive, exclusive_arrays
 from stallscope.analysis._stall_sources import (
     ATTRIBUTED,
     COMM_TRANSFER,
+    PARALLEL_ROWS,
     Columns,
     P,
     columns,
     is_gpu_run,
     label_expr,
+    labels,
     step_windows_of,
 )
 from stallscope.analysis._steps import assign_steps
@@ -237,37 +240,17 @@ class _Prepared:
     # sorted by start (flat), which is by rank, then start_ns
 
 
-def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
-    c = columns(events)
-    win = step_windows_of(c)
-    windows = win.frame()
-    none = np.zeros(0, np.int64)
-    if windows.height == 0:
-        w = windows.with_columns(offset=pl.lit(0, pl.Int64), start="start_ns", end="end_ns")
-        return _Prepared(Union(none, none), (none.astype(np.int32), none, none), w)
-    gpu = is_gpu_run(c)
-    lo_all, hi_all = int(win.start.min()), int(win.end.max())
-    span = hi_all - lo_all + 1
-    low, top = int(win.rank.min()), int(win.rank.max())
-    if low < 0 or (top + 1) * span >= 2**62:
-        raise ValueError(
-            f"ranks {low}..{top} over {span} ns do not fit one int64 "
-            "timeline; ranks must be non-negative and the run shorter than 2**62 / ranks ns"
-        )
-
-    def flat(rank: Array, start: Array, end: Array) -> tuple[Array, Array, Array]:
-        """start, end on the flat timeline (rank r's time t is at r * span + t - lo_all,
-        clipped to the run's steps, so ranks never meet; what lies outside the rank's own
-        steps is never measured) and the mask of the intervals left non-empty."""
-        shift = rank.astype(np.int64)
-        shift *= span
-        shift -= lo_all
-        s = np.clip(start, lo_all, hi_all)
-        s += shift
-        e = np.clip(end, lo_all, hi_all)
-        e += shift
-        return s, e, e > s
-
+def _bulk(
+    c: Columns,
+    windows: pl.DataFrame,
+    gpu: bool,
+    flat: Callable[[Array, Array, Array], tuple[Array, Array, Array]],
+    span: int,
+    lo_all: int,
+    hi_all: int,
+) -> tuple[Union, Array, Array, Array, Array]:
+    """_prepare's passes over every row for frames of PARALLEL_ROWS or more, in Polars (all
+    threads): (the compute union; label, rank, start, end of the other rows)."""
     # One pass gives every row its label; compute (the bulk: every kernel) then stays in
     # Polars up to its flat start and end (all threads), the other rows (few) become arrays.
     labelled = c.frame.lazy().with_columns(_label=label_expr(gpu))
@@ -306,6 +289,57 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     lab = other_df["_label"].to_numpy().astype(np.int32)
     rank = other_df["rank"].to_numpy()
     start, end = other_df["start_ns"].to_numpy(), other_df["end_ns"].to_numpy()
+    return union, lab, rank, start, end
+
+
+def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
+    c = columns(events)
+    win = step_windows_of(c)
+    windows = win.frame()
+    none = np.zeros(0, np.int64)
+    if windows.height == 0:
+        w = windows.with_columns(offset=pl.lit(0, pl.Int64), start="start_ns", end="end_ns")
+        return _Prepared(Union(none, none), (none.astype(np.int32), none, none), w)
+    gpu = is_gpu_run(c)
+    lo_all, hi_all = int(win.start.min()), int(win.end.max())
+    span = hi_all - lo_all + 1
+    low, top = int(win.rank.min()), int(win.rank.max())
+    if low < 0 or (top + 1) * span >= 2**62:
+        raise ValueError(
+            f"ranks {low}..{top} over {span} ns do not fit one int64 "
+            "timeline; ranks must be non-negative and the run shorter than 2**62 / ranks ns"
+        )
+
+    def flat(rank: Array, start: Array, end: Array) -> tuple[Array, Array, Array]:
+        """start, end on the flat timeline (rank r's time t is at r * span + t - lo_all,
+        clipped to the run's steps, so ranks never meet; what lies outside the rank's own
+        steps is never measured) and the mask of the intervals left non-empty."""
+        shift = rank.astype(np.int64)
+        shift *= span
+        shift -= lo_all
+        s = np.clip(start, lo_all, hi_all)
+        s += shift
+        e = np.clip(end, lo_all, hi_all)
+        e += shift
+        return s, e, e > s
+
+    if c.frame.height < PARALLEL_ROWS:  # the same steps in NumPy: no per-query cost
+        label = labels(c.frame, gpu)
+        rank_all = c.frame["rank"].to_numpy()
+        st, en = c.frame["start_ns"].to_numpy(), c.frame["end_ns"].to_numpy()
+        if gpu:
+            comp = np.flatnonzero((label == P["compute"]) & (en > st))
+            cr, cs, ce = rank_all[comp], st[comp], en[comp]
+        else:
+            cr, cs, ce = _cpu_compute(c, windows, np.flatnonzero(label == P["compute"]))
+        oth = np.flatnonzero((label > P["compute"]) & (en > st))
+        lab, rank, start, end = label[oth], rank_all[oth], st[oth], en[oth]
+        ok = ce > cs
+        s0, e0, ok = flat(cr[ok], cs[ok], ce[ok])
+        union = Union(s0[ok], e0[ok])
+        del s0, e0
+    else:
+        union, lab, rank, start, end = _bulk(c, windows, gpu, flat, span, lo_all, hi_all)
     coll_kinds = c.comm["kind"].is_in(("collective", "p2p"))
     multi = np.zeros(0, np.int64)
     parts = []

@@ -206,6 +206,22 @@ def test_cpu_threads_blocked_on_communication_match_oracle(rows: list[dict[str, 
     check(rows)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.one_of(event_sets(), event_sets(cpu_comm=True)))
+def test_bulk_path_matches_oracle(rows: list[dict[str, Any]]) -> None:
+    # Frames of PARALLEL_ROWS or more take the whole-column passes in Polars instead of NumPy:
+    # the same table. The threshold is lowered to 0 so that small frames take that path.
+    from unittest import mock
+
+    from stallscope.analysis import _stall_sources, _stall_table
+
+    with (
+        mock.patch.object(_stall_sources, "PARALLEL_ROWS", 0),
+        mock.patch.object(_stall_table, "PARALLEL_ROWS", 0),
+    ):
+        check(rows)
+
+
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=event_sets())
