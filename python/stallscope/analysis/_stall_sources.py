@@ -153,11 +153,6 @@ _TABLES: Final = {
 """Label by ``kind_code * _CODES + category_code`` (the last category code is null's)."""
 
 
-def is_gpu_run(c: Columns) -> bool:
-    """Whether the events hold GPU activity (then the device lanes are GPU streams)."""
-    return c.gpu
-
-
 def label_expr(gpu: bool) -> pl.Expr:
     """Every row's label (NO_LABEL, a priority, or COMM_TRANSFER; Int8), by table lookup on
     the Enums' codes. Collective and p2p events get theirs from the matching

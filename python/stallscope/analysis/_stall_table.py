@@ -77,7 +77,6 @@ from stallscope.analysis._stall_sources import (
     Columns,
     P,
     columns,
-    is_gpu_run,
     label_expr,
     labels,
     step_windows_of,
@@ -300,7 +299,7 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     if windows.height == 0:
         w = windows.with_columns(offset=pl.lit(0, pl.Int64), start="start_ns", end="end_ns")
         return _Prepared(Union(none, none), (none.astype(np.int32), none, none), w)
-    gpu = is_gpu_run(c)
+    gpu = c.gpu  # GPU activity: then only GPU rows compute (module docstring)
     lo_all, hi_all = int(win.start.min()), int(win.end.max())
     span = hi_all - lo_all + 1
     low, top = int(win.rank.min()), int(win.rank.max())
