@@ -13,7 +13,13 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope.analysis._hta_loading import KERNEL_TYPES, hta_rows, merge_by_type, sweep
+from stallscope.analysis._hta_loading import (
+    KERNEL_TYPES,
+    hta_rows,
+    merge_by_type,
+    segment_starts,
+    sweep,
+)
 
 TYPES = KERNEL_TYPES[:3]
 
@@ -89,28 +95,16 @@ def kernel_breakdown(
     # Per (rank, type, name): one sort, statistics by segment.
     order = np.lexsort((code, kt, rank))
     rank, kt, code, dur = rank[order], kt[order], code[order], dur[order]
-    head = np.flatnonzero(_starts(rank, kt, code))
-    count = np.diff(np.append(head, dur.size))
-    total = np.add.reduceat(dur, head)
-    mean = total / count
-    dev = (dur - np.repeat(mean, count)) ** 2
-    with np.errstate(invalid="ignore", divide="ignore"):
-        std = np.where(count > 1, np.sqrt(np.add.reduceat(dev, head) / (count - 1)), 0.0)
+    head = np.flatnonzero(segment_starts(rank, kt, code))
+    stats = _segment_stats(dur, head)
     g_rank, g_kt, g_code = rank[head], kt[head], code[head]
-    stats = {
-        "sum": total,
-        "max": np.maximum.reduceat(dur, head),
-        "min": np.minimum.reduceat(dur, head),
-        "mean": mean,
-        "std": std,
-    }
     # Within each (rank, type): names by sum, largest first, ties by name.
-    order = np.lexsort((g_code, -total, g_kt, g_rank))
+    order = np.lexsort((g_code, -stats["sum"], g_kt, g_rank))
     g_rank, g_kt, g_code = g_rank[order], g_kt[order], g_code[order]
     stats = {k: v[order] for k, v in stats.items()}
     fold = np.zeros(g_rank.size, bool)
     regrouped = np.zeros(g_rank.size, bool)
-    heads = np.flatnonzero(_starts(g_rank, g_kt))
+    heads = np.flatnonzero(segment_starts(g_rank, g_kt))
     for a, b in zip(heads, [*heads[1:], g_rank.size], strict=True):
         n = b - a
         if n <= num_kernels:
@@ -133,21 +127,8 @@ def kernel_breakdown(
     out = {k: v[keep] for k, v in stats.items()}
     if fold.any():
         f = np.flatnonzero(fold)
-        fh = f[np.flatnonzero(_starts(g_rank[f], g_kt[f]))]
-        at = np.searchsorted(f, fh)
-        fsum = stats["sum"][f]
-        fcount = np.diff(np.append(at, f.size))
-        fmean = np.add.reduceat(fsum, at) / fcount
-        fdev = (fsum - np.repeat(fmean, fcount)) ** 2
-        with np.errstate(invalid="ignore", divide="ignore"):
-            fstd = np.where(fcount > 1, np.sqrt(np.add.reduceat(fdev, at) / (fcount - 1)), 0.0)
-        others = {
-            "sum": np.add.reduceat(fsum, at),
-            "max": np.maximum.reduceat(fsum, at),
-            "min": np.minimum.reduceat(fsum, at),
-            "mean": fmean,
-            "std": fstd,
-        }
+        fh = f[np.flatnonzero(segment_starts(g_rank[f], g_kt[f]))]
+        others = _segment_stats(stats["sum"][f], np.searchsorted(f, fh))
         out = {k: np.concatenate((out[k], others[k])) for k in out}
         out_name += ["others"] * fh.size
         out_rank = np.concatenate((out_rank, g_rank[fh]))
@@ -163,12 +144,19 @@ def kernel_breakdown(
     return frame.sort("kernel_type", "name", "rank")
 
 
-def _starts(*keys: np.ndarray) -> np.ndarray:
-    """Mask of the positions where any of the sorted `keys` changes (the first is one)."""
-    n = keys[0].size
-    new = np.zeros(n, bool)
-    if n:
-        new[0] = True
-        for k in keys:
-            new[1:] |= k[1:] != k[:-1]
-    return new
+def _segment_stats(values: np.ndarray, head: np.ndarray) -> dict[str, np.ndarray]:
+    """sum, max, min, mean and std (ddof 1; 0 for one value) of `values` per segment (`head`:
+    the segments' first positions), as pandas' groupby gives them to HTA."""
+    count = np.diff(np.append(head, values.size))
+    total = np.add.reduceat(values, head)
+    mean = total / count
+    dev = (values - np.repeat(mean, count)) ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        std = np.where(count > 1, np.sqrt(np.add.reduceat(dev, head) / (count - 1)), 0.0)
+    return {
+        "sum": total,
+        "max": np.maximum.reduceat(values, head),
+        "min": np.minimum.reduceat(values, head),
+        "mean": mean,
+        "std": std,
+    }

@@ -205,10 +205,10 @@ def _kernel_types(df: pl.DataFrame) -> pl.Series:
 def _row0_ts(facts: dict[int, _Fact], shift: float) -> dict[int, float]:
     """rank -> HTA's aligned ts of the file's first row (ranks whose first row HTA dropped are
     left out)."""
-    have = [f for f in facts.values() if f[3] is not None]
-    ns_rel = np.array([f[3] - f[1] for f in have], dtype=np.int64)  # type: ignore[operator]
-    ts, _ = _hta_times(ns_rel, np.zeros_like(ns_rel), np.array([f[2] for f in have], bool))
-    return {f[0]: t - shift for f, t in zip(have, ts.tolist(), strict=True)}
+    have = [(r, row0 - base, flt) for r, base, flt, row0 in facts.values() if row0 is not None]
+    ns_rel = np.array([h[1] for h in have], dtype=np.int64)
+    ts, _ = _hta_times(ns_rel, np.zeros_like(ns_rel), np.array([h[2] for h in have], bool))
+    return {h[0]: t - shift for h, t in zip(have, ts.tolist(), strict=True)}
 
 
 def _hta_times(
@@ -332,11 +332,7 @@ def merge_arrays(
         return np.zeros(0, np.int64), ts.astype(np.float64), end.astype(np.float64)
     order = np.lexsort((ts, *reversed(codes)))  # stable: ties keep their row order
     ts_s, end_s = ts[order], end[order]
-    new_group = np.zeros(n, dtype=bool)
-    new_group[0] = True
-    for c in codes:
-        cs = c[order]
-        new_group[1:] |= cs[1:] != cs[:-1]
+    new_group = segment_starts(*(c[order] for c in codes))
     bounds = np.flatnonzero(new_group)
     prev_max = np.empty(n, dtype=np.float64)  # running max of the group's ends before each row
     for a, b in zip(bounds, [*bounds[1:], n], strict=True):
@@ -349,6 +345,18 @@ def merge_arrays(
         ts_s[starts].astype(np.float64),
         np.maximum.reduceat(end_s, starts).astype(np.float64),
     )
+
+
+def segment_starts(*keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Mask of the positions where any of the sorted `keys` changes (the first is one): the
+    heads of the segments of equal keys."""
+    n = keys[0].size
+    new = np.zeros(n, bool)
+    if n:
+        new[0] = True
+        for k in keys:
+            new[1:] |= k[1:] != k[:-1]
+    return new
 
 
 def _sort_codes(col: pl.Series) -> np.ndarray[Any, Any]:

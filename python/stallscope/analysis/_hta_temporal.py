@@ -10,7 +10,13 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope.analysis._hta_loading import KERNEL_TYPES, gpu_arrays, hta_rows, merge_arrays
+from stallscope.analysis._hta_loading import (
+    KERNEL_TYPES,
+    gpu_arrays,
+    hta_rows,
+    merge_arrays,
+    segment_starts,
+)
 
 
 def hta_pct(part: pl.Series, whole: pl.Series) -> pl.Series:
@@ -33,7 +39,7 @@ def _per_rank(
     if keep.size == 0:
         return rank[:0], mts, mend, mts
     r = rank[keep]
-    heads = np.flatnonzero(np.concatenate(([True], r[1:] != r[:-1])))
+    heads = np.flatnonzero(segment_starts(r))
     tails = np.append(heads[1:], r.size) - 1
     busy = np.add.reduceat(mend, heads) - np.add.reduceat(mts, heads)
     return r[heads], mts[heads], mend[tails], busy

@@ -1,11 +1,9 @@
-"""The stall table's inputs as NumPy arrays: the columns it reads, the step windows, and the
-priority label of every event (the rules of _stall_table's docstring).
+"""The stall table's inputs: the columns it reads, and the priority label of every event
+(the rules of _stall_table's docstring), by one table lookup on the kind / category codes.
 
-The table used to derive these with a dozen Polars queries over the whole events frame, each
-0.3-4 ms of fixed cost (planning, thread pool) even on 10 k events; here the columns are taken
-once (zero-copy where the frame already has the schema's dtypes) and the rest is array work.
-Only the few communication events (collectives, p2p, DDP buckets: names and details) stay a
-Polars frame, and only CPU runs' blocked-thread rule (_stall_table._cpu_compute) still queries.
+Frames below PARALLEL_ROWS take their whole-column passes in NumPy (Polars' per-query cost,
+0.3-4 ms even on 10 k events, would dominate); larger ones in Polars on all threads. Only the
+few rows that need it (steps, the non-compute intervals, the comm events) become arrays.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import polars as pl
 
 from stallscope import _arrow
 from stallscope._schema import CATEGORIES, GPU_KINDS, KIND_ID, KINDS, SCHEMA, conform
-from stallscope.analysis._steps import Windows, windows
 
 Array = np.ndarray[Any, Any]
 
@@ -42,21 +39,10 @@ class Columns:
     gpu: bool
     comm: pl.DataFrame
 
-    def take(self, rows: pl.Expr | Array) -> dict[str, Array]:
-        """rank, start, end, corr (null -> 0) and corr_null of the rows (a filter or indices)."""
-        df = (
-            self.frame.filter(rows)
-            if isinstance(rows, pl.Expr)
-            else self.frame[_arrow.series(rows)]
-        )
-        corr = df["correlation"]
-        return {
-            "rank": df["rank"].to_numpy(),
-            "start": df["start_ns"].to_numpy(),
-            "end": df["end_ns"].to_numpy(),
-            "corr": corr.fill_null(0).to_numpy(),
-            "corr_null": corr.is_null().to_numpy(),
-        }
+    def take(self, rows: Array) -> tuple[Array, Array, Array]:
+        """rank, start_ns, end_ns of the rows (indices)."""
+        df = self.frame[_arrow.series(rows)]
+        return df["rank"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy()
 
 
 def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
@@ -98,13 +84,6 @@ NumPy, where Polars' per-query cost (0.3-4 ms, more on a query's first use in a 
 would dominate. Both run the same tables and formulas; the tests run both."""
 _COMM_KIND: Final = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in COMM_KINDS])
 _GPU_KIND: Final = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in GPU_KINDS])
-
-
-def step_windows_of(c: Columns) -> Windows:
-    """The windows of the step markers (kind ``step``; the step number is the correlation)."""
-    m = c.take(pl.col("kind") == "step")
-    null = m["corr_null"] if m["corr_null"].any() else None
-    return windows(m["rank"], m["corr"], m["start"], m["end"], null)
 
 
 ATTRIBUTED: Final[tuple[str, ...]] = (

@@ -79,9 +79,8 @@ from stallscope.analysis._stall_sources import (
     columns,
     label_expr,
     labels,
-    step_windows_of,
 )
-from stallscope.analysis._steps import assign_steps
+from stallscope.analysis._steps import assign_steps, window_arrays
 
 STALL_CATEGORIES: Final[tuple[str, ...]] = (*ATTRIBUTED, "host")
 """Every stall category, in priority order; ``host`` takes what no interval claims."""
@@ -156,8 +155,7 @@ def _cpu_compute(c: Columns, windows: pl.DataFrame, rows: Array) -> tuple[Array,
     comm = c.comm.lazy()
     blocked = _blocked(comm, windows).filter(pl.col("end_ns") > pl.col("start_ns")).collect()
     if blocked.height == 0:
-        t = c.take(rows)
-        return t["rank"], t["start"], t["end"]
+        return c.take(rows)
     regions = (
         c.frame[_arrow.series(rows)]
         .lazy()
@@ -239,22 +237,29 @@ class _Prepared:
     # sorted by start (flat), which is by rank, then start_ns
 
 
+Flat = Callable[[Array, Array, Array], tuple[Array, Array, Array]]
+
+
+def _flat_union(flat: Flat, rank: Array, start: Array, end: Array) -> Union:
+    """The union of the non-empty intervals (rank, start_ns, end_ns) on the flat timeline."""
+    real = end > start
+    s, e, ok = flat(rank[real], start[real], end[real])
+    return Union(s[ok], e[ok])
+
+
 def _bulk(
-    c: Columns,
-    windows: pl.DataFrame,
-    gpu: bool,
-    flat: Callable[[Array, Array, Array], tuple[Array, Array, Array]],
-    span: int,
-    lo_all: int,
-    hi_all: int,
-) -> tuple[Union, Array, Array, Array, Array]:
+    c: Columns, gpu: bool, span: int, lo_all: int, hi_all: int
+) -> tuple[Union | None, Array, tuple[Array, ...]]:
     """_prepare's passes over every row for frames of PARALLEL_ROWS or more, in Polars (all
-    threads): (the compute union; label, rank, start, end of the other rows)."""
-    # One pass gives every row its label; compute (the bulk: every kernel) then stays in
-    # Polars up to its flat start and end (all threads), the other rows (few) become arrays.
+    threads): (GPU runs: the compute union, else None; CPU runs: the compute rows; label,
+    rank, start, end of the other rows)."""
+    # One pass gives every row its label; on GPU runs compute (the bulk: every kernel) stays
+    # in Polars up to its flat start and end, the other rows (few) become arrays.
     labelled = c.frame.lazy().with_columns(_label=label_expr(gpu))
     real = pl.col("end_ns") > pl.col("start_ns")
     compute = pl.col("_label") == P["compute"]
+    other = labelled.filter((pl.col("_label") > P["compute"]) & real)
+    union, rows = None, np.zeros(0, np.int64)
     if gpu:
         shift = pl.col("rank").cast(pl.Int64) * span - lo_all
         flat_df, other_df = pl.collect_all(
@@ -265,35 +270,31 @@ def _bulk(
                     end=pl.col("end_ns").clip(lo_all, hi_all) + shift,
                 )
                 .filter(pl.col("end") > pl.col("start")),
-                labelled.filter((pl.col("_label") > P["compute"]) & real),
+                other,
             ]
         )
-        s0 = flat_df["start"].to_numpy(writable=True)
-        e0 = flat_df["end"].to_numpy(writable=True)
-        del flat_df
+        # Our own copies: Union sorts them in place.
+        union = Union(
+            flat_df["start"].to_numpy(writable=True), flat_df["end"].to_numpy(writable=True)
+        )
     else:
-        other_df, rows = pl.collect_all(
-            [
-                labelled.filter((pl.col("_label") > P["compute"]) & real),
-                labelled.select(pl.arg_where(compute)),
-            ]
-        )
-        cr, cs, ce = _cpu_compute(c, windows, rows.to_series().to_numpy())
-        ok = ce > cs
-        s0, e0, ok = flat(cr[ok], cs[ok], ce[ok])
-        s0, e0 = s0[ok], e0[ok]
-    union = Union(s0, e0)  # our own arrays: Union sorts them in place
-    del s0, e0
-
-    lab = other_df["_label"].to_numpy().astype(np.int32)
-    rank = other_df["rank"].to_numpy()
-    start, end = other_df["start_ns"].to_numpy(), other_df["end_ns"].to_numpy()
-    return union, lab, rank, start, end
+        other_df, rows_df = pl.collect_all([other, labelled.select(pl.arg_where(compute))])
+        rows = rows_df.to_series().to_numpy()
+    return (
+        union,
+        rows,
+        (
+            other_df["_label"].to_numpy().astype(np.int32),
+            other_df["rank"].to_numpy(),
+            other_df["start_ns"].to_numpy(),
+            other_df["end_ns"].to_numpy(),
+        ),
+    )
 
 
 def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     c = columns(events)
-    win = step_windows_of(c)
+    win = window_arrays(c.frame)
     windows = win.frame()
     none = np.zeros(0, np.int64)
     if windows.height == 0:
@@ -326,19 +327,14 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         label = labels(c.frame, gpu)
         rank_all = c.frame["rank"].to_numpy()
         st, en = c.frame["start_ns"].to_numpy(), c.frame["end_ns"].to_numpy()
-        if gpu:
-            comp = np.flatnonzero((label == P["compute"]) & (en > st))
-            cr, cs, ce = rank_all[comp], st[comp], en[comp]
-        else:
-            cr, cs, ce = _cpu_compute(c, windows, np.flatnonzero(label == P["compute"]))
+        rows = np.flatnonzero(label == P["compute"])
+        union = _flat_union(flat, rank_all[rows], st[rows], en[rows]) if gpu else None
         oth = np.flatnonzero((label > P["compute"]) & (en > st))
         lab, rank, start, end = label[oth], rank_all[oth], st[oth], en[oth]
-        ok = ce > cs
-        s0, e0, ok = flat(cr[ok], cs[ok], ce[ok])
-        union = Union(s0[ok], e0[ok])
-        del s0, e0
     else:
-        union, lab, rank, start, end = _bulk(c, windows, gpu, flat, span, lo_all, hi_all)
+        union, rows, (lab, rank, start, end) = _bulk(c, gpu, span, lo_all, hi_all)
+    if union is None:  # CPU runs: compute regions minus the time their thread is blocked
+        union = _flat_union(flat, *_cpu_compute(c, windows, rows))
     coll_kinds = c.comm["kind"].is_in(("collective", "p2p"))
     multi = np.zeros(0, np.int64)
     parts = []

@@ -22,6 +22,11 @@ def step_windows(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     Markers are instants (stallscope.step()) or ranges (imported ProfilerStep#N, whose end is
     then the window's end when no later marker comes first). Markers with a null rank, start or
     end are ignored; a null correlation gives a null step."""
+    return window_arrays(events).frame()
+
+
+def window_arrays(events: pl.DataFrame | pl.LazyFrame) -> Windows:
+    """step_windows as arrays (`Windows`: the stall table's form)."""
     m = (
         events.lazy()
         .filter(pl.col("kind") == "step")
@@ -31,14 +36,13 @@ def step_windows(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
     corr = m["correlation"]
     null = corr.is_null().to_numpy() if corr.null_count() else None
-    w = windows(
+    return windows(
         m["rank"].to_numpy(),
         corr.fill_null(0).to_numpy(),
         m["start_ns"].to_numpy(),
         m["end_ns"].to_numpy(),
         null,
     )
-    return w.frame()
 
 
 @dataclass
