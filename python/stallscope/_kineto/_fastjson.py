@@ -36,14 +36,14 @@ def _decoder() -> Any:
     )
     trace_t: Any = msgspec.defstruct(
         "Trace",
-        [("traceEvents", list[event_t] | None, None), *((k, Any, None) for k in _META_KEYS)],
+        [("traceEvents", list[event_t] | None, None), *((k, Any, None) for k in META_KEYS)],
     )
     _EMPTY.append(args_t())
     return msgspec.json.Decoder(trace_t)
 
 
 _EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp")
-_META_KEYS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "schemaVersion",
+META_KEYS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "schemaVersion",
               "displayTimeUnit", "traceName", "trace_id", "cupti_version", "cuda_runtime_version",
               "cuda_driver_version", "record_shapes", "profile_memory", "with_stack")  # fmt: skip
 _EMPTY: list[Any] = []  # one Args() with every field None, for events without args
@@ -162,22 +162,5 @@ def _parse(
         .alias("args")
     )
     frame = pl.DataFrame({**cols, "args": struct})
-    meta = {k: v for k in _META_KEYS if (v := getattr(doc, k)) is not None}
+    meta = {k: v for k in META_KEYS if (v := getattr(doc, k)) is not None}
     return frame, meta
-
-
-def parse_meta(raw: bytes, path: Path) -> dict[str, Any] | None:
-    """The metadata `parse_fast` gives for a document whose traceEvents list is empty (the
-    native reader's top-level members); None when that reader would not take it."""
-    try:
-        decoder = _decoder()
-        import msgspec
-    except ImportError:
-        return None
-    try:
-        doc = decoder.decode(raw)
-    except msgspec.ValidationError:
-        return None
-    except (msgspec.DecodeError, UnicodeDecodeError) as e:
-        raise TraceImportError(f"{path}: not valid JSON ({e})") from None
-    return {k: v for k in _META_KEYS if (v := getattr(doc, k)) is not None}

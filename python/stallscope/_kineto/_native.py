@@ -22,6 +22,7 @@ from queue import Queue
 from typing import Any, Final
 
 import numpy as np
+import orjson
 import polars as pl
 
 from stallscope import _arrow
@@ -36,7 +37,7 @@ from stallscope._kineto._convert import (
     clean_str,
     unknown_categories,
 )
-from stallscope._kineto._fastjson import parse_meta
+from stallscope._kineto._fastjson import META_KEYS
 from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, GPU_KINDS, KIND, KIND_ID, KINDS
 from stallscope.exceptions import TraceImportError
 
@@ -47,12 +48,25 @@ _INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzippe
 
 def available() -> bool:
     try:
-        import msgspec  # noqa: F401  (the typed decoder the scanner's numbers follow)
-
         from stallscope import _core
     except ImportError:
         return False
     return hasattr(_core, "KinetoScanner")
+
+
+def parse_meta(raw: bytes) -> dict[str, Any] | None:
+    """The top-level members the importer reads (META_KEYS) from the scanner's metadata text
+    (`{"traceEvents":[], <the file's other members>}`), as the general reader decodes them;
+    None when orjson cannot take the text (an integer beyond 64 bits, say): the general reader
+    then reads the file and decides. orjson, not msgspec: importing msgspec and building its
+    typed decoder costs more than the metadata of a whole import."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return {k: v for k in META_KEYS if (v := doc.get(k)) is not None}
 
 
 def _inflater() -> Any:
@@ -205,7 +219,7 @@ class Session:
         if isinstance(res, str):
             sc.begin_file()
             return None
-        meta = parse_meta(res["meta_json"], path)
+        meta = parse_meta(res["meta_json"])
         if meta is None:
             return None
         return FileScan(path, res, meta)
@@ -354,53 +368,26 @@ def convert_all(
         if v != NULL:
             row0_by_rank[r] = min(v, row0_by_rank.get(r, v))
     marks = [mark_detail(i, ts_float[i], row0_by_rank.get(r)) for i, r in enumerate(ranks)]
-    frame = _schema_frame(out, t, marks)
-    out_row = out["out_row"]
-    del out  # the frame holds the columns it shares: _sorted can free them one by one
-    colls = _collectives(frame, scans, t, sizes, file_index, out_row)
-    counts = list(sizes)
-    if colls.height:
-        per = colls.group_by("rank").len()
-        by_rank = dict(zip(per["rank"].to_list(), per["len"].to_list(), strict=True))
-        counts = [c + by_rank.get(r, 0) for c, r in zip(sizes, ranks, strict=True)]
-        holder = [pl.concat([frame, colls], rechunk=False)]
-        del frame
-        frame = _sorted(holder)
-    else:
-        frame = frame.drop("_i", "_kord")
+    names = [*t.names, TRACE_MARK]
+    details = [*t.cat_detail, *marks]
+    per_rank = _add_collectives(out, scans, t, sizes, file_index, names, details)
+    del file_index
+    counts = [c + per_rank.get(r, 0) for c, r in zip(sizes, ranks, strict=True)]
+    frame = _schema_frame(out, t, names, details)
     return Converted(frame=frame, problems=problems, counts=counts, ts_float=ts_float)
 
 
-def _sorted(holder: list[pl.DataFrame]) -> pl.DataFrame:
-    """The frame in `holder` (taken out of it: no other reference may exist) by rank, start_ns,
-    file index, kind order, without _i / _kord. Column by column, each unsorted column dropped
-    once gathered: the peak is one frame and a column, not two frames."""
-    frame = holder.pop()
-    order = frame.select(
-        pl.arg_sort_by("rank", "start_ns", "_i", "_kord", maintain_order=True)
-    ).to_series()
-    cols = frame.drop("_i", "_kord").get_columns()
-    del frame
-    out: list[pl.Series] = []
-    for i in range(len(cols)):
-        out.append(cols[i].gather(order))
-        cols[i] = out[-1]  # drops the unsorted column
-    del cols
-    return pl.DataFrame(out)
-
-
 def _schema_frame(
-    out: dict[str, np.ndarray[Any, Any]], t: _Tables, marks: list[str]
+    out: dict[str, np.ndarray[Any, Any]], t: _Tables, names: list[str], details: list[str]
 ) -> pl.DataFrame:
-    """The schema columns (plus _i, _kord) from kineto_convert's sorted columns; `marks`: the
-    detail of each file's trace mark (cat codes from len(t.cat_detail) on)."""
+    """The schema columns from kineto_convert's sorted columns (collectives merged in): name
+    codes index `names`, cat codes `details` (the "cat=<cat>" of each category, then each trace
+    mark's and each collective's whole detail)."""
     from stallscope import _core
 
     n = len(out["rank"])
     detail = pl.Series(
-        _core.kineto_detail(
-            out["cat"], [*t.cat_detail, *marks], out["ext"], out["sync_kind"], t.args_clean
-        )
+        _core.kineto_detail(out["cat"], details, out["ext"], out["sync_kind"], t.args_clean)
     )
     return pl.DataFrame(
         [
@@ -408,13 +395,11 @@ def _schema_frame(
             _arrow.series(out["pid"], "pid"),
             _KINDS.gather(_arrow.series(out["kind"], "kind", pl.UInt32)),
             _CATEGORIES.gather(_arrow.series(out["category"], "category", pl.UInt32)),
-            _arrow.strings([*t.names, TRACE_MARK], out["name"], "name"),
+            _arrow.strings(names, out["name"], "name"),
             *(_arrow.series(out[k], k) for k in ("start_ns", "end_ns", "lane", "device")),
             *(_arrow.series(out[k], k) for k in ("correlation", "bytes")),
             pl.repeat(None, n, dtype=pl.Float64, eager=True).alias("value"),
             detail,
-            _arrow.series(out["index"], "_i"),
-            _arrow.series(out["kind_order"], "_kord"),
         ]
     )
 
@@ -433,17 +418,23 @@ def _problems(counts: dict[str, int]) -> dict[str, int]:
     return {PROBLEMS[k]: int(v) for k, v in counts.items() if v}
 
 
-def _collectives(
-    frame: pl.DataFrame,
+def _add_collectives(
+    out: dict[str, np.ndarray[Any, Any]],
     scans: list[FileScan],
     t: _Tables,
     sizes: list[int],
     file_index: np.ndarray[Any, Any],
-    out_row: np.ndarray[Any, Any],
-) -> pl.DataFrame:
-    """Collective rows (frame's columns) from the record_param_comms rows' NCCL metadata.
-    file_index: the converted rows' event indices in file order (increasing within a file);
-    out_row: each of those rows' position in `frame`."""
+    names: list[str],
+    details: list[str],
+) -> dict[int, int]:
+    """Collective rows from the record_param_comms rows' NCCL metadata, inserted into
+    kineto_convert's sorted columns `out` where the sort (rank, start, event index, kind order)
+    puts them; their names and details are appended to `names` / `details`. Only the rows the
+    rule reads (the operations, the NCCL kernels, the runtime calls that launched them) go to
+    `collective_events`, as small frames, and each column grows by one NumPy insert: no second
+    frame of every row, no second sort. Returns the rows added per rank. file_index: the
+    converted rows' event indices in file order (increasing within a file)."""
+    out_row = out.pop("out_row")
     pos_parts: list[np.ndarray[Any, Any]] = []
     meta: dict[str, list[np.ndarray[Any, Any]]] = {}
     offset = 0
@@ -458,29 +449,105 @@ def _collectives(
                 meta.setdefault(k, []).append(v[ok])
         offset += size
     if not pos_parts:
-        return frame.clear()
+        return {}
     pos = np.concatenate(pos_parts)
     m = {k: np.concatenate(v) for k, v in meta.items()}
 
-    def s(k: str) -> pl.Series:
+    def cols(rows: np.ndarray[Any, Any], *names: str) -> dict[str, pl.Series]:
+        return {c: _arrow.series(out[_OUT.get(c, c)][rows], c) for c in names}
+
+    def strs(k: str) -> pl.Series:
         return _arrow.strings(t.args, m[k])
 
-    ops = frame[_arrow.series(pos)].with_columns(
-        _coll=s("coll"),
-        _group_size=_arrow.series(m["group_size"]),
-        _in_nelems=_arrow.series(m["in_nelems"]),
-        _dtype=s("dtype"),
-        _pg=s("pg"),
-        _pg_desc=s("pg_desc"),
-        _pg_ranks=s("pg_ranks"),
+    kind, category, corr = out["kind"], out["category"], out["correlation"]
+    kernels = np.flatnonzero((kind == KIND_ID["kernel"]) & (category == CATEGORY_ID["comm"]))
+    runtime = np.flatnonzero(kind == KIND_ID["runtime"])
+    runtime = runtime[np.isin(corr[runtime], corr[kernels])]  # the join matches rank too
+    linked = np.sort(np.concatenate([kernels, runtime]))
+    events = pl.DataFrame(
+        {
+            **cols(linked, "rank", "pid", "lane", "start_ns", "end_ns", "correlation"),
+            "kind": _KINDS.gather(_arrow.series(kind[linked], dtype=pl.UInt32)),
+            "category": _CATEGORIES.gather(_arrow.series(category[linked], dtype=pl.UInt32)),
+        }
     )
-    ops = ops.with_columns(
+    n = len(pos)
+    ops = pl.DataFrame(
+        {
+            **cols(pos, "rank", "pid", "lane", "device", "start_ns", "end_ns", "_i"),
+            "name": _arrow.strings(names, out["name"][pos]),
+            # Set by collective_events (kept: it returns the columns of `ops`).
+            **{c: pl.repeat(None, n, dtype=pl.String, eager=True) for c in _SET_STR},
+            **{c: pl.repeat(0, n, dtype=pl.Int64, eager=True) for c in ("correlation", "bytes")},
+            "_coll": strs("coll"),
+            "_group_size": _arrow.series(m["group_size"]),
+            "_in_nelems": _arrow.series(m["in_nelems"]),
+            "_dtype": strs("dtype"),
+            "_pg": strs("pg"),
+            "_pg_desc": strs("pg_desc"),
+            "_pg_ranks": strs("pg_ranks"),
+        }
+    ).with_columns(
         pl.when(pl.col(c) != NULL).then(pl.col(c)).alias(c) for c in ("_group_size", "_in_nelems")
     )
-    out = collective_events(frame, ops)
-    order = {k: int(_KIND_ORDER[KIND_ID[k]]) for k in ("collective", "p2p")}
-    return out.select(frame.columns).with_columns(
-        _kord=pl.col("kind").replace_strict(order, return_dtype=pl.UInt8),
-        kind=pl.col("kind").cast(KIND),
-        category=pl.col("category").cast(CATEGORY),
+    colls = collective_events(events, ops)
+    if colls.height == 0:
+        return {}
+    kid = colls["kind"].replace_strict(KIND_ID, return_dtype=pl.UInt8).to_numpy()
+    colls = colls.with_columns(_kid=_arrow.series(kid), _kord=_arrow.series(_KIND_ORDER[kid])).sort(
+        "rank", "start_ns", "_i", "_kord", maintain_order=True
     )
+    k = colls.height
+    add = {c: colls[c].to_numpy() for c in ("rank", "pid", "start_ns", "end_ns", "lane")}
+    add |= {c: colls[c].to_numpy() for c in ("device", "correlation", "bytes")}
+    add |= {
+        "kind": colls["_kid"].to_numpy(),
+        "category": np.full(k, CATEGORY_ID["comm"]),
+        "name": np.arange(len(names), len(names) + k),
+        "cat": np.arange(len(details), len(details) + k),
+        "ext": np.full(k, NULL),
+        "sync_kind": np.full(k, -1),
+    }
+    at = _insertion_points(out, colls)
+    for c, v in add.items():
+        out[c] = np.insert(out[c], at, v.astype(out[c].dtype, copy=False))
+    names.extend(colls["name"].to_list())
+    details.extend(colls["detail"].to_list())
+    per = colls.group_by("rank").len()
+    return dict(zip(per["rank"].to_list(), per["len"].to_list(), strict=True))
+
+
+_OUT: Final = {"_i": "index"}  # frame column -> kineto_convert's, where the names differ
+_SET_STR: Final = ("kind", "category", "detail")
+
+
+def _insertion_points(
+    out: dict[str, np.ndarray[Any, Any]], colls: pl.DataFrame
+) -> np.ndarray[Any, Any]:
+    """Where each row of `colls` (sorted by rank, start_ns, _i, _kord) goes into the sorted
+    columns `out`: after every row whose key (rank, start, event index, kind order) is not
+    greater, where a stable sort of both would put it. Binary searches: by start within each
+    rank, then key by key for the few that tie with a row on start."""
+    rank, start = out["rank"], out["start_ns"]
+    c_rank, c_start = colls["rank"].to_numpy(), colls["start_ns"].to_numpy()
+    lo = np.empty(len(c_rank), dtype=np.int64)
+    hi = np.empty(len(c_rank), dtype=np.int64)
+    for r in sorted(set(c_rank.tolist())):
+        sel = c_rank == r
+        a, b = np.searchsorted(rank, r, "left"), np.searchsorted(rank, r, "right")
+        lo[sel] = a + np.searchsorted(start[a:b], c_start[sel], "left")
+        hi[sel] = a + np.searchsorted(start[a:b], c_start[sel], "right")
+    keys = (out["index"], out["kind_order"])
+    want = (colls["_i"].to_numpy(), colls["_kord"].to_numpy())
+    for j in np.flatnonzero(hi > lo).tolist():  # ties on start: rare
+        a, b = int(lo[j]), int(hi[j])
+        for key, w in zip(keys, want, strict=True):
+            part = key[a:b]
+            a, b = (
+                a + int(np.searchsorted(part, w[j], "left")),
+                a + int(np.searchsorted(part, w[j], "right")),
+            )
+            if a == b:
+                break
+        hi[j] = b
+    return hi

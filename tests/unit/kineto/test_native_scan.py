@@ -23,7 +23,7 @@ from stallscope import StallscopeWarning, TraceImportError
 from stallscope._kineto import _native, read_kineto
 
 pytestmark = pytest.mark.skipif(
-    not _native.available(), reason="_core built without KinetoScanner, or msgspec missing"
+    not _native.available(), reason="_core built without KinetoScanner"
 )
 
 
