@@ -24,6 +24,7 @@ Columns (time is int64 ns; sizes are bytes):
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 import polars as pl
@@ -127,10 +128,20 @@ def conform(df: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _detail_re(key: str) -> str:
+    return rf"(?:^|;){key}=([^;]*)"  # key: an identifier (no regex syntax)
+
+
 def parse_detail(detail: pl.Expr, key: str, dtype: pl.DataType | None = None) -> pl.Expr:
     """Expression extracting `key` from a ``detail`` column (``k=v;k=v``); null when absent."""
-    value = detail.str.extract(rf"(?:^|;){key}=([^;]*)", 1)
+    value = detail.str.extract(_detail_re(key), 1)
     return value.cast(dtype) if dtype is not None else value
+
+
+def detail_value(detail: str | None, key: str) -> str | None:
+    """`parse_detail` of one detail string (the same pattern, by Python's re)."""
+    m = re.search(_detail_re(key), detail) if detail is not None else None
+    return m.group(1) if m else None
 
 
 def format_detail(pairs: dict[str, object]) -> str:

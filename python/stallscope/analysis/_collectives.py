@@ -21,9 +21,15 @@ sender's ``send`` and the receiver's ``recv`` are one transfer.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 import polars as pl
 
-from stallscope._schema import parse_detail
+from stallscope._schema import detail_value, parse_detail
+
+Array = np.ndarray[Any, Any]
 
 
 def collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
@@ -55,6 +61,59 @@ def collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
 
 
 _KEY = ("group", "op_key", "seq")
+
+
+@dataclass
+class Instances:
+    """`collectives`' keys for a small frame of collective / p2p rows, as arrays in row order:
+    ``instance``: the row's instance (equal within one (group, op_key, seq), see the module
+    docstring; -1 where the group is unknown: such a row matches nothing); ``nnodes`` (null: 1).
+    """
+
+    instance: Array
+    nnodes: Array
+
+
+def instances(comm: pl.DataFrame) -> Instances:
+    """The instance keys of `comm`'s rows (kind, name, correlation, detail), in NumPy and
+    Python: a stall table with a few hundred collectives would spend more on a Polars query
+    plan than on the rows. Details are parsed once per distinct value (`detail_value`)."""
+    n = comm.height
+    details = comm["detail"].to_list()
+    parsed: dict[str | None, tuple[int, int]] = {}  # detail -> (group code or -1, nnodes)
+    groups: dict[str, int] = {}
+    nnodes_text: list[str | None] = []
+    for d in dict.fromkeys(details):
+        g = detail_value(d, "group")
+        parsed[d] = (-1 if g is None else groups.setdefault(g, len(groups)), len(nnodes_text))
+        nnodes_text.append(detail_value(d, "nnodes"))
+    # parse_detail's cast (strict: a value that is no Int32 raises as it does there).
+    nn = pl.Series(nnodes_text, dtype=pl.String).cast(pl.Int32).fill_null(1).to_numpy()
+    at = np.array([parsed[d] for d in details], dtype=np.int64).reshape(n, 2)
+    group, nnodes = at[:, 0], nn[at[:, 1]].astype(np.int64)
+    # op_key: the name for kind collective, "" for p2p (a null name is a value of its own).
+    is_coll = (comm["kind"].cast(pl.String) == "collective").to_list()
+    ops: dict[str | None, int] = {}
+    op = np.array(
+        [
+            ops.setdefault(nm if c else "", len(ops))
+            for nm, c in zip(comm["name"].to_list(), is_coll, strict=True)
+        ],
+        dtype=np.int64,
+    )
+    seq = comm["correlation"]
+    seq_null = seq.is_null().to_numpy()
+    seq_v = seq.fill_null(0).to_numpy().astype(np.int64)
+    order = np.lexsort((seq_v, seq_null, op, group))
+    keys = [k[order] for k in (group, op, seq_null, seq_v)]
+    head = np.zeros(n, bool)
+    if n:
+        head[0] = True
+        for k in keys:
+            head[1:] |= k[1:] != k[:-1]
+    inst = np.empty(n, np.int64)
+    inst[order] = np.cumsum(head) - 1
+    return Instances(instance=np.where(group >= 0, inst, -1), nnodes=nnodes)
 
 
 def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:

@@ -68,7 +68,7 @@ import polars as pl
 
 from stallscope import _arrow
 from stallscope._schema import parse_detail
-from stallscope.analysis._collectives import collectives
+from stallscope.analysis._collectives import instances
 from stallscope.analysis._intervals import Union, exclusive, exclusive_arrays
 from stallscope.analysis._stall_sources import (
     ATTRIBUTED,
@@ -197,34 +197,29 @@ def _collective_intervals(comm: pl.DataFrame) -> tuple[tuple[Array, ...], Array]
     collective spanning more than one node).
 
     A collective's sync wait is match_collectives' sync_wait_ns (its time before the last
-    member of its instance arrived), computed here without the rest of that table."""
-    c = collectives(comm).collect().lazy()
-    transfer = (
-        pl.when(pl.col("nnodes").fill_null(1) > 1)
-        .then(pl.lit(P["network"], pl.Int32))
-        .otherwise(pl.lit(P["interconnect"], pl.Int32))
+    member of its instance arrived), computed here without the rest of that table: in NumPy,
+    on the instance keys of `instances`."""
+    keys = instances(comm)
+    inst, nnodes = keys.instance, keys.nnodes
+    rank = comm["rank"].to_numpy().astype(np.int32)
+    start, end = comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy()
+    transfer = np.where(nnodes > 1, P["network"], P["interconnect"]).astype(np.int32)
+    matched = np.flatnonzero(inst >= 0)
+    lone = np.flatnonzero(inst < 0)  # no group: cannot be matched, all of it is transfer
+    last = np.full(int(inst.max(initial=-1)) + 1, np.iinfo(np.int64).min)
+    np.maximum.at(last, inst[matched], start[matched])  # last arrival per instance
+    s, e = start[matched], end[matched]
+    wait_end = s + np.maximum(np.minimum(last[inst[matched]], e) - s, 0)
+    wait = np.full(len(matched), P["sync_wait"], np.int32)
+    parts = (  # waits, the rest of the matched rows, the lone rows: Polars' order before
+        (rank[matched], wait, s, wait_end),
+        (rank[matched], transfer[matched], wait_end, e),
+        (rank[lone], transfer[lone], start[lone], end[lone]),
     )
-    # Instances: (group, seq) and, for kind collective, the name (see match_collectives).
-    op_key = pl.when(pl.col("kind") == "collective").then(pl.col("name")).otherwise(pl.lit(""))
-    last_arrival = pl.col("start_ns").max().over("group", op_key, "seq")
-    wait_end = pl.col("start_ns") + (
-        pl.min_horizontal(last_arrival, pl.col("end_ns")) - pl.col("start_ns")
-    ).clip(lower_bound=0)
-    matched = c.filter(pl.col("group").is_not_null()).with_columns(_wait_end=wait_end)
-    waits = matched.select(
-        "rank", label=pl.lit(P["sync_wait"], pl.Int32), start_ns="start_ns", end_ns="_wait_end"
-    )
-    rest = matched.select("rank", label=transfer, start_ns="_wait_end", end_ns="end_ns")
-    # Collectives without a group cannot be matched: all of their time is transfer.
-    lone = c.filter(pl.col("group").is_null()).select(
-        "rank", label=transfer, start_ns="start_ns", end_ns="end_ns"
-    )
-    multi = c.filter(pl.col("nnodes").fill_null(1) > 1).select(pl.col("rank").unique())
-    out, multi_df = pl.collect_all(
-        [pl.concat([waits, rest, lone]).filter(pl.col("end_ns") > pl.col("start_ns")), multi]
-    )
-    cols = tuple(out[k].to_numpy() for k in ("rank", "label", "start_ns", "end_ns"))
-    return cols, multi_df["rank"].to_numpy()
+    cols = tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
+    keep = cols[3] > cols[2]
+    multi = rank[nnodes > 1]
+    return tuple(c[keep] for c in cols), np.array(sorted(set(multi.tolist())), dtype=np.int32)
 
 
 @dataclass

@@ -22,9 +22,7 @@ import stallscope
 from stallscope import StallscopeWarning, TraceImportError
 from stallscope._kineto import _native, read_kineto
 
-pytestmark = pytest.mark.skipif(
-    not _native.available(), reason="_core built without KinetoScanner"
-)
+pytestmark = pytest.mark.skipif(not _native.available(), reason="_core built without KinetoScanner")
 
 
 def _scan(raw: bytes, chunk: int) -> Any:
