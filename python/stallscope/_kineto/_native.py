@@ -453,8 +453,8 @@ def _add_collectives(
     pos = np.concatenate(pos_parts)
     m = {k: np.concatenate(v) for k, v in meta.items()}
 
-    def cols(rows: np.ndarray[Any, Any], *names: str) -> dict[str, pl.Series]:
-        return {c: _arrow.series(out[_OUT.get(c, c)][rows], c) for c in names}
+    def cols(rows: np.ndarray[Any, Any], *columns: str) -> dict[str, pl.Series]:
+        return {c: _arrow.series(out[_OUT.get(c, c)][rows], c) for c in columns}
 
     def strs(k: str) -> pl.Series:
         return _arrow.strings(t.args, m[k])
@@ -462,7 +462,8 @@ def _add_collectives(
     kind, category, corr = out["kind"], out["category"], out["correlation"]
     kernels = np.flatnonzero((kind == KIND_ID["kernel"]) & (category == CATEGORY_ID["comm"]))
     runtime = np.flatnonzero(kind == KIND_ID["runtime"])
-    runtime = runtime[np.isin(corr[runtime], corr[kernels])]  # the join matches rank too
+    # A superset of the launches (collective_events joins on rank and correlation).
+    runtime = runtime[np.isin(corr[runtime], corr[kernels])]
     linked = np.sort(np.concatenate([kernels, runtime]))
     events = pl.DataFrame(
         {

@@ -60,15 +60,12 @@ def collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-_KEY = ("group", "op_key", "seq")
-
-
 @dataclass
 class Instances:
-    """`collectives`' keys for a small frame of collective / p2p rows, as arrays in row order:
-    ``instance``: the row's instance (equal within one (group, op_key, seq), see the module
-    docstring; -1 where the group is unknown: such a row matches nothing); ``nnodes`` (null: 1).
-    """
+    """The matching keys of collective / p2p rows, as arrays in row order: ``instance``: the
+    row's instance (equal exactly within one (group, op_key, seq), op_key being the name for
+    kind collective and "" for p2p, see the module docstring; -1 where the group is unknown:
+    such a row matches nothing); ``nnodes`` (null: 1)."""
 
     instance: Array
     nnodes: Array
@@ -125,20 +122,14 @@ def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     transfer_ns (the rest), complete (every member of the group was seen).
 
     Times must be on one clock (load() aligns them when the run measured offsets)."""
-    c = (
-        collectives(events)
-        .filter(pl.col("group").is_not_null())
-        .with_columns(
-            op_key=pl.when(pl.col("kind") == "collective")
-            .then(pl.col("name"))
-            .otherwise(pl.lit(""))
-        )
-    )
+    comm = events.lazy().filter(pl.col("kind").is_in(["collective", "p2p"])).collect()
+    inst = pl.Series("_inst", instances(comm).instance)
+    c = collectives(comm).with_columns(pl.lit(inst)).filter(pl.col("_inst") >= 0)
     per = pl.col("start_ns")
     grouped = c.with_columns(
-        last_arrival_ns=per.max().over(_KEY),
-        first_arrival_ns=per.min().over(_KEY),
-        members=pl.col("rank").n_unique().over(_KEY).cast(pl.Int32),
+        last_arrival_ns=per.max().over("_inst"),
+        first_arrival_ns=per.min().over("_inst"),
+        members=pl.col("rank").n_unique().over("_inst").cast(pl.Int32),
     )
     wait_end = pl.min_horizontal(pl.col("last_arrival_ns"), pl.col("end_ns"))
     return (
@@ -152,7 +143,7 @@ def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
             ),
             complete=pl.col("group_size").is_null() | (pl.col("members") >= pl.col("group_size")),
         )
-        .drop("first_arrival_ns", "op_key")
+        .drop("first_arrival_ns", "_inst")
         .sort("group", "seq", "name", "rank")
         .collect()
     )
