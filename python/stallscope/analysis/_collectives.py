@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from stallscope._schema import detail_value, parse_detail
+from stallscope.analysis._hta_loading import segment_starts
 
 Array = np.ndarray[Any, Any]
 
@@ -102,14 +103,8 @@ def instances(comm: pl.DataFrame) -> Instances:
     seq_null = seq.is_null().to_numpy()
     seq_v = seq.fill_null(0).to_numpy().astype(np.int64)
     order = np.lexsort((seq_v, seq_null, op, group))
-    keys = [k[order] for k in (group, op, seq_null, seq_v)]
-    head = np.zeros(n, bool)
-    if n:
-        head[0] = True
-        for k in keys:
-            head[1:] |= k[1:] != k[:-1]
     inst = np.empty(n, np.int64)
-    inst[order] = np.cumsum(head) - 1
+    inst[order] = np.cumsum(segment_starts(*(k[order] for k in (group, op, seq_null, seq_v)))) - 1
     return Instances(instance=np.where(group >= 0, inst, -1), nnodes=nnodes)
 
 
