@@ -217,7 +217,8 @@ void bind_kineto(py::module_& m) {
   py::class_<StreamScanner>(m, "KinetoScanner",
                             "Streaming reader of Kineto JSON: begin_file(), feed(chunk)..., "
                             "end_file(); string dictionaries shared by the files read.")
-      .def(py::init<>())
+      .def(py::init<size_t>(), py::arg("split_min") = StreamScanner::kSplitMin,
+           "split_min: chunks of at least this many bytes are read by two threads (0: one).")
       .def("begin_file", &StreamScanner::begin_file, py::arg("text_bytes") = 0,
            "Start a new file (dictionaries kept); text_bytes: its expected text size, if known.")
       .def("feed", &feed, py::arg("chunk"),
@@ -234,7 +235,12 @@ void bind_kineto(py::module_& m) {
             return strings(d, start);
           },
           py::arg("which"), py::arg("start") = 0,
-          "Dictionary 'cat', 'name' or 'args' from code `start` on.");
+          "Dictionary 'cat', 'name' or 'args' from code `start` on.")
+      .def_property_readonly("splits_taken", &StreamScanner::splits_taken,
+                             "Chunks whose second half a second thread read.")
+      .def_property_readonly("splits_missed", &StreamScanner::splits_missed,
+                             "Chunks split at a guess that was not an event's start (read by "
+                             "one thread).");
   m.def(
       "trim_heap",
       []() {

@@ -7,9 +7,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "kineto/event_keys.h"
+#include "kineto/segment_worker.h"
 
 namespace stallscope::kineto {
 
@@ -56,7 +58,29 @@ int64_t to_ns(uint8_t flags, int64_t bits, bool as_float) {
   return bits * 1000;
 }
 
+// A guess at an element's start in a list of objects, for parse_split: the first '{' in
+// [from, e) that follows `}` `,` across whitespace (the bytes before it from `begin` on). The
+// same bytes can sit inside a string; the caller checks.
+const char* element_start(const char* begin, const char* from, const char* e) {
+  for (const char* p = from; p < e; ++p) {
+    p = static_cast<const char*>(std::memchr(p, '{', static_cast<size_t>(e - p)));
+    if (p == nullptr) return nullptr;
+    const char* q = p;
+    while (q > begin && is_ws(q[-1])) --q;
+    if (q == begin || q[-1] != ',') continue;
+    --q;
+    while (q > begin && is_ws(q[-1])) --q;
+    if (q > begin && q[-1] == '}') return p;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+StreamScanner::StreamScanner(size_t split_min)
+    : split_min_(std::thread::hardware_concurrency() >= 2 ? split_min : 0) {}
+
+StreamScanner::~StreamScanner() = default;
 
 void StreamScanner::Event::clear() {
   ph = 0;
@@ -98,7 +122,7 @@ bool StreamScanner::feed(std::string_view chunk) {
   // the piece until the cut value is through), then read the rest of the chunk in place.
   while (!buf_.empty() && !chunk.empty()) {
     size_t pending = buf_.size();
-    size_t take = std::min(chunk.size(), std::max(pending, size_t{1} << 16));
+    size_t take = std::min(chunk.size(), std::max(pending, size_t{1} << 12));
     buf_.append(chunk.data(), take);
     size_t used = parse(buf_.data(), buf_.size(), false);
     if (state_ == kFailed) return false;
@@ -111,7 +135,7 @@ bool StreamScanner::feed(std::string_view chunk) {
     chunk.remove_prefix(take);
   }
   if (buf_.empty() && !chunk.empty()) {
-    size_t used = parse(chunk.data(), chunk.size(), false);
+    size_t used = parse_split(chunk.data(), chunk.size());
     if (state_ == kFailed) return false;
     buf_.assign(chunk.data() + used, chunk.size() - used);
   }
@@ -175,12 +199,13 @@ bool StreamScanner::end_file(FileResult* out) {
   return true;
 }
 
-size_t StreamScanner::parse(const char* begin, size_t size, bool final) {
+size_t StreamScanner::parse(const char* begin, size_t size, bool final, bool until_events) {
   cur_.reset(begin, begin + size, final);
   size_t used = 0;  // the checkpoint: what was read up to the last complete value
   try {
     for (;;) {
       used = static_cast<size_t>(cur_.pos() - begin);
+      if (until_events && state_ == kEvent) return used;
       switch (state_) {
         case kStart:
           cur_.ws();
@@ -243,6 +268,74 @@ size_t StreamScanner::parse(const char* begin, size_t size, bool final) {
     reason_ = u.why;
   }
   return used;
+}
+
+size_t StreamScanner::parse_split(const char* begin, size_t size) {
+  if (split_min_ == 0 || size < split_min_) return parse(begin, size, false);
+  if (state_ != kEvent && state_ != kEventNext) {
+    // The file's head (traceEvents' elements not reached yet): by this thread alone up to the
+    // first element, then the rest split.
+    size_t used = parse(begin, size, false, true);
+    // Otherwise the span ran out (or the file ended, or failed) before the first element.
+    return state_ == kEvent ? used + parse_split(begin + used, size - used) : used;
+  }
+  const char* end = begin + size;
+  const char* at = element_start(begin, begin + size / 2, end);
+  if (at == nullptr) return parse(begin, size, false);
+  if (!worker_) worker_ = std::make_unique<SegmentWorker>();
+  worker_->start(at, static_cast<size_t>(end - at));
+  size_t used = parse(begin, static_cast<size_t>(at - begin), false);
+  size_t got = worker_->wait();
+  // This reading stopped right before `at`, about to read an element of traceEvents: state
+  // kEvent, checkpoint after the ',' with only whitespace up to `at` (inside an event, the
+  // checkpoint would be that event's '{').
+  bool meets = state_ == kEvent && std::all_of(begin + used, at, is_ws);
+  if (!meets || got == 0) {
+    worker_->discard();
+    if (state_ == kFailed) return used;
+    splits_missed_ += !meets;
+    return used + parse(begin + used, size - used, false);
+  }
+  worker_->hand_over(this);
+  ++splits_taken_;
+  state_ = kEventNext;
+  size_t next = static_cast<size_t>(at - begin) + got;
+  return next + parse(begin + next, size - next, false);
+}
+
+size_t StreamScanner::scan_events(const char* begin, size_t size) {
+  clear_events();
+  cur_.reset(begin, begin + size, false);
+  size_t used = 0;
+  try {
+    for (;;) {
+      event();  // commits it
+      used = static_cast<size_t>(cur_.pos() - begin);
+      seg_ts_float_ = ts_any_float_;
+      seg_dur_float_ = dur_any_float_;
+      cur_.ws();
+      if (cur_.next() != ',') break;  // ']' (or anything else) is for the owner to read
+      cur_.ws();
+    }
+  } catch (const NeedMore&) {
+  } catch (const Unsupported&) {  // the owner reads this event again and says why
+  }
+  return used;
+}
+
+void StreamScanner::clear_events() {
+  for (auto& c : staged_.rows) c.clear();
+  for (auto& c : staged_.strs) c.clear();
+  for (auto& c : staged_.nccl) c.clear();
+  for (auto& c : staged_.nccl_strs) c.clear();
+  for (auto& c : staged_.flows) c.clear();
+  staged_.flow_cat.clear();
+  ts_flags_.clear();
+  dur_flags_.clear();
+  flow_ts_flags_.clear();
+  events_ = 0;
+  ts_any_float_ = dur_any_float_ = false;
+  seg_ts_float_ = seg_dur_float_ = false;
 }
 
 void StreamScanner::top_member() {

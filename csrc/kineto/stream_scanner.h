@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,8 +72,20 @@ struct FileResult {
   int64_t rank = -1;  // HTA's textual rank, when found
 };
 
+class SegmentWorker;
+
 class StreamScanner {
  public:
+  // Chunks fed from this many bytes on are read by two threads (segment_worker.h).
+  static constexpr size_t kSplitMin = size_t{1} << 17;
+
+  // split_min: the smallest chunk (bytes) read by two threads; 0: one thread. Machines with one
+  // core read with one thread.
+  explicit StreamScanner(size_t split_min = kSplitMin);
+  ~StreamScanner();
+  StreamScanner(const StreamScanner&) = delete;
+  StreamScanner& operator=(const StreamScanner&) = delete;
+
   // Starts a new file (the dictionaries are kept). `text_bytes`: the expected size of its text,
   // if known (columns are reserved for it: no regrowth copies; untouched pages cost nothing).
   void begin_file(size_t text_bytes = 0);
@@ -85,8 +98,13 @@ class StreamScanner {
   const Dict& cats() const { return cats_; }
   const Dict& names() const { return names_; }
   const Dict& args() const { return args_; }
+  // Chunks whose second half another thread read (its events taken), and whose split was
+  // guessed at a place that was not an event's start (read by this thread alone).
+  int64_t splits_taken() const { return splits_taken_; }
+  int64_t splits_missed() const { return splits_missed_; }
 
  private:
+  friend class SegmentWorker;
   enum State { kStart, kTopFirst, kTopKey, kTopNext, kEvent, kEventNext, kDone, kFailed };
 
   // A ts or dur value as written: an integer (µs) or a float64 (its bits), and flags.
@@ -108,8 +126,16 @@ class StreamScanner {
   };
 
   // Reads [begin, begin + size) from the current state; returns the bytes read up to the last
-  // complete value (the rest is read again once more text has come).
-  size_t parse(const char* begin, size_t size, bool final);
+  // complete value (the rest is read again once more text has come). until_events: stop at the
+  // first element of traceEvents, before reading it.
+  size_t parse(const char* begin, size_t size, bool final, bool until_events = false);
+  // parse() of a chunk in the traceEvents list with a SegmentWorker reading its second half.
+  size_t parse_split(const char* begin, size_t size);
+  // The worker's side: events (an element's '{' at begin, then `, {...}` ...) read into this
+  // scanner's columns; the bytes read up to the end of the last complete event (0: none).
+  size_t scan_events(const char* begin, size_t size);
+  // The worker's side: drop the events read (dictionaries and their codes are kept).
+  void clear_events();
   void top_member();
   void event();
   void args(Event& ev);
@@ -134,6 +160,11 @@ class StreamScanner {
   std::vector<uint8_t> ts_flags_, dur_flags_, flow_ts_flags_;
 
   Dict cats_, names_, args_;
+
+  size_t split_min_;
+  std::unique_ptr<SegmentWorker> worker_;  // made at the first split
+  int64_t splits_taken_ = 0, splits_missed_ = 0;
+  bool seg_ts_float_ = false, seg_dur_float_ = false;  // worker: as of its last complete event
 };
 
 }  // namespace stallscope::kineto

@@ -6,6 +6,10 @@ category and step of each distinct category and name) on the dictionaries here, 
 the sort in one C++ pass (`_core.kineto_convert`, csrc/kineto/row_convert.h), strings gathered by
 code. Results are those of the general reader (_parse + _convert), value for value.
 
+Within a chunk the scan runs on two threads: a second one reads the chunk's second half from
+a guessed event start, and its events are taken only when the first thread's own reading arrives
+at that start (csrc/kineto/segment_worker.h); results are the one-thread results, code for code.
+
 The scanner takes the common shape only (see csrc/kineto/stream_scanner.h); for any other file
 it says why, and the caller reads that file with the general reader, which also words the error
 for malformed input. Numbers follow the general reader's typed decoder (msgspec, a dependency).

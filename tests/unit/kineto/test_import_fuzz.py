@@ -85,24 +85,22 @@ args = st.one_of(
         },
     ),
 )
-event = st.one_of(
-    scalar,
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "ph": st.sampled_from(["X", "s", "f", "i", "M", "C", "B", 3]),
-            "cat": st.one_of(st.sampled_from(CATS), scalar),
-            "name": st.one_of(st.sampled_from(NAMES), scalar),
-            "pid": number,
-            "tid": number,
-            "ts": number,
-            "dur": number,
-            "id": number,
-            "bp": st.just("e"),
-            "args": args,
-        },
-    ),
+event_object = st.fixed_dictionaries(
+    {},
+    optional={
+        "ph": st.sampled_from(["X", "s", "f", "i", "M", "C", "B", 3]),
+        "cat": st.one_of(st.sampled_from(CATS), scalar),
+        "name": st.one_of(st.sampled_from(NAMES), scalar),
+        "pid": number,
+        "tid": number,
+        "ts": number,
+        "dur": number,
+        "id": number,
+        "bp": st.just("e"),
+        "args": args,
+    },
 )
+event = st.one_of(scalar, event_object)
 document = st.one_of(
     st.fixed_dictionaries(
         {"traceEvents": st.lists(event, max_size=12)},

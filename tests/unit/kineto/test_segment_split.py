@@ -1,0 +1,195 @@
+"""The scanner's two-thread read of a chunk (csrc/kineto/segment_worker.h): a second thread reads
+the chunk's second half from a guessed event start, and the result must be the one-thread
+result, value for value and code for code (dictionaries in the same order), whatever the chunking,
+wherever the guess lands (inside a string, after the list's end), for supported and unsupported
+documents alike."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_import_fuzz import CATS, NAMES, event_object, scalar  # type: ignore[import-not-found]
+
+from stallscope._kineto import _native
+
+pytestmark = pytest.mark.skipif(not _native.available(), reason="_core built without KinetoScanner")
+
+
+def _scan(texts: list[bytes], chunk: int, split_min: int) -> tuple[list[Any], dict[str, Any], Any]:
+    """Each text read as one file of a shared scanner, fed in chunks: (results, dictionaries,
+    scanner)."""
+    from stallscope import _core
+
+    sc = _core.KinetoScanner(split_min)
+    out = []
+    for raw in texts:
+        sc.begin_file(len(raw))
+        ok = True
+        for i in range(0, len(raw), chunk):
+            if not sc.feed(raw[i : i + chunk]):
+                ok = False
+                break
+        out.append(sc.end_file() if ok else "unsupported")
+    return out, {w: sc.strings(w) for w in ("cat", "name", "args")}, sc
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(type(a) is type(b) and a == b)
+
+
+def _check(texts: list[bytes], chunk: int, split_min: int) -> Any:
+    one, one_dicts, _ = _scan(texts, chunk, 0)
+    two, two_dicts, sc = _scan(texts, chunk, split_min)
+    assert _same(one, two)
+    assert one_dicts == two_dicts
+    return sc
+
+
+def test_real_traces_read_by_two_threads(kineto_data: Path) -> None:
+    files = sorted(kineto_data.glob("*/*"))
+    texts = [
+        gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes() for f in files
+    ]
+    texts = [t for t in texts if t]
+    assert len(texts) >= 5
+    for chunk in (1 << 20, 100_003):
+        sc = _check(texts, chunk, 4096)
+        assert sc.splits_taken > 0 and sc.splits_missed == 0
+
+
+def _event(i: int, name: str, ts: Any = None) -> dict[str, Any]:
+    return {
+        "ph": "X",
+        "cat": "kernel" if i % 3 else "cpu_op",
+        "name": name,
+        "pid": 1,
+        "tid": 7,
+        "ts": 1000 + i if ts is None else ts,
+        "dur": 5,
+        "args": {"correlation": i, "External id": i, "stream": 7},
+    }
+
+
+def test_wrong_guesses_are_read_by_one_thread() -> None:
+    # Names holding what looks like the next event's start: `}, {` and `},\n  {`.
+    trap = '}, {"ph": "X", "cat": "kernel", "name": "fake", "ts": 1, "dur": 1},\n  {'
+    events = [_event(i, trap if i % 2 else f"k{i}") for i in range(1000)]
+    for e in events:
+        e["args"]["note"] = trap
+    raw = json.dumps({"traceEvents": events, "after": {"x": [1, 2]}}, indent=2).encode()
+    sc = _check([raw], 10_000, 64)
+    assert sc.splits_missed > 0 and sc.splits_taken > 0
+    # The same with nothing but traps in the second half: every guess there is wrong.
+    events = [_event(i, f"k{i}") for i in range(50)] + [_event(i, trap) for i in range(50, 60)]
+    raw = json.dumps({"traceEvents": events}).encode()
+    _check([raw], len(raw), 64)
+
+
+def test_float_times_only_in_the_second_half_decide_for_the_file() -> None:
+    events = [_event(i, f"k{i % 7}") for i in range(300)]
+    events[-1]["ts"] = 1299.0625  # one float: every ts becomes float64 µs
+    raw = json.dumps({"traceEvents": events}).encode()
+    sc = _check([raw], len(raw), 64)
+    assert sc.splits_taken == 1
+    res, _, _ = _scan([raw], len(raw), 64)
+    assert res[0]["ts_float"] is True
+
+
+def test_unsupported_event_in_the_second_half_gives_the_same_reason() -> None:
+    events: list[Any] = [_event(i, f"k{i}") for i in range(300)]
+    events[250]["pid"] = 1.5  # a float pid: the scanner declines the file
+    raw = json.dumps({"traceEvents": events}).encode()
+    res, _, _ = _scan([raw], len(raw), 64)
+    assert res == ["unsupported"]
+    _check([raw], len(raw), 64)
+    raw = raw[: len(raw) - 40]  # truncated inside the last event
+    _check([raw], len(raw), 64)
+
+
+def test_several_files_share_dictionaries_and_indices() -> None:
+    texts = [
+        json.dumps({"traceEvents": [_event(i, f"n{(i * r) % 37}") for i in range(200)]}).encode()
+        for r in (1, 3, 5)
+    ]
+    sc = _check(texts, 10_000, 256)
+    assert sc.splits_taken > 0
+
+
+_fast = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+_slow = settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+
+# Events as Kineto writes them, with integer or float times, flows, NCCL metadata and names that
+# hold separators and escapes: most documents are read whole, so the worker's events are taken.
+_int = st.integers(0, 10**12)
+clean_event = st.fixed_dictionaries(
+    {
+        "ph": st.sampled_from(["X", "X", "X", "s", "f", "i"]),
+        "cat": st.sampled_from(CATS),
+        "name": st.one_of(st.sampled_from(NAMES), st.text(max_size=12)),
+        "pid": _int,
+        "tid": _int,
+        "ts": st.one_of(_int, st.floats(0, 1e12, allow_nan=False)),
+        "dur": st.one_of(st.integers(-5, 10**6), st.floats(0, 1e6, allow_nan=False)),
+    },
+    optional={
+        "id": _int,
+        "args": st.fixed_dictionaries(
+            {},
+            optional={
+                "correlation": _int,
+                "External id": _int,
+                "stream": _int,
+                "Collective name": st.sampled_from(["allreduce", "send"]),
+                "dtype": st.sampled_from(["Float", "x"]),
+                "note": st.sampled_from(["}, {", '}, {"ph": "X"}, {', "a,b"]),
+            },
+        ),
+    },
+)
+
+
+@st.composite
+def split_document(draw: st.DrawFn) -> bytes:
+    """A document of many events (a few fuzzed, maybe one scalar element), its metadata before
+    or after traceEvents, compact or indented, perhaps truncated."""
+    kinds = st.sampled_from([clean_event] * 15 + [event_object])
+    events = draw(st.lists(kinds.flatmap(lambda k: k), max_size=60))
+    if events and draw(st.integers(0, 7)) == 7:
+        events[draw(st.integers(0, len(events) - 1))] = draw(scalar)
+    meta = {"schemaVersion": 1, "distributedInfo": {"rank": draw(st.integers(0, 3))}}
+    doc = (
+        {"traceEvents": events, **meta} if draw(st.booleans()) else {**meta, "traceEvents": events}
+    )
+    raw = json.dumps(doc, indent=draw(st.sampled_from([None, 2]))).encode()
+    cut = draw(st.sampled_from([0] * 6 + [1, 9, 200]))
+    return raw[: max(len(raw) - cut, 0)]
+
+
+def _fuzz(raw: bytes, chunk: int) -> None:
+    _check([raw], chunk, 16)
+
+
+@_fast
+@given(raw=split_document(), chunk=st.sampled_from([37, 700, 1 << 20, 1 << 20]))
+def test_fuzz_two_threads_equal_one(raw: bytes, chunk: int) -> None:
+    _fuzz(raw, chunk)
+
+
+@pytest.mark.slow
+@_slow
+@given(raw=split_document(), chunk=st.sampled_from([37, 700, 1 << 20, 1 << 20]))
+def test_fuzz_two_threads_equal_one_3k(raw: bytes, chunk: int) -> None:
+    _fuzz(raw, chunk)
