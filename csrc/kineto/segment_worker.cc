@@ -59,8 +59,9 @@ void SegmentWorker::start(const char* begin, size_t size) {
   cv_.notify_all();
 }
 
-size_t SegmentWorker::wait() {
+size_t SegmentWorker::wait(bool* waited) {
   std::unique_lock<std::mutex> lk(mu_);
+  if (waited != nullptr) *waited = !done_;
   cv_.wait(lk, [this] { return done_; });
   return used_;
 }

@@ -34,7 +34,8 @@ class SegmentWorker {
   // the caller's until wait() returns.
   void start(const char* begin, size_t size);
   // Waits for the job: the bytes read to the end of its last complete event (0: none).
-  size_t wait();
+  // *waited (when given): whether the job was still running.
+  size_t wait(bool* waited);
   // Appends the job's events to `owner`'s (after its own) and empties the worker.
   void hand_over(StreamScanner* owner);
   // Drops the job's events.

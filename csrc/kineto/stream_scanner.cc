@@ -94,6 +94,11 @@ void StreamScanner::Event::clear() {
 }
 
 void StreamScanner::begin_file(size_t text_bytes) {
+  if (pending_) {  // a file left before its end: its last split is dropped
+    pending_ = false;
+    worker_->wait(nullptr);
+    worker_->discard();
+  }
   state_ = kStart;
   buf_.clear();
   reason_.clear();
@@ -116,6 +121,7 @@ void StreamScanner::begin_file(size_t text_bytes) {
 }
 
 bool StreamScanner::feed(std::string_view chunk) {
+  take_pending();
   if (state_ == kFailed) return false;
   rank_.feed(chunk);
   // A value cut by the previous chunk's end: complete it from the head of this chunk (growing
@@ -143,6 +149,7 @@ bool StreamScanner::feed(std::string_view chunk) {
 }
 
 bool StreamScanner::end_file(FileResult* out) {
+  take_pending();
   if (state_ != kFailed) parse(buf_.data(), buf_.size(), true);
   buf_.clear();
   if (state_ != kFailed && state_ != kDone) {
@@ -280,27 +287,46 @@ size_t StreamScanner::parse_split(const char* begin, size_t size) {
     return state_ == kEvent ? used + parse_split(begin + used, size - used) : used;
   }
   const char* end = begin + size;
-  const char* at = element_start(begin, begin + size / 2, end);
+  const auto from = static_cast<size_t>(static_cast<double>(size) * split_at_);
+  const char* at = element_start(begin, begin + from, end);
   if (at == nullptr) return parse(begin, size, false);
   if (!worker_) worker_ = std::make_unique<SegmentWorker>();
-  worker_->start(at, static_cast<size_t>(end - at));
+  seg_text_.assign(at, static_cast<size_t>(end - at));  // the chunk is the caller's once we return
+  worker_->start(seg_text_.data(), seg_text_.size());
   size_t used = parse(begin, static_cast<size_t>(at - begin), false);
-  size_t got = worker_->wait();
   // This reading stopped right before `at`, about to read an element of traceEvents: state
   // kEvent, checkpoint after the ',' with only whitespace up to `at` (inside an event, the
   // checkpoint would be that event's '{').
-  bool meets = state_ == kEvent && std::all_of(begin + used, at, is_ws);
-  if (!meets || got == 0) {
-    worker_->discard();
-    if (state_ == kFailed) return used;
-    splits_missed_ += !meets;
-    return used + parse(begin + used, size - used, false);
+  if (state_ == kEvent && std::all_of(begin + used, at, is_ws)) {
+    pending_ = true;  // the rest is the worker's: taken at the next feed() or end_file()
+    return size;
   }
-  worker_->hand_over(this);
-  ++splits_taken_;
-  state_ = kEventNext;
-  size_t next = static_cast<size_t>(at - begin) + got;
-  return next + parse(begin + next, size - next, false);
+  worker_->wait(nullptr);
+  worker_->discard();
+  if (state_ == kFailed) return used;
+  ++splits_missed_;
+  return used + parse(begin + used, size - used, false);
+}
+
+void StreamScanner::take_pending() {
+  if (!pending_) return;
+  pending_ = false;
+  bool waited = false;
+  size_t got = worker_->wait(&waited);
+  // Balance: this thread also does the caller's work between chunks (the gunzip), so its share
+  // of a chunk follows whoever was late: the worker (this thread waited) or this thread.
+  split_at_ = waited ? std::min(split_at_ + 0.02, 0.6) : std::max(split_at_ - 0.02, 0.1);
+  if (got > 0) {
+    worker_->hand_over(this);
+    ++splits_taken_;
+    state_ = kEventNext;
+  } else {
+    worker_->discard();  // not one complete event: read here, from the start
+  }
+  const char* b = seg_text_.data();
+  size_t n = seg_text_.size();
+  size_t used = got + parse(b + got, n - got, false);
+  if (state_ != kFailed) buf_.assign(b + used, n - used);  // cut by the chunk's end
 }
 
 size_t StreamScanner::scan_events(const char* begin, size_t size) {

@@ -77,7 +77,7 @@ class SegmentWorker;
 class StreamScanner {
  public:
   // Chunks fed from this many bytes on are read by two threads (segment_worker.h).
-  static constexpr size_t kSplitMin = size_t{1} << 17;
+  static constexpr size_t kSplitMin = size_t{1} << 16;
 
   // split_min: the smallest chunk (bytes) read by two threads; 0: one thread. Machines with one
   // core read with one thread.
@@ -129,8 +129,11 @@ class StreamScanner {
   // complete value (the rest is read again once more text has come). until_events: stop at the
   // first element of traceEvents, before reading it.
   size_t parse(const char* begin, size_t size, bool final, bool until_events = false);
-  // parse() of a chunk in the traceEvents list with a SegmentWorker reading its second half.
+  // parse() of a chunk in the traceEvents list with a SegmentWorker reading its second part,
+  // which is taken (take_pending) at the next feed() or end_file(): the worker reads on while
+  // the caller gunzips the next chunk.
   size_t parse_split(const char* begin, size_t size);
+  void take_pending();
   // The worker's side: events (an element's '{' at begin, then `, {...}` ...) read into this
   // scanner's columns; the bytes read up to the end of the last complete event (0: none).
   size_t scan_events(const char* begin, size_t size);
@@ -163,6 +166,9 @@ class StreamScanner {
 
   size_t split_min_;
   std::unique_ptr<SegmentWorker> worker_;  // made at the first split
+  std::string seg_text_;                   // the worker's part of the last split chunk (a copy)
+  bool pending_ = false;                   // the worker's part not taken yet
+  double split_at_ = 0.4;                  // where a chunk's split is sought (its fraction)
   int64_t splits_taken_ = 0, splits_missed_ = 0;
   bool seg_ts_float_ = false, seg_dur_float_ = false;  // worker: as of its last complete event
 };

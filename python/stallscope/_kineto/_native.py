@@ -17,6 +17,7 @@ for malformed input. Numbers follow the general reader's typed decoder (msgspec,
 
 from __future__ import annotations
 
+import os
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -46,8 +47,15 @@ from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, GPU_KINDS, KIN
 from stallscope.exceptions import TraceImportError
 
 NULL: Final = np.iinfo(np.int64).min  # the scanner's null in int64 columns
-_CHUNK: Final = 1 << 15  # compressed bytes per read (~0.5 MiB of text; 64 KiB held 0.7 MiB more)
+_CHUNK: Final = 1 << 14  # compressed bytes per read (~0.25 MiB of text; see _GUNZIP_THREAD_CORES)
 _INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzipped inline, no thread
+# A gunzip thread beside the scanner's two threads only where each has a core: with two, the
+# scanner's second thread reads on while the caller's thread gunzips the next chunk (the three
+# contending for two cores measured no faster than one thread gunzipping, on the 2-core VM).
+# Chunks of 16 KiB: the gunzipped text of 32 KiB ones (~0.5 MiB) came from a fresh mmap each
+# time (glibc's threshold never settled) and its page faults and unmaps cost the V100 import
+# ~20 ms in a fresh process; 8 KiB ones cost more per call on small traces.
+_GUNZIP_THREAD_CORES: Final = 3
 
 
 def available() -> bool:
@@ -120,6 +128,14 @@ def _chunks(path: Path) -> Iterator[bytes]:
             raise _gzip_error(path, "Compressed file ended before the end-of-stream marker")
 
 
+def _cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def trim_heap() -> None:
     """Give the C heap's free pages back to the OS: the scanner's columns (about 90 bytes per
     event) are freed once converted, and glibc keeps large freed blocks in its heap."""
@@ -152,16 +168,18 @@ class Session:
 
     def read_all(self, paths: list[Path]) -> Iterator[tuple[Path, FileScan | None]]:
         """`read` of each path in turn, as a generator. When the files hold more than
-        _INLINE bytes in all, one thread gunzips them in order ahead of the scan (both release
-        the GIL: 2 cores), across file boundaries, so a folder of small per-rank files
-        overlaps too; the rest of a file the scanner declines is skipped."""
+        _INLINE bytes in all and there are _GUNZIP_THREAD_CORES cores, one thread gunzips them
+        in order ahead of the scan (both release the GIL), across file boundaries, so a folder
+        of small per-rank files overlaps too; the rest of a file the scanner declines is
+        skipped."""
         sizes = []
         for path in paths:
             try:
                 sizes.append(path.stat().st_size)
             except OSError:
                 sizes.append(0)  # _chunks words the error
-        if sum(sizes) <= _INLINE:  # a thread would cost more than it overlaps
+        # Small imports: a thread would cost more than it overlaps.
+        if sum(sizes) <= _INLINE or _cores() < _GUNZIP_THREAD_CORES:
             for path, size in zip(paths, sizes, strict=True):
                 self._begin(path, size)
                 ok = True
