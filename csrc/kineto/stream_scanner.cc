@@ -80,7 +80,9 @@ const char* element_start(const char* begin, const char* from, const char* e) {
 StreamScanner::StreamScanner(size_t split_min)
     : split_min_(std::thread::hardware_concurrency() >= 2 ? split_min : 0) {}
 
-StreamScanner::~StreamScanner() = default;
+StreamScanner::~StreamScanner() {
+  if (pending_) worker_->wait(nullptr);  // the worker reads seg_text_, destroyed before it
+}
 
 void StreamScanner::Event::clear() {
   ph = 0;
