@@ -1,12 +1,14 @@
 // SegmentWorker: a second StreamScanner on its own thread, so that one chunk of a trace is read
 // by two cores (the scan, not the gunzip, is what bounds an import).
 //
-// The owner (StreamScanner::parse_split) guesses an event's start in the second half of a chunk
+// The owner (StreamScanner::parse_split) guesses an event's start in the later part of a chunk
 // inside traceEvents: a '{' that follows `}` `,` across whitespace. The worker reads events from
-// there with its own dictionaries while the owner reads up to that byte. The guess stands only
-// when the owner's own reading arrives there ready to read the next element of traceEvents,
-// with whitespace alone between; then the owner takes the worker's complete events (codes mapped
-// into its dictionaries, event indices offset by its count) and reads on after the last of them.
+// there (a copy of the text) with its own dictionaries while the owner reads up to that byte.
+// The guess stands only when the owner's own reading arrives there ready to read the next
+// element of traceEvents, with whitespace alone between; then, at the next chunk (the worker
+// reads on while the caller gunzips it), the owner takes the worker's complete events (codes
+// mapped into its dictionaries, event indices offset by its count) and reads on after the last
+// of them.
 // A wrong guess (the bytes were inside a string, say) costs the worker's time only: the owner
 // reads the half itself. Either way the result is the one thread's, value for value and code
 // for code (the worker's strings are interned in its reading order, after the owner's).

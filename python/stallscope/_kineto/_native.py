@@ -6,9 +6,10 @@ category and step of each distinct category and name) on the dictionaries here, 
 the sort in one C++ pass (`_core.kineto_convert`, csrc/kineto/row_convert.h), strings gathered by
 code. Results are those of the general reader (_parse + _convert), value for value.
 
-Within a chunk the scan runs on two threads: a second one reads the chunk's second half from
-a guessed event start, and its events are taken only when the first thread's own reading arrives
-at that start (csrc/kineto/segment_worker.h); results are the one-thread results, code for code.
+Within a chunk the scan runs on two threads: a second one reads the chunk's second part from a
+guessed event start, and its events are taken only when the first thread's own reading arrives
+at that start (csrc/kineto/segment_worker.h), at the next chunk: it reads on while this thread
+gunzips that chunk. Results are the one-thread results, code for code.
 
 The scanner takes the common shape only (see csrc/kineto/stream_scanner.h); for any other file
 it says why, and the caller reads that file with the general reader, which also words the error
@@ -178,7 +179,7 @@ class Session:
                 sizes.append(path.stat().st_size)
             except OSError:
                 sizes.append(0)  # _chunks words the error
-        # Small imports: a thread would cost more than it overlaps.
+        # Small imports (a thread would cost more than it overlaps), or no core for a thread.
         if sum(sizes) <= _INLINE or _cores() < _GUNZIP_THREAD_CORES:
             for path, size in zip(paths, sizes, strict=True):
                 self._begin(path, size)
