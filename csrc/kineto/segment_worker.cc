@@ -1,7 +1,10 @@
-// SegmentWorker (see segment_worker.h): the thread, the hand-over of events into the owner.
+// The two-thread scan (see segment_worker.h): the owner's side (StreamScanner::parse_split and
+// its helpers), the worker's thread, the hand-over of events into the owner.
 #include "kineto/segment_worker.h"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 
 namespace stallscope::kineto {
 
@@ -35,7 +38,111 @@ void append_offset(std::vector<int64_t>* to, const std::vector<int64_t>& from, i
   for (size_t i = 0; i < from.size(); ++i) out[i] = from[i] + base;
 }
 
+// A guess at an element's start in a list of objects, for parse_split: the first '{' in
+// [from, e) that follows `}` `,` across whitespace (the bytes before it from `begin` on). The
+// same bytes can sit inside a string; the caller checks.
+const char* element_start(const char* begin, const char* from, const char* e) {
+  for (const char* p = from; p < e; ++p) {
+    p = static_cast<const char*>(std::memchr(p, '{', static_cast<size_t>(e - p)));
+    if (p == nullptr) return nullptr;
+    const char* q = p;
+    while (q > begin && is_ws(q[-1])) --q;
+    if (q == begin || q[-1] != ',') continue;
+    --q;
+    while (q > begin && is_ws(q[-1])) --q;
+    if (q > begin && q[-1] == '}') return p;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+size_t StreamScanner::parse_split(const char* begin, size_t size) {
+  if (split_min_ == 0 || size < split_min_) return parse(begin, size, false);
+  if (state_ != kEvent && state_ != kEventNext) {
+    // The file's head (traceEvents' elements not reached yet): by this thread alone up to the
+    // first element, then the rest split.
+    size_t used = parse(begin, size, false, true);
+    // Otherwise the span ran out (or the file ended, or failed) before the first element.
+    return state_ == kEvent ? used + parse_split(begin + used, size - used) : used;
+  }
+  const char* end = begin + size;
+  const auto from = static_cast<size_t>(static_cast<double>(size) * split_at_);
+  const char* at = element_start(begin, begin + from, end);
+  if (at == nullptr) return parse(begin, size, false);
+  if (!worker_) worker_ = std::make_unique<SegmentWorker>();
+  seg_text_.assign(at, static_cast<size_t>(end - at));  // the chunk is the caller's once we return
+  worker_->start(seg_text_.data(), seg_text_.size());
+  size_t used = parse(begin, static_cast<size_t>(at - begin), false);
+  // This reading stopped right before `at`, about to read an element of traceEvents: state
+  // kEvent, checkpoint after the ',' with only whitespace up to `at` (inside an event, the
+  // checkpoint would be that event's '{').
+  if (state_ == kEvent && std::all_of(begin + used, at, is_ws)) {
+    pending_ = true;  // the rest is the worker's: taken at the next feed() or end_file()
+    return size;
+  }
+  worker_->wait(nullptr);
+  worker_->discard();
+  if (state_ == kFailed) return used;
+  ++splits_missed_;
+  return used + parse(begin + used, size - used, false);
+}
+
+void StreamScanner::take_pending() {
+  if (!pending_) return;
+  pending_ = false;
+  bool waited = false;
+  size_t got = worker_->wait(&waited);
+  // Balance: this thread also does the caller's work between chunks (the gunzip), so its share
+  // of a chunk follows whoever was late: the worker (this thread waited) or this thread.
+  split_at_ = waited ? std::min(split_at_ + 0.02, 0.6) : std::max(split_at_ - 0.02, 0.1);
+  if (got > 0) {
+    worker_->hand_over(this);
+    ++splits_taken_;
+    state_ = kEventNext;
+  } else {
+    worker_->discard();  // not one complete event: read here, from the start
+  }
+  const char* b = seg_text_.data();
+  size_t n = seg_text_.size();
+  size_t used = got + parse(b + got, n - got, false);
+  if (state_ != kFailed) buf_.assign(b + used, n - used);  // cut by the chunk's end
+}
+
+size_t StreamScanner::scan_events(const char* begin, size_t size) {
+  clear_events();
+  cur_.reset(begin, begin + size, false);
+  size_t used = 0;
+  try {
+    for (;;) {
+      event();  // commits it
+      used = static_cast<size_t>(cur_.pos() - begin);
+      seg_ts_float_ = ts_any_float_;
+      seg_dur_float_ = dur_any_float_;
+      cur_.ws();
+      if (cur_.next() != ',') break;  // ']' (or anything else) is for the owner to read
+      cur_.ws();
+    }
+  } catch (const NeedMore&) {
+  } catch (const Unsupported&) {  // the owner reads this event again and says why
+  }
+  return used;
+}
+
+void StreamScanner::clear_events() {
+  for (auto& c : staged_.rows) c.clear();
+  for (auto& c : staged_.strs) c.clear();
+  for (auto& c : staged_.nccl) c.clear();
+  for (auto& c : staged_.nccl_strs) c.clear();
+  for (auto& c : staged_.flows) c.clear();
+  staged_.flow_cat.clear();
+  ts_flags_.clear();
+  dur_flags_.clear();
+  flow_ts_flags_.clear();
+  events_ = 0;
+  ts_any_float_ = dur_any_float_ = false;
+  seg_ts_float_ = seg_dur_float_ = false;
+}
 
 SegmentWorker::SegmentWorker() : thread_([this] { run(); }) {}
 
