@@ -81,7 +81,6 @@ size_t StreamScanner::parse_split(const char* begin, size_t size) {
     pending_ = true;  // the rest is the worker's: taken at the next feed() or end_file()
     return size;
   }
-  worker_->wait(nullptr);
   worker_->discard();
   if (state_ == kFailed) return used;
   ++splits_missed_;
@@ -164,6 +163,11 @@ void SegmentWorker::start(const char* begin, size_t size) {
     done_ = false;
   }
   cv_.notify_all();
+}
+
+void SegmentWorker::discard() {
+  wait(nullptr);
+  scan_.clear_events();
 }
 
 size_t SegmentWorker::wait(bool* waited) {

@@ -40,8 +40,8 @@ class SegmentWorker {
   size_t wait(bool* waited);
   // Appends the job's events to `owner`'s (after its own) and empties the worker.
   void hand_over(StreamScanner* owner);
-  // Drops the job's events.
-  void discard() { scan_.clear_events(); }
+  // Waits for the job (if one runs) and drops its events.
+  void discard();
 
  private:
   void run();
@@ -56,8 +56,8 @@ class SegmentWorker {
   const char* begin_ = nullptr;
   size_t size_ = 0;
   size_t used_ = 0;
-  bool job_ = false, done_ = false, quit_ = false;
-  std::thread thread_;  // last: started once the members above exist
+  bool job_ = false, done_ = true, quit_ = false;  // done_: no job running
+  std::thread thread_;                             // last: started once the members above exist
 };
 
 }  // namespace stallscope::kineto

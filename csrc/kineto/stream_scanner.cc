@@ -8,6 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #include <utility>
 
 #include "kineto/event_keys.h"
@@ -58,13 +62,22 @@ int64_t to_ns(uint8_t flags, int64_t bits, bool as_float) {
   return bits * 1000;
 }
 
+// Cores this process may run on: its affinity mask where there is one (hardware_concurrency
+// counts the machine's, also for a process pinned to one core).
+unsigned usable_cores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
+#endif
+  return std::thread::hardware_concurrency();
+}
+
 }  // namespace
 
-StreamScanner::StreamScanner(size_t split_min)
-    : split_min_(std::thread::hardware_concurrency() >= 2 ? split_min : 0) {}
+StreamScanner::StreamScanner(size_t split_min) : split_min_(usable_cores() >= 2 ? split_min : 0) {}
 
 StreamScanner::~StreamScanner() {
-  if (pending_) worker_->wait(nullptr);  // the worker reads seg_text_, destroyed before it
+  if (pending_) worker_->discard();  // the worker reads seg_text_, destroyed before it
 }
 
 void StreamScanner::Event::clear() {
@@ -81,21 +94,16 @@ void StreamScanner::Event::clear() {
 void StreamScanner::begin_file(size_t text_bytes) {
   if (pending_) {  // a file left before its end: its last split is dropped
     pending_ = false;
-    worker_->wait(nullptr);
     worker_->discard();
   }
   state_ = kStart;
   buf_.clear();
   reason_.clear();
   found_events_ = false;
-  ts_any_float_ = dur_any_float_ = false;
-  events_ = 0;
   meta_.clear();
   rank_.reset();
-  staged_ = FileResult();
-  ts_flags_.clear();
-  dur_flags_.clear();
-  flow_ts_flags_.clear();
+  clear_events();
+  staged_ = FileResult();          // its memory too (a declined file's rows)
   size_t rows = text_bytes / 200;  // Kineto events take 200-450 bytes of text each
   if (rows > 0) {
     for (auto& c : staged_.rows) c.reserve(rows);
