@@ -33,7 +33,7 @@ import polars as pl
 
 from stallscope import _arrow
 from stallscope._classify import gpu_category
-from stallscope._kineto._collectives import collective_events
+from stallscope._kineto._collectives import OP_NAME, Links, Ops, collective_rows
 from stallscope._kineto._convert import (
     FLOW_CATS,
     KIND_OF_CAT,
@@ -452,11 +452,11 @@ def _add_collectives(
 ) -> dict[int, int]:
     """Collective rows from the record_param_comms rows' NCCL metadata, inserted into
     kineto_convert's sorted columns `out` where the sort (rank, start, event index, kind order)
-    puts them; their names and details are appended to `names` / `details`. Only the rows the
-    rule reads (the operations, the NCCL kernels, the runtime calls that launched them) go to
-    `collective_events`, as small frames, and each column grows by one NumPy insert: no second
-    frame of every row, no second sort. Returns the rows added per rank. file_index: the
-    converted rows' event indices in file order (increasing within a file)."""
+    puts them; their names and details are appended to `names` / `details`. The rule
+    (`collective_rows`) reads the rows it needs (the operations, the NCCL kernels, the runtime
+    calls) as arrays, and each column grows by one NumPy insert: no frame of every row, no
+    second sort. Returns the rows added per rank. file_index: the converted rows' event indices
+    in file order (increasing within a file)."""
     out_row = out.pop("out_row")
     pos_parts: list[np.ndarray[Any, Any]] = []
     meta: dict[str, list[np.ndarray[Any, Any]]] = {}
@@ -475,85 +475,79 @@ def _add_collectives(
         return {}
     pos = np.concatenate(pos_parts)
     m = {k: np.concatenate(v) for k, v in meta.items()}
-
-    def cols(rows: np.ndarray[Any, Any], *columns: str) -> dict[str, pl.Series]:
-        return {c: _arrow.series(out[_OUT.get(c, c)][rows], c) for c in columns}
-
-    def strs(k: str) -> pl.Series:
-        return _arrow.strings(t.args, m[k])
-
     kind, category, corr = out["kind"], out["category"], out["correlation"]
     kernels = np.flatnonzero((kind == KIND_ID["kernel"]) & (category == CATEGORY_ID["comm"]))
     runtime = np.flatnonzero(kind == KIND_ID["runtime"])
-    # A superset of the launches (collective_events joins on rank and correlation).
-    runtime = runtime[np.isin(corr[runtime], corr[kernels])]
-    linked = np.sort(np.concatenate([kernels, runtime]))
-    events = pl.DataFrame(
-        {
-            **cols(linked, "rank", "pid", "lane", "start_ns", "end_ns", "correlation"),
-            "kind": _KINDS.gather(_arrow.series(kind[linked], dtype=pl.UInt32)),
-            "category": _CATEGORIES.gather(_arrow.series(category[linked], dtype=pl.UInt32)),
-        }
+    runtime = runtime[np.isin(corr[runtime], corr[kernels])]  # a superset of the launches
+    ops = Ops(
+        **{c: out[c][pos].astype(np.int64) for c in ("rank", "pid", "lane")},
+        start=out["start_ns"][pos],
+        end=out["end_ns"][pos],
+        is_op=np.array([n == OP_NAME for n in t.names])[out["name"][pos]],
+        **{c: m[c].astype(np.int64) for c in ("coll", "dtype", "pg", "pg_desc", "pg_ranks")},
+        group_size=m["group_size"],
+        in_nelems=m["in_nelems"],
+        strings=t.args,
     )
-    n = len(pos)
-    ops = pl.DataFrame(
-        {
-            **cols(pos, "rank", "pid", "lane", "device", "start_ns", "end_ns", "_i"),
-            "name": _arrow.strings(names, out["name"][pos]),
-            # Set by collective_events (kept: it returns the columns of `ops`).
-            **{c: pl.repeat(None, n, dtype=pl.String, eager=True) for c in _SET_STR},
-            **{c: pl.repeat(0, n, dtype=pl.Int64, eager=True) for c in ("correlation", "bytes")},
-            "_coll": strs("coll"),
-            "_group_size": _arrow.series(m["group_size"]),
-            "_in_nelems": _arrow.series(m["in_nelems"]),
-            "_dtype": strs("dtype"),
-            "_pg": strs("pg"),
-            "_pg_desc": strs("pg_desc"),
-            "_pg_ranks": strs("pg_ranks"),
-        }
-    ).with_columns(
-        pl.when(pl.col(c) != NULL).then(pl.col(c)).alias(c) for c in ("_group_size", "_in_nelems")
+    links = Links(
+        k_rank=out["rank"][kernels].astype(np.int64),
+        k_corr=corr[kernels],
+        k_start=out["start_ns"][kernels],
+        k_end=out["end_ns"][kernels],
+        r_rank=out["rank"][runtime].astype(np.int64),
+        r_pid=out["pid"][runtime].astype(np.int64),
+        r_lane=out["lane"][runtime].astype(np.int64),
+        r_start=out["start_ns"][runtime],
+        r_corr=corr[runtime],
     )
-    colls = collective_events(events, ops)
-    if colls.height == 0:
+    c = collective_rows(ops, links)
+    k = len(c.op)
+    if k == 0:
         return {}
-    kid = colls["kind"].replace_strict(KIND_ID, return_dtype=pl.UInt8).to_numpy()
-    colls = colls.with_columns(_kid=_arrow.series(kid), _kord=_arrow.series(_KIND_ORDER[kid])).sort(
-        "rank", "start_ns", "_i", "_kord", maintain_order=True
-    )
-    k = colls.height
-    add = {c: colls[c].to_numpy() for c in ("rank", "pid", "start_ns", "end_ns", "lane")}
-    add |= {c: colls[c].to_numpy() for c in ("device", "correlation", "bytes")}
-    add |= {
-        "kind": colls["_kid"].to_numpy(),
+    rows = pos[c.op]
+    rank, index = out["rank"][rows], out["index"][rows]
+    kord = _KIND_ORDER[c.kind]
+    order = np.lexsort((kord, index, c.start, rank))  # stable, as the events' sort
+    add = {
+        "rank": rank,
+        "pid": out["pid"][rows],
+        "start_ns": c.start,
+        "end_ns": c.end,
+        "lane": out["lane"][rows],
+        "device": out["device"][rows],
+        "correlation": c.correlation,
+        "bytes": c.bytes,
+        "kind": c.kind,
         "category": np.full(k, CATEGORY_ID["comm"]),
-        "name": np.arange(len(names), len(names) + k),
-        "cat": np.arange(len(details), len(details) + k),
+        "name": len(names) + c.name,
+        "cat": len(details) + c.detail,
         "ext": np.full(k, NULL),
         "sync_kind": np.full(k, -1),
+        "index": index,
+        "kind_order": kord,
     }
-    at = _insertion_points(out, colls)
-    for c, v in add.items():
-        out[c] = np.insert(out[c], at, v.astype(out[c].dtype, copy=False))
-    names.extend(colls["name"].to_list())
-    details.extend(colls["detail"].to_list())
-    per = colls.group_by("rank").len()
-    return dict(zip(per["rank"].to_list(), per["len"].to_list(), strict=True))
-
-
-_OUT: Final = {"_i": "index"}  # frame column -> kineto_convert's, where the names differ
-_SET_STR: Final = ("kind", "category", "detail")
+    add = {key: v[order] for key, v in add.items()}
+    at = _insertion_points(out, add)
+    for col, v in add.items():
+        if col in out:
+            out[col] = np.insert(out[col], at, v.astype(out[col].dtype, copy=False))
+    names.extend(c.names)
+    details.extend(c.details)
+    per_rank: dict[int, int] = {}
+    for r in rank.tolist():  # one entry per collective: a few thousand at most
+        per_rank[r] = per_rank.get(r, 0) + 1
+    return per_rank
 
 
 def _insertion_points(
-    out: dict[str, np.ndarray[Any, Any]], colls: pl.DataFrame
+    out: dict[str, np.ndarray[Any, Any]], add: dict[str, np.ndarray[Any, Any]]
 ) -> np.ndarray[Any, Any]:
-    """Where each row of `colls` (sorted by rank, start_ns, _i, _kord) goes into the sorted
+    """Where each row of `add` (sorted by rank, start_ns, index, kind_order) goes into the sorted
     columns `out`: after every row whose key (rank, start, event index, kind order) is not
     greater, where a stable sort of both would put it. Binary searches: by start within each
     rank, then key by key for the few that tie with a row on start."""
     rank, start = out["rank"], out["start_ns"]
-    c_rank, c_start = colls["rank"].to_numpy(), colls["start_ns"].to_numpy()
+    c_rank, c_start = add["rank"], add["start_ns"]
     lo = np.empty(len(c_rank), dtype=np.int64)
     hi = np.empty(len(c_rank), dtype=np.int64)
     for r in sorted(set(c_rank.tolist())):
@@ -562,7 +556,7 @@ def _insertion_points(
         lo[sel] = a + np.searchsorted(start[a:b], c_start[sel], "left")
         hi[sel] = a + np.searchsorted(start[a:b], c_start[sel], "right")
     keys = (out["index"], out["kind_order"])
-    want = (colls["_i"].to_numpy(), colls["_kord"].to_numpy())
+    want = (add["index"], add["kind_order"])
     for j in np.flatnonzero(hi > lo).tolist():  # ties on start: rare
         a, b = int(lo[j]), int(hi[j])
         for key, w in zip(keys, want, strict=True):
