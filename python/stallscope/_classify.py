@@ -20,7 +20,11 @@ from typing import Final
 
 import polars as pl
 
-COMM_RE: Final = r"^(?:nccl|rccl|hccl)\w*Kernel|^ncclDevKernel|^ncclSymkDevKernel|^ncclKernel"
+# ASCII classes only (no \w, \s, \d): Python's re and Polars' regex engine define the Unicode
+# ones differently, and names are classified by either (_kineto/_name_facts.py).
+COMM_RE: Final = (
+    r"^(?:nccl|rccl|hccl)[0-9A-Za-z_]*Kernel|^ncclDevKernel|^ncclSymkDevKernel|^ncclKernel"
+)
 MEMORY_RE: Final = r"^(?:Memcpy|Memset|dma|hipMemcpy|hipMemset)"
 SYNC_RE: Final = r"^(?:Stream Sync|Event Sync|Context Sync|Stream Wait Event)$|Sync$"
 
@@ -42,13 +46,18 @@ def gpu_category(name: pl.Expr) -> pl.Expr:
     )
 
 
+_COMM: Final = re.compile(COMM_RE)
+_MEMORY: Final = re.compile(MEMORY_RE)
+_SYNC: Final = re.compile(SYNC_RE.replace("$", r"\Z"))  # Python's $ also matches before a final \n
+
+
 def gpu_category_of(name: str) -> str:
     """`gpu_category` for one name (the same rules, for code outside Polars)."""
-    if re.search(COMM_RE, name):
+    if _COMM.search(name):
         return "comm"
-    if re.search(MEMORY_RE, name):
+    if _MEMORY.search(name):
         return "memcpy"
-    if re.search(SYNC_RE, name):
+    if _SYNC.search(name):
         return "sync"
     return "compute"
 

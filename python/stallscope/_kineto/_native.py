@@ -32,18 +32,17 @@ import orjson
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._classify import gpu_category
 from stallscope._kineto._collectives import OP_NAME, Links, Ops, collective_rows
 from stallscope._kineto._convert import (
     FLOW_CATS,
     KIND_OF_CAT,
     PROBLEMS,
-    STEP_RE,
     TRACE_MARK,
     clean_str,
     unknown_categories,
 )
 from stallscope._kineto._fastjson import META_KEYS
+from stallscope._kineto._name_facts import name_facts
 from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, GPU_KINDS, KIND, KIND_ID, KINDS
 from stallscope.exceptions import TraceImportError
 
@@ -266,16 +265,21 @@ class _Tables:
     args_clean: list[str]  # the same, safe inside detail (_convert.clean_str)
 
 
+# Unicode White_Space: what Polars' str.strip_chars() strips (the general reader's rule).
+# Python's str.strip() would also strip U+001C-U+001F.
+_WHITE_SPACE: Final = (
+    "\t\n\v\f\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + ("\u2028\u2029\u202f\u205f\u3000")
+)
+
+
 def _tables(scanner: Any) -> _Tables:
-    cats = pl.Series("c", scanner.strings("cat"), dtype=pl.String).str.strip_chars()
-    stripped = cats.to_list()
+    stripped = [c.strip(_WHITE_SPACE) for c in scanner.strings("cat")]
     kinds = [KIND_OF_CAT.get(c, "region") for c in stripped]
     linked = {c for c, k in KIND_OF_CAT.items() if k in (*GPU_KINDS, "runtime")}
-    names = pl.Series("n", [*scanner.strings("name"), ""], dtype=pl.String)
-    facts = names.to_frame().select(
-        step=pl.col("n").str.extract(STEP_RE, 1).cast(pl.Int64, strict=False).fill_null(NULL),
-        gpu=gpu_category(pl.col("n")).replace_strict(CATEGORY_ID, return_dtype=pl.UInt8),
-    )
+    names = [*scanner.strings("name"), ""]
+    name_step, name_gpu_cat = name_facts(names)
     args = scanner.strings("args")
     return _Tables(
         cat_kind=np.array([KIND_ID[k] for k in kinds], dtype=np.uint8),
@@ -285,9 +289,9 @@ def _tables(scanner: Any) -> _Tables:
         cat_linked=np.array([c in linked for c in stripped], dtype=bool),
         cat_stripped=stripped,
         cat_detail=["cat=" + clean_str(c) for c in stripped],
-        name_step=facts["step"].to_numpy(),
-        name_gpu_cat=facts["gpu"].to_numpy(),
-        names=names.to_list(),
+        name_step=name_step,
+        name_gpu_cat=name_gpu_cat,
+        names=names,
         args=args,
         args_clean=[clean_str(a) for a in args],
     )
