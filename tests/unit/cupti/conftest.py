@@ -1,4 +1,4 @@
-"""Fixtures of the CUPTI backend tests: the fake libcupti (tests/fake_cupti/fake_cupti.cc),
+"""Fixtures of the CUPTI backend tests: the fake libcupti (tests/fake_cupti/),
 compiled once per session with the system C++ compiler and loaded as this process's libcupti."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-FAKE_SRC = ROOT / "tests" / "fake_cupti" / "fake_cupti.cc"
+FAKE_DIR = ROOT / "tests" / "fake_cupti"
+FAKE_SRC = [FAKE_DIR / "fake_cupti.cc", FAKE_DIR / "fake_cupti_control.cc"]
 
 
 def build_fake(out_dir: Path) -> Path:
@@ -32,7 +33,7 @@ def build_fake(out_dir: Path) -> Path:
             "-fvisibility=hidden",
             "-o",
             str(out),
-            str(FAKE_SRC),
+            *(str(p) for p in FAKE_SRC),
             "-lpthread",
         ],
         check=True,
