@@ -8,7 +8,7 @@ table". Import uses the default reader (the native scanner since it exists). Pea
 parse, its children too: the parent samples the RSS of the child's whole process tree every
 10 ms and also takes the child's own ru_maxrss; the larger is reported).
 
-    python bench/kineto_vs_hta.py --hta-python /work/venvs/hta/bin/python [--rounds 3]
+    python bench/kineto_vs_hta.py --hta-python /work/venvs/hta/bin/python [--rounds 7]
         [--data ../shared/data/kineto] [--out bench/results/kineto_vs_hta.json]
 """
 
@@ -163,7 +163,7 @@ def main() -> None:
     ap.add_argument("--hta-python", default="/work/venvs/hta/bin/python")
     ap.add_argument("--python", default=sys.executable, help="interpreter with stallscope")
     ap.add_argument("--data", type=Path, default=None)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "kineto_vs_hta.json")
     a = ap.parse_args()
     if a.child:
@@ -204,6 +204,12 @@ def main() -> None:
             "hta_s": med["hta"]["seconds"],
             "stallscope_s": med["stallscope"]["seconds"],
             "speedup": med["hta"]["seconds"] / med["stallscope"]["seconds"],
+            # The median of each round's HTA / stallscope (run back to back): steadier than
+            # the ratio of medians when the machine's speed drifts between rounds.
+            "paired_speedup": statistics.median(
+                h["seconds"] / o["seconds"]
+                for h, o in zip(by["hta"], by["stallscope"], strict=True)
+            ),
             "hta_peak_rss_mib": med["hta"]["tree_peak_rss_mib"],
             "stallscope_peak_rss_mib": med["stallscope"]["tree_peak_rss_mib"],
             "memory_ratio": med["stallscope"]["tree_peak_rss_mib"]
@@ -238,6 +244,11 @@ def main() -> None:
             "hta_s": hta_total,
             "stallscope_s": ours_total,
             "speedup": hta_total / ours_total,
+            "paired_speedup": statistics.median(
+                sum(by["hta"][r]["seconds"] for by in runs.values())
+                / sum(by["stallscope"][r]["seconds"] for by in runs.values())
+                for r in range(a.rounds)
+            ),
             "worst_speedup": min(t["speedup"] for t in table.values()),
             "worst_memory_ratio": max(t["memory_ratio"] for t in table.values()),
             "worst_memory_ratio_above_baseline": max(
@@ -252,14 +263,17 @@ def main() -> None:
     for name, t in table.items():
         print(
             f"{name:28s} HTA {t['hta_s']:8.3f} s  stallscope {t['stallscope_s']:7.3f} s  "
-            f"x{t['speedup']:6.1f}   RSS {t['hta_peak_rss_mib']:7.1f} / "
+            f"x{t['speedup']:6.1f} (paired x{t['paired_speedup']:5.1f})   RSS {t['hta_peak_rss_mib']:7.1f} / "
             f"{t['stallscope_peak_rss_mib']:6.1f} MiB = {t['memory_ratio']:.3f}; above baseline "
             f"{t['hta_above_baseline_mib']:6.1f} / {t['stallscope_above_baseline_mib']:6.1f} "
             f"= {t['memory_ratio_above_baseline']:.3f}; private "
             f"{t['hta_anon_above_baseline_mib']:6.1f} / "
             f"{t['stallscope_anon_above_baseline_mib']:6.1f} = {t['memory_ratio_anon']:.3f}"
         )
-    print(f"total: x{result['total']['speedup']:.1f}")
+    print(
+        f"total: x{result['total']['speedup']:.1f} "
+        f"(median of the rounds' ratios x{result['total']['paired_speedup']:.1f})"
+    )
 
 
 if __name__ == "__main__":
