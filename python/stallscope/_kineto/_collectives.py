@@ -33,6 +33,7 @@ import polars as pl
 from stallscope import _arrow
 from stallscope._kineto._convert import DTYPE_BYTES, clean_str
 from stallscope._schema import KIND_ID
+from stallscope._sorted import distinct, segment_starts
 
 P2P_NAMES = ("send", "recv", "isend", "irecv", "_send", "_recv")
 NOT_COLLECTIVES = ("wait", "")  # record_param_comms of a work.wait(): no transfer of its own
@@ -159,7 +160,7 @@ def _kernel_spans(
     kr, kc = links.k_rank[ko], links.k_corr[ko]
     lo = np.zeros(len(links.r_rank), dtype=np.int64)
     hi = np.zeros(len(links.r_rank), dtype=np.int64)
-    for r in _distinct(links.r_rank):
+    for r in distinct(links.r_rank):
         a, b = np.searchsorted(kr, r, "left"), np.searchsorted(kr, r, "right")
         at = np.flatnonzero(links.r_rank == r)
         lo[at] = a + np.searchsorted(kc[a:b], links.r_corr[at], "left")
@@ -172,7 +173,7 @@ def _kernel_spans(
     l_start = links.r_start[call]
     # Each launch's operation: on its thread, the latest start at or before the launch.
     by_op = np.lexsort((np.arange(n), start, lane, pid, rank))
-    thread = _segment_starts(rank[by_op], pid[by_op], lane[by_op])
+    thread = _heads(rank[by_op], pid[by_op], lane[by_op])
     bounds = [*thread.tolist(), n]
     op_of = np.full(len(call), -1, dtype=np.int64)
     for a, b in pairwise(bounds):
@@ -249,9 +250,10 @@ def _details(
     if len(group_of) == 0:
         return np.zeros(0, dtype=np.int64), []
     order = np.lexsort(keys[::-1])
-    first = _segment_starts(*(k[order] for k in keys))
+    heads = segment_starts(*(k[order] for k in keys))
+    first = np.flatnonzero(heads)
     code = np.empty(len(order), dtype=np.int64)
-    code[order] = _segment_ids(first, len(order))
+    code[order] = np.cumsum(heads) - 1
     details = []
     for row in order[first].tolist():
         parts = [f"group={groups[group_of[row]]}"]
@@ -271,7 +273,7 @@ def _running_count(rank: _Array, group: _Array) -> _Array:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((np.arange(n), group, rank))
-    first = _segment_starts(rank[order], group[order])
+    first = _heads(rank[order], group[order])
     seg_start = np.zeros(n, dtype=np.int64)
     seg_start[first] = first
     np.maximum.accumulate(seg_start, out=seg_start)
@@ -280,39 +282,15 @@ def _running_count(rank: _Array, group: _Array) -> _Array:
     return out
 
 
-def _segment_starts(*keys: _Array) -> _Array:
-    """Positions where any of the sorted `keys` changes (0 included when not empty)."""
-    n = len(keys[0])
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    change = np.zeros(n, dtype=bool)
-    change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    return np.flatnonzero(change)
-
-
-def _segment_ids(first: _Array, n: int) -> _Array:
-    """Per sorted position: the number of its segment (`first`: the segments' starts)."""
-    mark = np.zeros(n, dtype=np.int64)
-    mark[first] = 1
-    return np.cumsum(mark) - 1
-
-
-def _distinct(a: _Array) -> _Array:
-    """Sorted distinct values (np.unique without its import of numpy.ma)."""
-    s = np.sort(a)
-    return s[_segment_starts(s)] if len(s) else s
-
-
 def _recode_ints(a: _Array) -> tuple[_Array, _Array]:
     """(code per element, the distinct values in first-seen order)."""
     if len(a) == 0:
         return np.zeros(0, dtype=np.int64), a
     order = np.argsort(a, kind="stable")
-    first = _segment_starts(a[order])
+    heads = segment_starts(a[order])
+    first = np.flatnonzero(heads)
     code = np.empty(len(a), dtype=np.int64)
-    code[order] = _segment_ids(first, len(a))
+    code[order] = np.cumsum(heads) - 1
     # first-seen order: renumber by each value's first position
     firsts = order[first]
     renum = np.empty(len(first), dtype=np.int64)
@@ -388,3 +366,8 @@ _RUNTIME_COLS: Final = {
     "start": "start_ns",
     "corr": "correlation",
 }
+
+
+def _heads(*keys: _Array) -> _Array:
+    """Positions where any of the sorted `keys` changes (0 included when not empty)."""
+    return np.flatnonzero(segment_starts(*keys))

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from stallscope._schema import detail_value, parse_detail
-from stallscope.analysis._hta_loading import segment_starts
+from stallscope._sorted import segment_starts
 
 Array = np.ndarray[Any, Any]
 

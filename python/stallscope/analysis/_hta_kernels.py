@@ -13,11 +13,11 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._sorted import segment_starts
 from stallscope.analysis._hta_loading import (
     KERNEL_TYPES,
     hta_rows,
     merge_by_type,
-    segment_starts,
     sweep,
 )
 

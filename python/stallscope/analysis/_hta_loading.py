@@ -28,6 +28,7 @@ from stallscope import _arrow
 from stallscope._classify import hta_kernel_type
 from stallscope._kineto._convert import TRACE_MARK
 from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS
+from stallscope._sorted import distinct, segment_starts
 
 NOT_HTA_KINDS = ("mark", "collective", "p2p", "counter", "clock_sync", "bucket")
 SYNC_NAMES = ("Event Sync", "Context Sync")
@@ -250,7 +251,7 @@ def _lookup(
         return order, found, first, last
     rs, cs = rank[src][order], corr[src][order]
     rd, cd = rank[dst], corr[dst]
-    for r in _distinct(rd):
+    for r in distinct(rd):
         lo, hi = np.searchsorted(rs, r, "left"), np.searchsorted(rs, r, "right")
         if lo == hi:
             continue
@@ -266,13 +267,6 @@ def _lookup(
     return order, found, first, last
 
 
-def _distinct(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The sorted distinct values of `a`: np.unique without its import of numpy.ma (about
-    20 ms on first use in a process)."""
-    s = np.sort(a)
-    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
-
-
 def _last_step_rows(
     rank: np.ndarray[Any, Any],
     corr: np.ndarray[Any, Any],
@@ -285,7 +279,7 @@ def _last_step_rows(
     # CPU rows before their rank's last step (ranks without a step keep none).
     limit = np.full(len(ts), -np.inf)
     steps = np.flatnonzero(step & ~is_gpu)
-    for r in _distinct(rank[steps]):
+    for r in distinct(rank[steps]):
         limit[rank == r] = ts[steps[rank[steps] == r]].max()
     cpu_kept = np.flatnonzero(~is_gpu & (ts < limit))
     # GPU rows matching kept CPU rows by (rank, correlation), one copy per match (HTA's inner
@@ -345,18 +339,6 @@ def merge_arrays(
         ts_s[starts].astype(np.float64),
         np.maximum.reduceat(end_s, starts).astype(np.float64),
     )
-
-
-def segment_starts(*keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Mask of the positions where any of the sorted `keys` changes (the first is one): the
-    heads of the segments of equal keys."""
-    n = keys[0].size
-    new = np.zeros(n, bool)
-    if n:
-        new[0] = True
-        for k in keys:
-            new[1:] |= k[1:] != k[:-1]
-    return new
 
 
 def _sort_codes(col: pl.Series) -> np.ndarray[Any, Any]:

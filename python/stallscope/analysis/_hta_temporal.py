@@ -10,12 +10,12 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._sorted import segment_starts
 from stallscope.analysis._hta_loading import (
     KERNEL_TYPES,
     gpu_arrays,
     hta_rows,
     merge_arrays,
-    segment_starts,
 )
 
 
