@@ -41,24 +41,18 @@ __attribute__((visibility("default"))) uint32_t
 fake_cupti_launch_kernel(const char* mangled, uint32_t device, uint32_t stream, uint64_t api_ns,
                          uint64_t delay_ns, uint64_t duration_ns, int driver) {
   std::lock_guard<std::mutex> lk(mu);
+  uint32_t corr = 0;
   uint64_t api_end = 0;
-  const uint32_t corr = api_call_locked(driver != 0, driver ? 652 : 211, api_ns, &api_end);
-  if (!g_kinds.count(kActConcurrentKernel)) return corr;
-  uint64_t end = 0;
-  const uint64_t start = schedule_locked(stream, api_end + delay_ns, duration_ns, &end);
-  auto* k = put_locked<ActivityKernel>(&g_device, kActConcurrentKernel);
+  auto* k = gpu_work_locked<ActivityKernel>(kActConcurrentKernel, driver != 0, driver ? 652 : 211,
+                                            api_ns, stream, delay_ns, duration_ns, &corr, &api_end);
   if (k == nullptr) return corr;
-  k->start = start;
-  k->end = end;
-  k->completed = end;
+  k->completed = k->end;
   k->device_id = device;
   k->context_id = 1 + device;
-  k->stream_id = stream;
   k->grid_x = 128;
   k->grid_y = k->grid_z = 1;
   k->block_x = 256;
   k->block_y = k->block_z = 1;
-  k->correlation_id = corr;
   k->name = keep(mangled);
   k->queued = k->submitted = api_end;
   return corr;
@@ -84,23 +78,17 @@ __attribute__((visibility("default"))) uint32_t fake_cupti_memcpy(uint32_t copy_
                                                                   uint32_t device, uint32_t stream,
                                                                   uint64_t duration_ns) {
   std::lock_guard<std::mutex> lk(mu);
+  uint32_t corr = 0;
   uint64_t api_end = 0;
-  const uint32_t corr = api_call_locked(false, 41, 2000, &api_end);
-  if (!g_kinds.count(kActMemcpy)) return corr;
-  uint64_t end = 0;
-  const uint64_t start = schedule_locked(stream, api_end + 1000, duration_ns, &end);
-  auto* m = put_locked<ActivityMemcpy>(&g_device, kActMemcpy);
+  auto* m = gpu_work_locked<ActivityMemcpy>(kActMemcpy, false, 41, 2000, stream, 1000, duration_ns,
+                                            &corr, &api_end);
   if (m == nullptr) return corr;
   m->copy_kind = static_cast<uint8_t>(copy_kind);
   m->src_kind = static_cast<uint8_t>(src_kind);
   m->dst_kind = static_cast<uint8_t>(dst_kind);
   m->bytes = bytes;
-  m->start = start;
-  m->end = end;
   m->device_id = device;
   m->context_id = 1 + device;
-  m->stream_id = stream;
-  m->correlation_id = corr;
   return corr;
 }
 // cudaMemcpyPeerAsync (cbid 161): a MEMCPY2 record.
@@ -110,24 +98,18 @@ __attribute__((visibility("default"))) uint32_t fake_cupti_memcpy_p2p(uint32_t s
                                                                       uint32_t stream,
                                                                       uint64_t duration_ns) {
   std::lock_guard<std::mutex> lk(mu);
+  uint32_t corr = 0;
   uint64_t api_end = 0;
-  const uint32_t corr = api_call_locked(false, 161, 2000, &api_end);
-  if (!g_kinds.count(kActMemcpy2)) return corr;
-  uint64_t end = 0;
-  const uint64_t start = schedule_locked(stream, api_end + 1000, duration_ns, &end);
-  auto* m = put_locked<ActivityMemcpyPtoP>(&g_device, kActMemcpy2);
+  auto* m = gpu_work_locked<ActivityMemcpyPtoP>(kActMemcpy2, false, 161, 2000, stream, 1000,
+                                                duration_ns, &corr, &api_end);
   if (m == nullptr) return corr;
   m->copy_kind = 10;
   m->src_kind = m->dst_kind = 3;
   m->bytes = bytes;
-  m->start = start;
-  m->end = end;
   m->device_id = src_device;
   m->context_id = 1 + src_device;
-  m->stream_id = stream;
   m->src_device_id = src_device;
   m->dst_device_id = dst_device;
-  m->correlation_id = corr;
   return corr;
 }
 // cudaMemsetAsync (cbid 51).
@@ -135,20 +117,14 @@ __attribute__((visibility("default"))) uint32_t fake_cupti_memset(uint64_t bytes
                                                                   uint32_t stream,
                                                                   uint64_t duration_ns) {
   std::lock_guard<std::mutex> lk(mu);
+  uint32_t corr = 0;
   uint64_t api_end = 0;
-  const uint32_t corr = api_call_locked(false, 51, 1500, &api_end);
-  if (!g_kinds.count(kActMemset)) return corr;
-  uint64_t end = 0;
-  const uint64_t start = schedule_locked(stream, api_end + 1000, duration_ns, &end);
-  auto* m = put_locked<ActivityMemset>(&g_device, kActMemset);
+  auto* m = gpu_work_locked<ActivityMemset>(kActMemset, false, 51, 1500, stream, 1000, duration_ns,
+                                            &corr, &api_end);
   if (m == nullptr) return corr;
   m->bytes = bytes;
-  m->start = start;
-  m->end = end;
   m->device_id = device;
   m->context_id = 1 + device;
-  m->stream_id = stream;
-  m->correlation_id = corr;
   m->memory_kind = 3;
   return corr;
 }
