@@ -26,3 +26,37 @@ def distinct(a: _Array) -> _Array:
     """The sorted distinct values of `a` (np.unique without numpy.ma)."""
     s = np.sort(a)
     return s[segment_starts(s)]
+
+
+def lookup(
+    rank: _Array,
+    corr: _Array,
+    src: _Array,
+    dst: _Array,
+) -> tuple[_Array, _Array, _Array, _Array]:
+    """The src rows (indices) with the same (rank, correlation) as each dst row. Returns
+    (order, found, first, last): src sorted by key (`order`, stable: equal keys keep their row
+    order), and per dst row whether it has any, and the sorted positions of the first and the
+    last of them (first..last). A sort and a binary search per rank: cheaper than a hash join."""
+    found = np.zeros(len(dst), dtype=bool)
+    first = np.zeros(len(dst), dtype=np.int64)
+    last = np.zeros(len(dst), dtype=np.int64)
+    order = np.lexsort((corr[src], rank[src]))
+    if len(src) == 0 or len(dst) == 0:
+        return order, found, first, last
+    rs, cs = rank[src][order], corr[src][order]
+    rd, cd = rank[dst], corr[dst]
+    for r in distinct(rd):
+        lo, hi = np.searchsorted(rs, r, "left"), np.searchsorted(rs, r, "right")
+        if lo == hi:
+            continue
+        keys = cs[lo:hi]
+        d = np.flatnonzero(rd == r)
+        want = cd[d]
+        left = np.searchsorted(keys, want, "left")
+        right = np.searchsorted(keys, want, "right")
+        hit = right > left
+        found[d[hit]] = True
+        first[d[hit]] = lo + left[hit]
+        last[d[hit]] = lo + right[hit] - 1
+    return order, found, first, last

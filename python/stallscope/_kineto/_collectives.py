@@ -31,14 +31,13 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._kineto._convert import DTYPE_BYTES, clean_str
+from stallscope._kineto._convert import DTYPE_BYTES, NULL, clean_str
 from stallscope._schema import KIND_ID
-from stallscope._sorted import distinct, segment_starts
+from stallscope._sorted import lookup, segment_starts
 
 P2P_NAMES = ("send", "recv", "isend", "irecv", "_send", "_recv")
 NOT_COLLECTIVES = ("wait", "")  # record_param_comms of a work.wait(): no transfer of its own
 OP_NAME: Final = "record_param_comms"
-NULL: Final = np.iinfo(np.int64).min  # null in the integer metadata columns
 
 _Array = np.ndarray[Any, Any]
 
@@ -156,19 +155,18 @@ def _kernel_spans(
     if n == 0 or len(links.k_rank) == 0 or len(links.r_rank) == 0:
         return k_start, k_end
     # Launches: every (runtime call, kernel) pair with the same rank and correlation.
-    ko = np.lexsort((links.k_corr, links.k_rank))
-    kr, kc = links.k_rank[ko], links.k_corr[ko]
-    lo = np.zeros(len(links.r_rank), dtype=np.int64)
-    hi = np.zeros(len(links.r_rank), dtype=np.int64)
-    for r in distinct(links.r_rank):
-        a, b = np.searchsorted(kr, r, "left"), np.searchsorted(kr, r, "right")
-        at = np.flatnonzero(links.r_rank == r)
-        lo[at] = a + np.searchsorted(kc[a:b], links.r_corr[at], "left")
-        hi[at] = a + np.searchsorted(kc[a:b], links.r_corr[at], "right")
-    call = np.repeat(np.arange(len(lo)), hi - lo)
+    nk, nr = len(links.k_rank), len(links.r_rank)
+    order, found, first, last = lookup(
+        np.concatenate([links.k_rank, links.r_rank]),
+        np.concatenate([links.k_corr, links.r_corr]),
+        np.arange(nk),
+        nk + np.arange(nr),
+    )
+    lo, hi = np.where(found, first, 0), np.where(found, last + 1, 0)
+    call = np.repeat(np.arange(nr), hi - lo)
     if len(call) == 0:
         return k_start, k_end
-    kernel = ko[_ranges(lo, hi)]
+    kernel = order[_ranges(lo, hi)]  # the kernels are the first nk rows: order indexes them
     l_rank, l_pid, l_lane = links.r_rank[call], links.r_pid[call], links.r_lane[call]
     l_start = links.r_start[call]
     # Each launch's operation: on its thread, the latest start at or before the launch.
@@ -177,10 +175,8 @@ def _kernel_spans(
     bounds = [*thread.tolist(), n]
     op_of = np.full(len(call), -1, dtype=np.int64)
     for a, b in pairwise(bounds):
-        first = by_op[a]
-        mine = np.flatnonzero(
-            (l_rank == rank[first]) & (l_pid == pid[first]) & (l_lane == lane[first])
-        )
+        h = by_op[a]  # the thread's first operation
+        mine = np.flatnonzero((l_rank == rank[h]) & (l_pid == pid[h]) & (l_lane == lane[h]))
         j = np.searchsorted(start[by_op[a:b]], l_start[mine], "right") - 1
         ok = j >= 0
         op_of[mine[ok]] = by_op[a:b][j[ok]]

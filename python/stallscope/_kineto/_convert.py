@@ -24,6 +24,7 @@ from stallscope._classify import gpu_category
 from stallscope._schema import GPU_KINDS
 
 TRACE_MARK: Final = "kineto:trace"
+NULL: Final = -(2**63)  # null in the importer's int64 columns (the scanner's kNull)
 # ASCII classes only: Python's re and Polars' regex engine differ on Unicode \s and \d, and
 # the native reader matches names with either (_kineto/_name_facts.py).
 STEP_RE: Final = r"ProfilerStep[\t\n\v\f\r ]*#[\t\n\v\f\r ]*([0-9]+)"

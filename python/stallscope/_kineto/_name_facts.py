@@ -15,10 +15,9 @@ import numpy as np
 import polars as pl
 
 from stallscope._classify import gpu_category, gpu_category_of
-from stallscope._kineto._convert import STEP_RE
+from stallscope._kineto._convert import NULL, STEP_RE
 from stallscope._schema import CATEGORY_ID
 
-NULL: Final = np.iinfo(np.int64).min  # no ProfilerStep number
 PYTHON_MAX: Final = 4096  # names up to this many are matched by Python's re
 _STEP: Final = re.compile(STEP_RE)
 _I64_MAX: Final = 2**63 - 1

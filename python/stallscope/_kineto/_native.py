@@ -36,6 +36,7 @@ from stallscope._kineto._collectives import OP_NAME, Links, Ops, collective_rows
 from stallscope._kineto._convert import (
     FLOW_CATS,
     KIND_OF_CAT,
+    NULL,
     PROBLEMS,
     TRACE_MARK,
     clean_str,
@@ -46,7 +47,6 @@ from stallscope._kineto._name_facts import name_facts
 from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, GPU_KINDS, KIND, KIND_ID, KINDS
 from stallscope.exceptions import TraceImportError
 
-NULL: Final = np.iinfo(np.int64).min  # the scanner's null in int64 columns
 _CHUNK: Final = 1 << 14  # compressed bytes per read (~0.25 MiB of text; see _GUNZIP_THREAD_CORES)
 _INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzipped inline, no thread
 # A gunzip thread beside the scanner's two threads only where each has a core: with two, the
@@ -533,8 +533,7 @@ def _add_collectives(
     add = {key: v[order] for key, v in add.items()}
     at = _insertion_points(out, add)
     for col, v in add.items():
-        if col in out:
-            out[col] = np.insert(out[col], at, v.astype(out[col].dtype, copy=False))
+        out[col] = np.insert(out[col], at, v.astype(out[col].dtype, copy=False))
     names.extend(c.names)
     details.extend(c.details)
     per_rank: dict[int, int] = {}

@@ -28,7 +28,7 @@ from stallscope import _arrow
 from stallscope._classify import hta_kernel_type
 from stallscope._kineto._convert import TRACE_MARK
 from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS
-from stallscope._sorted import distinct, segment_starts
+from stallscope._sorted import distinct, lookup, segment_starts
 
 NOT_HTA_KINDS = ("mark", "collective", "p2p", "counter", "clock_sync", "bucket")
 SYNC_NAMES = ("Event Sync", "Context Sync")
@@ -129,7 +129,7 @@ def _hta_rows(
     # the aligned ts of the last CPU row (in row order) with the same rank and correlation.
     cpu = np.flatnonzero(~is_gpu & (corr != -1))
     gpu = np.flatnonzero(is_gpu)
-    order, found, _, last = _lookup(rank, corr, cpu, gpu)
+    order, found, _, last = lookup(rank, corr, cpu, gpu)
     runtime = np.full(len(idx), np.nan)
     runtime[gpu[found]] = ts[cpu[order[last[found]]]]
     for r, r0 in _row0_ts(facts, shift).items():  # no partner but a correlation: the first row
@@ -233,40 +233,6 @@ def _hta_times(
     return ts, end
 
 
-def _lookup(
-    rank: np.ndarray[Any, Any],
-    corr: np.ndarray[Any, Any],
-    src: np.ndarray[Any, Any],
-    dst: np.ndarray[Any, Any],
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """The src rows (indices) with the same (rank, correlation) as each dst row. Returns
-    (order, found, first, last): src sorted by key (`order`, stable: equal keys keep their row
-    order), and per dst row whether it has any, and the sorted positions of the first and the
-    last of them (first..last). A sort and a binary search per rank: cheaper than a hash join."""
-    found = np.zeros(len(dst), dtype=bool)
-    first = np.zeros(len(dst), dtype=np.int64)
-    last = np.zeros(len(dst), dtype=np.int64)
-    order = np.lexsort((corr[src], rank[src]))
-    if len(src) == 0 or len(dst) == 0:
-        return order, found, first, last
-    rs, cs = rank[src][order], corr[src][order]
-    rd, cd = rank[dst], corr[dst]
-    for r in distinct(rd):
-        lo, hi = np.searchsorted(rs, r, "left"), np.searchsorted(rs, r, "right")
-        if lo == hi:
-            continue
-        keys = cs[lo:hi]
-        d = np.flatnonzero(rd == r)
-        want = cd[d]
-        left = np.searchsorted(keys, want, "left")
-        right = np.searchsorted(keys, want, "right")
-        hit = right > left
-        found[d[hit]] = True
-        first[d[hit]] = lo + left[hit]
-        last[d[hit]] = lo + right[hit] - 1
-    return order, found, first, last
-
-
 def _last_step_rows(
     rank: np.ndarray[Any, Any],
     corr: np.ndarray[Any, Any],
@@ -285,7 +251,7 @@ def _last_step_rows(
     # GPU rows matching kept CPU rows by (rank, correlation), one copy per match (HTA's inner
     # merge), GPU rows first, each part in row order.
     gpu = np.flatnonzero(is_gpu)
-    _, found, first, last = _lookup(rank, corr, cpu_kept, gpu)
+    _, found, first, last = lookup(rank, corr, cpu_kept, gpu)
     copies = np.where(found, last - first + 1, 0)
     return np.concatenate([np.repeat(gpu, copies), cpu_kept])
 

@@ -12,8 +12,9 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stallscope._sorted import lookup
 from stallscope.analysis._hta_idle import idle_from_rows
-from stallscope.analysis._hta_loading import _last_step_rows, _lookup, merge_intervals, sweep
+from stallscope.analysis._hta_loading import _last_step_rows, merge_intervals, sweep
 
 interval_rows = st.lists(
     st.tuples(
@@ -81,7 +82,7 @@ def test_lookup_finds_every_partner_with_the_same_rank_and_correlation(
     corr = np.array([c for _, c, _ in raw])
     src = np.array([i for i, (_, _, s) in enumerate(raw) if s], dtype=np.int64)
     dst = np.array([i for i, (_, _, s) in enumerate(raw) if not s], dtype=np.int64)
-    order, found, first, last = _lookup(rank, corr, src, dst)
+    order, found, first, last = lookup(rank, corr, src, dst)
     for k, d in enumerate(dst):
         partners = [i for i in src if rank[i] == rank[d] and corr[i] == corr[d]]
         assert found[k] == bool(partners)
