@@ -1,12 +1,14 @@
 """Kineto import + analysis tables: stallscope vs HolisticTraceAnalysis 0.5.0, side by side.
 
 Both run as fresh subprocesses, interleaved (HTA, stallscope, HTA, stallscope, ...) on the same
-trace folders in the same run; medians are reported. Work timed (inside the child, after its
+trace folders in the same run; medians are reported, and `paired_speedup`, the median over
+rounds of HTA's time over stallscope's in the same round. Work timed (inside the child, after its
 imports) = load the traces + temporal breakdown + idle time breakdown (every rank) + GPU kernel
-breakdown; stallscope's stall_table is not on main yet, so these three views stand for "the full
-table". Import uses the default reader (the native scanner since it exists). Peak memory = the child's peak RSS (ru_maxrss of itself and, for HTA's multiprocessing
-parse, its children too: the parent samples the RSS of the child's whole process tree every
-10 ms and also takes the child's own ru_maxrss; the larger is reported).
+breakdown; stallscope also computes its full stall table (work HTA has no equivalent of). Import
+uses the default reader (the native scanner). Peak memory = the child's peak RSS (ru_maxrss of
+itself and, for HTA's multiprocessing parse, its children too: the parent samples the RSS of the
+child's whole process tree every 10 ms and also takes the child's own ru_maxrss; the larger is
+reported).
 
     python bench/kineto_vs_hta.py --hta-python /work/venvs/hta/bin/python [--rounds 7]
         [--data ../shared/data/kineto] [--out bench/results/kineto_vs_hta.json]

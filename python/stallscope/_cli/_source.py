@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import click
@@ -32,23 +33,35 @@ def describe(path: Path) -> str:
     )
 
 
-def load_events(path: Path) -> tuple[pl.DataFrame, str]:
-    """(events, kind of source) of `path`: stallscope.load for a run directory,
-    stallscope.import_kineto for Kineto traces. Errors become ClickExceptions naming the fix."""
+def load_events(path: Path) -> tuple[pl.DataFrame, str, list[str]]:
+    """(events, kind of source, warnings) of `path`: stallscope.load for a run directory,
+    stallscope.import_kineto for Kineto traces. The warnings raised while loading (a missing
+    rank, rows dropped and why) are returned for the verb to show its way, not printed by
+    Python's warning machinery. Errors become ClickExceptions naming the fix."""
     import stallscope
     from stallscope.exceptions import StallscopeError
 
     kind = describe(path)
-    try:
-        if kind == "native":
-            return stallscope.load(path), kind
-        importer = getattr(stallscope, "import_kineto", None)
-        if importer is None:
-            raise click.ClickException(
-                f"{path} holds Kineto traces, but this stallscope build has no Kineto importer "
-                "(stallscope.import_kineto is missing); upgrade stallscope"
-            )
-        events = importer(path)
-        return (events.collect() if isinstance(events, pl.LazyFrame) else events), kind
-    except StallscopeError as e:
-        raise click.ClickException(str(e)) from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if kind == "native":
+                events = stallscope.load(path)
+            else:
+                importer = getattr(stallscope, "import_kineto", None)
+                if importer is None:
+                    raise click.ClickException(
+                        f"{path} holds Kineto traces, but this stallscope build has no Kineto "
+                        "importer (stallscope.import_kineto is missing); upgrade stallscope"
+                    )
+                got = importer(path)
+                events = got.collect() if isinstance(got, pl.LazyFrame) else got
+        except StallscopeError as e:
+            raise click.ClickException(str(e)) from None
+    return events, kind, [str(w.message) for w in caught]
+
+
+def echo_warnings(notes: list[str]) -> None:
+    """The loading warnings on stderr, a line each."""
+    for n in notes:
+        click.echo(f"warning: {n}", err=True)

@@ -71,6 +71,13 @@ def results_table(report: dict[str, Any]) -> Any:
     )
 
 
+# Decimals shown per float column of the two tables (the rounding above).
+RESULT_DIGITS = {"algbw_GBps": 4, "busbw_GBps": 4} | dict.fromkeys(
+    ("time_us", "min_us", "max_us", "block_med_us", "cpu_wait_%"), 1
+)
+FIT_DIGITS = {"alpha_us": 1, "bw_GBps": 4, "bw_Gbitps": 4, "r2": 5, "max_err_%": 2, "mean_err_%": 2}
+
+
 #: A rank that waits for a CPU longer than this share of an operation's time is not measuring the
 #: network alone (1gbit on the shared 2-core test bed without --realtime: up to 128 %).
 CONTENTION_LIMIT = 0.10
@@ -289,6 +296,7 @@ def comm(
         results_table(report),
         title=f"bench comm: {report['backend']}, {report['world_size']} rank(s) on "
         f"{report['nnodes']} node(s)",
+        digits=RESULT_DIGITS,
     )
     note = contention_warning(report)
     if note is not None:
@@ -304,7 +312,11 @@ def comm(
             fits = write_calibration(calibrate, report, min_fit_bytes)
         except ValueError as e:
             raise click.ClickException(str(e)) from None
-        print_frame(fits_table(fits), title=f"alpha-beta fits (sizes >= {_human(min_fit_bytes)})")
+        print_frame(
+            fits_table(fits),
+            title=f"alpha-beta fits (sizes >= {_human(min_fit_bytes)})",
+            digits=FIT_DIGITS,
+        )
         click.echo(f"calibration: {calibrate}")
     if fail:
         click.echo(f"{len(fail)} result check(s) FAILED", err=True)

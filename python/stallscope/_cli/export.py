@@ -21,10 +21,11 @@ def export(run: Path, out: Path, stalls: bool) -> None:
     """Write every rank of RUN (a run directory or PyTorch profiler traces) as one trace for
     ui.perfetto.dev: a process per rank, a thread per host thread and GPU stream, and a
     stalls track per rank."""
-    from stallscope._cli._source import load_events
+    from stallscope._cli._source import echo_warnings, load_events
     from stallscope._perfetto import write_perfetto
 
-    events, source = load_events(run)
+    events, source, notes = load_events(run)
+    echo_warnings(notes)
     path = write_perfetto(events, out, stalls=stalls)
     click.echo(
         f"wrote {path} ({path.stat().st_size:,} bytes) from {events.height:,} events of {run} "

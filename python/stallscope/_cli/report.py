@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 
 import click
@@ -23,6 +22,11 @@ def _nonzero(table: pl.DataFrame, cols: tuple[str, ...]) -> list[str]:
     return [c for c in cols if table.height and int(table[c].abs().max()) > 0]  # type: ignore[arg-type]
 
 
+def _label(category: str) -> str:
+    """A category's header: words that may wrap ("sync wait", "data fetch")."""
+    return category.replace("_", " ")
+
+
 def print_step_table(table: pl.DataFrame, max_rows: int = 40) -> None:
     """Print the stall table (one row per rank and step) in ms, only the categories that are
     not zero everywhere."""
@@ -33,8 +37,10 @@ def print_step_table(table: pl.DataFrame, max_rows: int = 40) -> None:
     per = _ms(table.select("rank", "step", "step_ns", *cats), ["step_ns", *cats], digits=2)
     # The title gives the unit: bare category names (and "total" for the step time) keep the
     # table within 80 columns.
-    per = per.rename({c: "total" if c == "step_ms" else c.removesuffix("_ms") for c in per.columns})
-    print_frame(per, title="stalls per step and rank (ms)", max_rows=max_rows)
+    labels = {c: "total" if c == "step_ms" else _label(c.removesuffix("_ms")) for c in per.columns}
+    print_frame(
+        per, title="stalls per step and rank (ms)", max_rows=max_rows, digits=2, labels=labels
+    )
 
 
 def shares_line(whole: pl.DataFrame) -> str:
@@ -70,7 +76,7 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
     """Where each step's time goes: stall tables per step and rank, per step across ranks,
     and for the whole run. RUN is a run directory or a folder (or file) of PyTorch profiler
     traces."""
-    from stallscope._cli._source import load_events
+    from stallscope._cli._source import echo_warnings, load_events
     from stallscope.analysis import (
         STALL_COLUMNS,
         stall_run_summary,
@@ -78,10 +84,7 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
         stall_table,
     )
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        events, source = load_events(run)
-    notes = [str(w.message) for w in caught]
+    events, source, notes = load_events(run)
     table = stall_table(events)
     across = stall_summary(table)
     whole = stall_run_summary(table)
@@ -103,8 +106,7 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
 
     from stallscope._cli.render import print_frame
 
-    for n in notes:
-        click.echo(f"warning: {n}", err=True)
+    echo_warnings(notes)
     ranks = events["rank"].n_unique() if events.height else 0
     click.echo(
         f"{run} ({source}): {events.height:,} events, {ranks} ranks, {table.height} rank-steps"
@@ -119,10 +121,17 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
     cats = _nonzero(table, STALL_COLUMNS)
     maxes = [c.removesuffix("_ns") + "_max_ns" for c in cats]
     a = across.select("step", "ranks", "slowest_rank", "step_max_ns", "step_median_ns", *maxes)
+    # Bare category names and worded headers (the title gives the unit and the statistic):
+    # the table keeps within 80 columns with every number whole.
+    labels = {"slowest_rank": "slowest rank", "step_max_ms": "step max"}
+    labels |= {"step_median_ms": "step median"}
+    labels |= {m.removesuffix("_ns") + "_ms": _label(m.removesuffix("_max_ns")) for m in maxes}
     print_frame(
-        _ms(a, ["step_max_ns", "step_median_ns", *maxes]),
+        _ms(a, ["step_max_ns", "step_median_ns", *maxes], digits=2),
         title="per step across ranks (ms; max over ranks unless median)",
         max_rows=max_rows,
+        digits=2,
+        labels=labels,
     )
     w = whole.select(
         pl.col("category").cast(pl.String),
@@ -130,5 +139,5 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
         (pl.col("share") * 100).round(1).alias("share_%"),
         (pl.col("per_step_ns") / MS).round(3).alias("per_step_ms"),
     )
-    print_frame(w, title="whole run")
+    print_frame(w, title="whole run", digits={"total_ms": 3, "share_%": 1, "per_step_ms": 3})
     click.echo(f"run: {shares_line(whole)}")

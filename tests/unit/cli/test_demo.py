@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,16 +15,24 @@ from stallscope.analysis import STALL_COLUMNS
 
 
 def printed_table(stdout: str) -> list[dict[str, float]]:
-    """The rows of the first rich table in `stdout`, by column name (numbers)."""
+    """The rows of the first table in `stdout`, by column header (numbers). The table: a title
+    line, header lines (a header may wrap between words), a rule of "─", rows, a blank line.
+    Columns are right-justified, so a header word belongs to the column whose right edge it
+    ends on."""
     lines = stdout.splitlines()
-    head = next(line for line in lines if line.startswith("┃"))
-    names = [c.strip() for c in head.strip("┃").split("┃")]
-    rows = [line for line in lines if line.startswith("│")]
-    out = []
-    for line in rows:
-        cells = [c.strip().replace(",", "") for c in line.strip("│").split("│")]
-        out.append({n: float(v) for n, v in zip(names, cells, strict=True)})
-    return out
+    rule = next(i for i, line in enumerate(lines) if line and set(line) == {"─"})
+    rows = lines[rule + 1 : lines.index("", rule)]
+    edges = [m.end() for m in re.finditer(r"\S+", rows[0])]
+    words: list[list[str]] = [[] for _ in edges]
+    title = next(i for i in range(rule, -1, -1) if "(ms)" in lines[i])
+    for line in lines[title + 1 : rule]:
+        for m in re.finditer(r"\S+", line):
+            words[edges.index(m.end())].append(m.group())
+    names = [" ".join(w) for w in words]
+    return [
+        {n: float(v.replace(",", "")) for n, v in zip(names, row.split(), strict=True)}
+        for row in rows
+    ]
 
 
 @pytest.mark.torch
@@ -53,7 +62,7 @@ def test_demo_single_process_traces_real_training_and_prints_each_step(tmp_path:
     printed = printed_table(p.stdout)
     assert [(r["rank"], r["step"]) for r in printed] == [(0.0, float(s)) for s in range(1, 7)]
     assert all(r["compute"] > 0 and r["data"] > 0 for r in printed)
-    assert "sync_wait" not in printed[0] and "interconnect" not in printed[0]  # one process
+    assert "sync wait" not in printed[0] and "interconnect" not in printed[0]  # one process
     assert "run: compute " in p.stdout
     ev = stallscope.load(out)
     windows = stallscope.analysis.step_windows(ev)
@@ -117,7 +126,7 @@ def test_demo_default_is_two_rank_ddp_with_matched_all_reduces(tmp_path: Path) -
     for got, want in zip(printed, table.sort("rank", "step").iter_rows(named=True), strict=True):
         assert (got["rank"], got["step"]) == (want["rank"], want["step"])
         assert got["total"] == pytest.approx(want["step_ns"] / 1e6, abs=0.006)
-    assert sum(r.get("sync_wait", 0) + r.get("interconnect", 0) for r in printed) > 0
+    assert sum(r.get("sync wait", 0) + r.get("interconnect", 0) for r in printed) > 0
     shares = next(line for line in p.stdout.splitlines() if line.startswith("run: "))
     assert "compute " in shares and "data " in shares and "host " in shares
     comm_pct = float(shares.split("comm ")[1].split("%")[0])

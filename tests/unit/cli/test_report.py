@@ -4,8 +4,10 @@ the importer, faked here) and on bad paths."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import click
 import orjson
 import polars as pl
 import pytest
@@ -149,3 +151,69 @@ def test_report_run_without_steps(tmp_path: Path) -> None:
     doc = orjson.loads(res.stdout)
     for s in doc["steps"]:
         assert sum(s[c] for c in STALL_COLUMNS) == s["step_ns"]
+
+
+def _wide_events() -> pl.DataFrame:
+    """Two ranks, one step of 123,456.789 ms on rank 1: numbers wider than a narrow column."""
+    df = _fake_kineto_events()
+    late = df.with_columns(
+        pl.lit(1, dtype=df["rank"].dtype).alias("rank"),
+        pl.col("end_ns").replace({1000: 123_456_789_012}),
+    )
+    return pl.concat([df, late])
+
+
+def test_report_numbers_are_whole_in_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "rank0.json").write_text("{}")
+    monkeypatch.setattr(stallscope, "import_kineto", lambda p: _wide_events(), raising=False)
+    res = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["report", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "…" not in res.output  # rich's mark of a cut cell
+    # Rank 1's step: every digit, two decimals, in the per rank table and across ranks.
+    assert res.output.count("123,456.79") >= 2
+    assert "123,456.789" in res.output  # the whole-run table's three decimals
+    # Headers wrap between words, never inside one.
+    lines = res.output.splitlines()
+    assert any(ln.split()[:3] == ["step", "ranks", "rank"] for ln in lines if ln.strip())
+    assert any("slowest" in ln for ln in lines)
+    assert all(len(ln) <= 80 for ln in lines[1:])  # the tables (line 1 names the tmp path)
+
+
+def test_report_too_wide_for_the_terminal_wraps_rather_than_crops() -> None:
+    from stallscope._cli.report import print_step_table
+
+    cats = {c: [123_456_789_012, 1] for c in STALL_COLUMNS}
+    table = pl.DataFrame(
+        {"rank": [0, 1], "step": [3, 3], "step_ns": [123_456_789_012 * 9, 2], **cats}
+    )
+    runner = CliRunner(env={"COLUMNS": "80"})
+    res = runner.invoke(
+        click_command_calling(lambda: print_step_table(table)),
+    )
+    assert res.exit_code == 0, res.output
+    # Every category's column is there, each number whole (the lines exceed 80 columns).
+    header = next(ln for ln in res.output.splitlines() if ln.lstrip().startswith("rank"))
+    for c in ("compute", "interconnect", "host"):
+        assert c in header
+    assert res.output.count("123,456.79") == len(STALL_COLUMNS)
+    assert "1,111,111.10" in res.output
+
+
+def click_command_calling(fn: Callable[[], None]) -> click.Command:
+    return click.Command("t", callback=fn)
+
+
+def test_export_shows_load_warnings_as_lines(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with stallscope.trace(run), stallscope.region("work", category="compute"):
+        pass
+    meta = orjson.loads((run / "run.json").read_bytes())
+    for proc in meta["processes"].values():
+        proc["world_size"] = 2  # rank 1 never wrote an event file
+    (run / "run.json").write_bytes(orjson.dumps(meta))
+    res = CliRunner().invoke(cli, ["export", str(run), "--perfetto", str(tmp_path / "t.json")])
+    assert res.exit_code == 0, res.output
+    assert "warning: " in res.stderr and "rank 1" in res.stderr
+    assert "StallscopeWarning" not in res.stderr  # not Python's warning format
