@@ -290,8 +290,6 @@ def comm(
         raise click.ClickException(str(e)) from None
     if report is None:
         return  # not rank 0: rank 0 prints and writes
-    if not sys.stdout.isatty():
-        os.environ.setdefault("COLUMNS", "200")  # rich would squeeze the table into 80 columns
     print_frame(
         results_table(report),
         title=f"bench comm: {report['backend']}, {report['world_size']} rank(s) on "
