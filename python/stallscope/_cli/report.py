@@ -22,6 +22,10 @@ def _nonzero(table: pl.DataFrame, cols: tuple[str, ...]) -> list[str]:
     return [c for c in cols if table.height and int(table[c].abs().max()) > 0]  # type: ignore[arg-type]
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _label(category: str) -> str:
     """A category's header: words that may wrap ("sync wait", "data fetch")."""
     return category.replace("_", " ")
@@ -109,7 +113,8 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
     echo_warnings(notes)
     ranks = events["rank"].n_unique() if events.height else 0
     click.echo(
-        f"{run} ({source}): {events.height:,} events, {ranks} ranks, {table.height} rank-steps"
+        f"{run} ({source}): {_count(events.height, 'event')}, {_count(ranks, 'rank')}, "
+        f"{_count(table.height, 'rank-step')}"
     )
     if table.height == 0:
         click.echo(

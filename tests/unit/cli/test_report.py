@@ -58,6 +58,7 @@ def test_report_prints_tables(run_dir: Path) -> None:
     for title in ("stalls per step and rank", "per step across ranks", "whole run"):
         assert title in res.output
     assert "compute" in res.output
+    assert " events, 1 rank, " in res.output.splitlines()[0]  # counts read as English
 
 
 def test_export_perfetto(run_dir: Path, tmp_path: Path) -> None:
