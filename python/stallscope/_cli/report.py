@@ -76,22 +76,25 @@ def shares_line(whole: pl.DataFrame) -> str:
     show_default=True,
     help="Rows shown of the per step and rank table.",
 )
-def report(run: Path, as_json: bool, max_rows: int) -> None:
+@click.option(
+    "--hta",
+    is_flag=True,
+    help="Also HolisticTraceAnalysis' views of the GPU timeline: temporal breakdown, comm/comp "
+    "overlap, idle time by cause, kernel time by type (HTA 0.5.0's numbers).",
+)
+def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
     """Where each step's time goes: stall tables per step and rank, per step across ranks,
     and for the whole run. RUN is a run directory or a folder (or file) of PyTorch profiler
     traces."""
     from stallscope._cli._source import echo_warnings, load_events
-    from stallscope.analysis import (
-        STALL_COLUMNS,
-        stall_run_summary,
-        stall_summary,
-        stall_table,
-    )
+    from stallscope._cli.report_hta import hta_json, hta_views, print_hta
+    from stallscope.analysis import stall_run_summary, stall_summary, stall_table
 
     events, source, notes = load_events(run)
     table = stall_table(events)
     across = stall_summary(table)
     whole = stall_run_summary(table)
+    views = hta_views(events) if hta else None
     if as_json:
         import orjson
 
@@ -105,10 +108,10 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
             "across_ranks": across.to_dicts(),
             "run": whole.with_columns(pl.col("category").cast(pl.String)).to_dicts(),
         }
+        if views is not None:
+            doc["hta"] = hta_json(views)
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
         return
-
-    from stallscope._cli.render import print_frame
 
     echo_warnings(notes)
     ranks = events["rank"].n_unique() if events.height else 0
@@ -121,7 +124,19 @@ def report(run: Path, as_json: bool, max_rows: int) -> None:
             "no steps: the run has no step markers (call stallscope.step() each iteration, or "
             "profile with torch.profiler's schedule so traces carry ProfilerStep#N)"
         )
-        return
+    else:
+        _print_stalls(table, across, whole, max_rows)
+    if views is not None:
+        click.echo()
+        print_hta(views, max_rows)
+
+
+def _print_stalls(
+    table: pl.DataFrame, across: pl.DataFrame, whole: pl.DataFrame, max_rows: int
+) -> None:
+    from stallscope._cli.render import print_frame
+    from stallscope.analysis import STALL_COLUMNS
+
     print_step_table(table, max_rows)
     cats = _nonzero(table, STALL_COLUMNS)
     maxes = [c.removesuffix("_ns") + "_max_ns" for c in cats]

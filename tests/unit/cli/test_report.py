@@ -218,3 +218,61 @@ def test_export_shows_load_warnings_as_lines(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "warning: " in res.stderr and "rank 1" in res.stderr
     assert "StallscopeWarning" not in res.stderr  # not Python's warning format
+
+
+def _kineto_set(name: str) -> Path:
+    for p in Path(__file__).resolve().parents:
+        d = p / "shared" / "data" / "kineto" / name
+        if d.is_dir():
+            return d
+    pytest.skip("real Kineto traces not found: ../shared/data/kineto")
+
+
+REFERENCE = Path(__file__).resolve().parents[2] / "data" / "hta_reference"
+
+
+def test_report_hta_json_gives_htas_numbers_on_real_traces() -> None:
+    """`report --hta --json` on the DLRM 8-rank traces: the views carry HTA 0.5.0's own numbers
+    (tests/data/hta_reference, µs there, ns here)."""
+    res = CliRunner().invoke(
+        cli, ["report", str(_kineto_set("param_dlrm_8rank")), "--hta", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    hta = orjson.loads(res.stdout)["hta"]
+    ref = orjson.loads((REFERENCE / "param_dlrm_8rank.json").read_bytes())
+    got = {r["rank"]: r for r in hta["temporal_breakdown"]}
+    assert sorted(got) == ref["ranks"]
+    for r in ref["temporal_breakdown"]:
+        assert got[r["rank"]]["kernel_time_ns"] == r["kernel_time(us)"] * 1000
+        assert got[r["rank"]]["idle_pct"] == r["idle_time_pctg"]
+    overlap = {r["rank"]: r["overlap_pct"] for r in hta["comm_comp_overlap"]}
+    assert overlap == {r["rank"]: r["comp_comm_overlap_pctg"] for r in ref["comm_comp_overlap"]}
+    idle = {(r["rank"], r["stream"], r["idle_category"]): r for r in hta["idle_time_breakdown"]}
+    for r in ref["idle_time_breakdown"]:
+        assert idle[(r["rank"], r["stream"], r["idle_category"])]["idle_time_ns"] == (
+            r["idle_time"] * 1000
+        )
+    types = {r["kernel_type"]: r["time_ns"] for r in hta["kernel_type_breakdown"]}
+    assert types == {r["kernel_type"]: r["sum"] * 1000 for r in ref["kernel_type_breakdown"]}
+
+
+def test_report_hta_prints_the_views() -> None:
+    path = _kineto_set("param_dlrm_8rank")
+    res = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["report", str(path), "--hta"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    for title in ("GPU time per rank", "GPU idle time by cause", "GPU kernel time by type"):
+        assert title in out
+    # Rank 0's kernel time (13,009 µs in HTA) and its idle share, as printed.
+    row0 = next(ln.split() for ln in out.splitlines() if ln.split()[:2] == ["0", "13.009"])
+    assert row0[2] == "49.3"
+    assert "COMPUTATION overlapping COMMUNICATION" in out
+    assert "…" not in out
+
+
+def test_report_hta_on_a_run_without_gpu_kernels(run_dir: Path) -> None:
+    res = CliRunner().invoke(cli, ["report", str(run_dir), "--hta"])
+    assert res.exit_code == 0, res.output
+    assert "no GPU kernels in this run" in res.output
+    doc = orjson.loads(CliRunner().invoke(cli, ["report", str(run_dir), "--hta", "--json"]).stdout)
+    assert doc["hta"]["temporal_breakdown"] == []
