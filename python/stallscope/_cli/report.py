@@ -141,8 +141,8 @@ def _print_stalls(
     cats = _nonzero(table, STALL_COLUMNS)
     maxes = [c.removesuffix("_ns") + "_max_ns" for c in cats]
     a = across.select("step", "ranks", "slowest_rank", "step_max_ns", "step_median_ns", *maxes)
-    # Bare category names and worded headers (the title gives the unit and the statistic):
-    # the table keeps within 80 columns with every number whole.
+    # Bare category names and worded headers (the title gives the unit and the statistic), so
+    # that the table usually fits in 80 columns.
     labels = {"slowest_rank": "slowest rank", "step_max_ms": "step max"}
     labels |= {"step_median_ms": "step median"}
     labels |= {m.removesuffix("_ns") + "_ms": _label(m.removesuffix("_max_ns")) for m in maxes}
@@ -159,5 +159,10 @@ def _print_stalls(
         (pl.col("share") * 100).round(1).alias("share_%"),
         (pl.col("per_step_ns") / MS).round(3).alias("per_step_ms"),
     )
-    print_frame(w, title="whole run", digits={"total_ms": 3, "share_%": 1, "per_step_ms": 3})
+    print_frame(
+        w,
+        title="whole run",
+        digits={"total_ms": 3, "share_%": 1, "per_step_ms": 3},
+        labels={"total_ms": "total ms", "share_%": "share %", "per_step_ms": "per step ms"},
+    )
     click.echo(f"run: {shares_line(whole)}")

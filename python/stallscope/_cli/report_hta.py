@@ -7,7 +7,8 @@ from typing import Any
 
 import polars as pl
 
-MS = 1e6  # ns per ms
+from stallscope._cli.report import MS
+
 IDLE_CAUSES = ("host_wait", "kernel_wait", "other")  # HTA's idle categories, in its order
 
 
