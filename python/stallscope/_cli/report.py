@@ -27,7 +27,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def _label(category: str) -> str:
-    """A category's header: words that may wrap ("sync wait", "data fetch")."""
+    """A category's header: words that may wrap ("sync wait", "data fetch", "host wait")."""
     return category.replace("_", " ")
 
 

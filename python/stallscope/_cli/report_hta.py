@@ -7,9 +7,8 @@ from typing import Any
 
 import polars as pl
 
-from stallscope._cli.report import MS
-
-IDLE_CAUSES = ("host_wait", "kernel_wait", "other")  # HTA's idle categories, in its order
+from stallscope._cli.report import MS, _label
+from stallscope.analysis._hta_idle import CATEGORIES as IDLE_CAUSES
 
 
 def hta_views(events: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -35,9 +34,9 @@ def hta_json(views: dict[str, pl.DataFrame]) -> dict[str, list[dict[str, Any]]]:
 
 
 def print_hta(views: dict[str, pl.DataFrame], max_rows: int) -> None:
-    """Print the views: GPU time per rank (temporal breakdown and comm/comp overlap), idle time
-    per rank and stream by cause, kernel time by type. A run without GPU kernels gets a line
-    saying so."""
+    """Print the views: GPU time per rank (the span of its GPU activity, split as HTA's
+    temporal breakdown does, and its comm/comp overlap), idle time per rank and stream by
+    cause, kernel time by type. A run without GPU kernels gets a line saying so."""
     import click
 
     from stallscope._cli.render import print_frame
@@ -60,10 +59,9 @@ def print_hta(views: dict[str, pl.DataFrame], max_rows: int) -> None:
         title="GPU time per rank (HTA)",
         max_rows=max_rows,
         digits={"kernel_ms": 3}
-        | dict.fromkeys(("idle_pct", "compute_pct"), 1)
-        | dict.fromkeys(("non_compute_pct", "overlap_pct"), 1),
+        | dict.fromkeys(("idle_pct", "compute_pct", "non_compute_pct", "overlap_pct"), 1),
         labels={
-            "kernel_ms": "kernel ms",
+            "kernel_ms": "GPU span ms",  # HTA's kernel_time: first kernel start to last end
             "idle_pct": "idle %",
             "compute_pct": "compute %",
             "non_compute_pct": "non-compute %",
@@ -84,7 +82,7 @@ def print_hta(views: dict[str, pl.DataFrame], max_rows: int) -> None:
             title="GPU idle time by cause (HTA, ms)",
             max_rows=max_rows,
             digits=3,
-            labels={c: c.replace("_", " ") for c in causes},
+            labels={c: _label(c) for c in causes},
         )
     types = views["kernel_type_breakdown"].select(
         "kernel_type", (pl.col("time_ns") / MS).alias("time_ms"), "percentage"
