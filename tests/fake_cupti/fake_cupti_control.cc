@@ -43,12 +43,11 @@ fake_cupti_launch_kernel(const char* mangled, uint32_t device, uint32_t stream, 
   std::lock_guard<std::mutex> lk(mu);
   uint32_t corr = 0;
   uint64_t api_end = 0;
-  auto* k = gpu_work_locked<ActivityKernel>(kActConcurrentKernel, driver != 0, driver ? 652 : 211,
-                                            api_ns, stream, delay_ns, duration_ns, &corr, &api_end);
+  auto* k =
+      gpu_work_locked<ActivityKernel>(kActConcurrentKernel, driver != 0, driver ? 652 : 211, api_ns,
+                                      device, stream, delay_ns, duration_ns, &corr, &api_end);
   if (k == nullptr) return corr;
   k->completed = k->end;
-  k->device_id = device;
-  k->context_id = 1 + device;
   k->grid_x = 128;
   k->grid_y = k->grid_z = 1;
   k->block_x = 256;
@@ -79,16 +78,13 @@ __attribute__((visibility("default"))) uint32_t fake_cupti_memcpy(uint32_t copy_
                                                                   uint64_t duration_ns) {
   std::lock_guard<std::mutex> lk(mu);
   uint32_t corr = 0;
-  uint64_t api_end = 0;
-  auto* m = gpu_work_locked<ActivityMemcpy>(kActMemcpy, false, 41, 2000, stream, 1000, duration_ns,
-                                            &corr, &api_end);
+  auto* m = gpu_work_locked<ActivityMemcpy>(kActMemcpy, false, 41, 2000, device, stream, 1000,
+                                            duration_ns, &corr);
   if (m == nullptr) return corr;
   m->copy_kind = static_cast<uint8_t>(copy_kind);
   m->src_kind = static_cast<uint8_t>(src_kind);
   m->dst_kind = static_cast<uint8_t>(dst_kind);
   m->bytes = bytes;
-  m->device_id = device;
-  m->context_id = 1 + device;
   return corr;
 }
 // cudaMemcpyPeerAsync (cbid 161): a MEMCPY2 record.
@@ -99,15 +95,12 @@ __attribute__((visibility("default"))) uint32_t fake_cupti_memcpy_p2p(uint32_t s
                                                                       uint64_t duration_ns) {
   std::lock_guard<std::mutex> lk(mu);
   uint32_t corr = 0;
-  uint64_t api_end = 0;
-  auto* m = gpu_work_locked<ActivityMemcpyPtoP>(kActMemcpy2, false, 161, 2000, stream, 1000,
-                                                duration_ns, &corr, &api_end);
+  auto* m = gpu_work_locked<ActivityMemcpyPtoP>(kActMemcpy2, false, 161, 2000, src_device, stream,
+                                                1000, duration_ns, &corr);
   if (m == nullptr) return corr;
   m->copy_kind = 10;
   m->src_kind = m->dst_kind = 3;
   m->bytes = bytes;
-  m->device_id = src_device;
-  m->context_id = 1 + src_device;
   m->src_device_id = src_device;
   m->dst_device_id = dst_device;
   return corr;
@@ -118,13 +111,10 @@ __attribute__((visibility("default"))) uint32_t fake_cupti_memset(uint64_t bytes
                                                                   uint64_t duration_ns) {
   std::lock_guard<std::mutex> lk(mu);
   uint32_t corr = 0;
-  uint64_t api_end = 0;
-  auto* m = gpu_work_locked<ActivityMemset>(kActMemset, false, 51, 1500, stream, 1000, duration_ns,
-                                            &corr, &api_end);
+  auto* m = gpu_work_locked<ActivityMemset>(kActMemset, false, 51, 1500, device, stream, 1000,
+                                            duration_ns, &corr);
   if (m == nullptr) return corr;
   m->bytes = bytes;
-  m->device_id = device;
-  m->context_id = 1 + device;
   m->memory_kind = 3;
   return corr;
 }

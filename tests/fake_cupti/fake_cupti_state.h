@@ -85,23 +85,29 @@ T* put_locked(Buf* b, int32_t kind) {
 }
 
 // A CUDA call that queues GPU work: its host side (api_call_locked: correlation id, external
-// records, API record; the correlation id in *corr, its end in *api_end), then, when `kind` is
-// enabled, a record T in the device buffer running `duration` ns on `stream`, at least `delay` ns
-// after the call returned and after the stream's earlier work (start, end, stream, correlation
-// set). nullptr when the kind is off or the tool declined a buffer.
+// records, API record; the correlation id in *corr, its end in *api_end when asked), then, when
+// `kind` is enabled, a record T in the device buffer running `duration` ns on `stream` of
+// `device`, at least `delay` ns after the call returned and after the stream's earlier work
+// (start, end, stream, correlation, device and its context set). nullptr when the kind is off or
+// the tool declined a buffer.
 template <typename T>
-T* gpu_work_locked(int32_t kind, bool driver, uint32_t cbid, uint64_t api_ns, uint32_t stream,
-                   uint64_t delay, uint64_t duration, uint32_t* corr, uint64_t* api_end) {
-  *corr = api_call_locked(driver, cbid, api_ns, api_end);
+T* gpu_work_locked(int32_t kind, bool driver, uint32_t cbid, uint64_t api_ns, uint32_t device,
+                   uint32_t stream, uint64_t delay, uint64_t duration, uint32_t* corr,
+                   uint64_t* api_end = nullptr) {
+  uint64_t called_end = 0;
+  *corr = api_call_locked(driver, cbid, api_ns, &called_end);
+  if (api_end != nullptr) *api_end = called_end;
   if (!g_kinds.count(kind)) return nullptr;
   uint64_t end = 0;
-  const uint64_t start = schedule_locked(stream, *api_end + delay, duration, &end);
+  const uint64_t start = schedule_locked(stream, called_end + delay, duration, &end);
   T* r = put_locked<T>(&g_device, kind);
   if (r == nullptr) return nullptr;
   r->start = start;
   r->end = end;
   r->stream_id = stream;
   r->correlation_id = *corr;
+  r->device_id = device;
+  r->context_id = 1 + device;
   return r;
 }
 
