@@ -103,16 +103,16 @@ const T* column(const py::dict& cols, const char* key, size_t n, std::vector<In<
   return a.data();
 }
 
-py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<int64_t>& name_step,
-                 const In<uint8_t>& name_gpu_cat, const In<uint8_t>& kind_gpu,
-                 const In<uint8_t>& kind_order, const std::vector<int32_t>& ranks,
-                 const std::vector<int64_t>& bases, const std::vector<size_t>& sizes,
-                 int32_t mark_cat0, int32_t mark_name) {
+py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uint8_t>& cat_drop,
+                 const In<int64_t>& name_step, const In<uint8_t>& name_gpu_cat,
+                 const In<uint8_t>& kind_gpu, const In<uint8_t>& kind_order,
+                 const std::vector<int32_t>& ranks, const std::vector<int64_t>& bases,
+                 const std::vector<size_t>& sizes, int32_t mark_cat0, int32_t mark_name) {
   if (ranks.size() != bases.size() || ranks.size() != sizes.size()) {
     throw py::value_error("kineto_convert: ranks, bases and sizes differ in length");
   }
   if (kind_gpu.size() < kNumKinds || kind_order.size() < kNumKinds ||
-      name_step.size() != name_gpu_cat.size()) {
+      name_step.size() != name_gpu_cat.size() || cat_drop.size() != cat_kind.size()) {
     throw py::value_error("kineto_convert: tables of the wrong size");
   }
   size_t n = 0;
@@ -135,8 +135,13 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<int
       {"bytes", &in.bytes},   {"ext", &in.ext}};
   for (const auto& [key, dst] : cols32) *dst = column<int32_t>(cols, key, n, &keep32);
   for (const auto& [key, dst] : cols64) *dst = column<int64_t>(cols, key, n, &keep64);
-  kineto::Tables t{cat_kind.data(),     static_cast<size_t>(cat_kind.size()),  name_step.data(),
-                   name_gpu_cat.data(), static_cast<size_t>(name_step.size()), kind_gpu.data()};
+  kineto::Tables t{.cat_kind = cat_kind.data(),
+                   .cat_drop = cat_drop.data(),
+                   .n_cat = static_cast<size_t>(cat_kind.size()),
+                   .name_step = name_step.data(),
+                   .name_gpu_cat = name_gpu_cat.data(),
+                   .n_name = static_cast<size_t>(name_step.size()),
+                   .kind_gpu = kind_gpu.data()};
   kineto::RowsOut r;
   {
     py::gil_scoped_release nogil;
@@ -257,11 +262,13 @@ void bind_kineto(py::module_& m) {
   m.def("kineto_detail", &detail, py::arg("cat"), py::arg("cat_table"), py::arg("ext"),
         py::arg("sync"), py::arg("sync_table"),
         "The detail column of kineto_convert's rows as an ArrowColumn (see _kineto/_native.py).");
-  m.def("kineto_convert", &convert, py::arg("cols"), py::arg("cat_kind"), py::arg("name_step"),
-        py::arg("name_gpu_cat"), py::arg("kind_gpu"), py::arg("kind_order"), py::arg("ranks"),
-        py::arg("bases"), py::arg("sizes"), py::arg("mark_cat0"), py::arg("mark_name"),
+  m.def("kineto_convert", &convert, py::arg("cols"), py::arg("cat_kind"), py::arg("cat_drop"),
+        py::arg("name_step"), py::arg("name_gpu_cat"), py::arg("kind_gpu"), py::arg("kind_order"),
+        py::arg("ranks"), py::arg("bases"), py::arg("sizes"), py::arg("mark_cat0"),
+        py::arg("mark_name"),
         "Scanner columns of every file (file order) -> event-schema columns sorted by rank, "
-        "start, event index, file, with one trace mark per file (csrc/kineto/row_convert.h).");
+        "start, event index, file, with one trace mark per file; rows of the categories cat_drop "
+        "marks are left out (csrc/kineto/row_convert.h).");
 }
 
 }  // namespace stallscope::bindings

@@ -34,14 +34,15 @@ struct Key {
 
 RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn>& files,
                      const uint8_t* kind_order, int32_t mark_cat0, int32_t mark_name) {
-  const size_t n = in.n, nf = files.size(), total = n + nf;
+  const size_t n = in.n, nf = files.size();
   constexpr int64_t kI32Min = std::numeric_limits<int32_t>::min();
   constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 
   // Per-row values in input order (the sort then gathers them once).
   std::vector<uint8_t> kind(n), category(n);
   std::vector<int64_t> start(n), correlation(n), bytes(n), lane(n), device(n);
-  std::vector<Key> keys(total);
+  std::vector<Key> keys;  // the kept rows', then the marks'
+  keys.reserve(n + nf);
   std::vector<int64_t> row0(nf, kNull);
   size_t row = 0;
   for (size_t f = 0; f < nf; ++f) {
@@ -52,6 +53,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
           static_cast<size_t>(name) >= t.n_name) {
         throw std::out_of_range("kineto convert: string code outside its dictionary");
       }
+      if (t.cat_drop[cat] != 0) continue;
       uint8_t k = t.cat_kind[cat];
       int64_t step = t.name_step[name];
       bool is_step = step != kNull && k == u8(Kind::kRegion);
@@ -73,14 +75,15 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
       int64_t dev_raw = in.device[row] == kNull ? in.pid[row] : in.device[row];
       device[row] = gpu || marker ? clip(dev_raw, -1, 32767, -1) : -1;
       if (in.index[row] == 0) row0[f] = start[row];
-      keys[row] = Key{file.rank, static_cast<int32_t>(f), start[row], in.index[row], row};
+      keys.push_back(Key{file.rank, static_cast<int32_t>(f), start[row], in.index[row], row});
     }
   }
   if (row != n) throw std::invalid_argument("kineto convert: file sizes do not add up to rows");
+  const size_t kept = keys.size(), total = kept + nf;
 
   // Marks: the first start of the rank (over its files), else the file's base.
   std::vector<int64_t> first(nf, kNull);
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < kept; ++i) {
     size_t f = static_cast<size_t>(keys[i].file);
     if (first[f] == kNull || keys[i].start < first[f]) first[f] = keys[i].start;
   }
@@ -92,7 +95,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
       }
     }
     if (s == kNull) s = files[f].base_ns;
-    keys[n + f] = Key{files[f].rank, static_cast<int32_t>(f), s, -1, n + f};
+    keys.push_back(Key{files[f].rank, static_cast<int32_t>(f), s, -1, n + f});
   }
   std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
     if (a.rank != b.rank) return a.rank < b.rank;
@@ -106,7 +109,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
   size_all(out.rank, out.pid, out.lane, out.cat, out.name, out.sync, out.kind, out.category,
            out.kind_order, out.device, out.start, out.end, out.correlation, out.bytes, out.ext,
            out.index);
-  out.out_row.resize(n);
+  out.out_row.assign(n, -1);
   for (size_t o = 0; o < total; ++o) {
     const Key& key = keys[o];
     size_t r = key.row;

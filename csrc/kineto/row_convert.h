@@ -1,9 +1,11 @@
 // Kineto rows -> event-schema columns, sorted, in one pass (the native importer's conversion;
 // python/stallscope/_kineto/_native.py says what each column means and holds the per-code
 // tables). Input: the scanner's columns of every file of an import, concatenated in file order,
-// after the Python side's per-file work (ac2g flows linked, cat "Trace" rows dropped, null names
-// mapped to the "" code). Output: one trace mark per file and every row, ordered by rank, start,
-// event index in its file (marks: -1), file; no temporaries per column as NumPy would make.
+// after the Python side's per-file work (ac2g flows linked, null names mapped to the "" code).
+// Rows of the categories `Tables::cat_drop` names (cat "Trace", which HTA drops) are left out
+// here rather than in Python, where dropping one row meant a copy of every column. Output: one
+// trace mark per file and every row, ordered by rank, start, event index in its file (marks: -1),
+// file; no temporaries per column as NumPy would make.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +35,7 @@ struct RowsIn {
 // Per-code facts made in Python (one definition of kinds, categories and steps).
 struct Tables {
   const uint8_t* cat_kind;  // cat code -> Kind
+  const uint8_t* cat_drop;  // cat code -> 1: the category's rows are left out
   size_t n_cat;
   const int64_t* name_step;     // name code -> ProfilerStep number, kNull none
   const uint8_t* name_gpu_cat;  // name code -> Category of GPU rows
@@ -43,10 +46,10 @@ struct Tables {
 struct FileIn {
   int32_t rank;
   int64_t base_ns;  // baseTimeNanoseconds
-  size_t rows;      // its rows in RowsIn, in file order
+  size_t rows;      // its rows in RowsIn, in file order (dropped ones included)
 };
 
-// Sorted output columns (length n + files). Marks: kind mark, name `mark_name`, cat
+// Sorted output columns (length: rows kept + files). Marks: kind mark, name `mark_name`, cat
 // `mark_cat0 + file` (the caller's code for the file's mark detail), start = end = the first
 // start of the file's rank (its base when the rank has no row), ext kNull, sync -1, index -1.
 struct RowsOut {
@@ -54,7 +57,7 @@ struct RowsOut {
   std::vector<uint8_t> kind, category, kind_order;
   std::vector<int16_t> device;
   std::vector<int64_t> start, end, correlation, bytes, ext, index;
-  std::vector<int64_t> out_row;    // input row -> its output row
+  std::vector<int64_t> out_row;    // input row -> its output row, -1 when dropped
   std::vector<int64_t> file_row0;  // per file: start of its event 0 when kept, else kNull
 };
 

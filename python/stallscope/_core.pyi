@@ -132,6 +132,7 @@ def kineto_detail(
 def kineto_convert(
     cols: dict[str, npt.NDArray[Any]],
     cat_kind: npt.NDArray[np.uint8],
+    cat_drop: npt.NDArray[np.uint8],
     name_step: npt.NDArray[np.int64],
     name_gpu_cat: npt.NDArray[np.uint8],
     kind_gpu: npt.NDArray[np.uint8],
@@ -143,7 +144,8 @@ def kineto_convert(
     mark_name: int,
 ) -> dict[str, npt.NDArray[Any]]:
     """Scanner columns of every file (file order) -> event-schema columns sorted by rank, start,
-    event index, file, with one trace mark per file (csrc/kineto/row_convert.h)."""
+    event index, file, with one trace mark per file; rows of the categories cat_drop marks are
+    left out (out_row -1) (csrc/kineto/row_convert.h)."""
 
 # Arrow C data interface (csrc/arrow): columns for Polars without NumPy's constructors
 class ArrowColumn:

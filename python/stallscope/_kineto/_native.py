@@ -253,7 +253,7 @@ class _Tables:
 
     cat_kind: np.ndarray[Any, Any]  # cat code -> KIND index
     cat_known: np.ndarray[Any, Any]
-    cat_trace: np.ndarray[Any, Any]  # cat "Trace": dropped, as HTA does
+    cat_trace: np.ndarray[Any, Any]  # cat "Trace": dropped (by kineto_convert), as HTA does
     cat_flow: np.ndarray[Any, Any]
     cat_linked: np.ndarray[Any, Any]  # GPU / runtime categories (linked by correlation)
     cat_stripped: list[str]
@@ -347,16 +347,14 @@ def convert_all(
     t = _tables(session.scanner)
     parts: dict[str, list[np.ndarray[Any, Any]]] = {}
     problems: list[dict[str, int]] = []
-    sizes: list[int] = []
+    sizes: list[int] = []  # rows per file, as scanned (kineto_convert drops cat "Trace")
+    kept: list[int] = []  # rows per file that kineto_convert keeps
     for fs in scans:
         rows = dict(fs.res.pop("rows"))  # the scanner's columns: freed once converted
         rows["name"] = np.where(rows["name"] < 0, len(t.names) - 1, rows["name"])
         probs = _problems(fs.res["problems"])
         _link_flows(rows, fs, t)
-        drop = t.cat_trace[rows["cat"]]
-        if drop.any():
-            rows = {k: v[~drop] for k, v in rows.items()}
-        unknown = ~t.cat_known[rows["cat"]]
+        unknown = ~(t.cat_known | t.cat_trace)[rows["cat"]]
         if unknown.any():
             key = unknown_categories(
                 list({t.cat_stripped[c] for c in np.unique(rows["cat"][unknown])})
@@ -364,16 +362,18 @@ def convert_all(
             probs[key] = probs.get(key, 0) + int(unknown.sum())
         problems.append(probs)
         sizes.append(len(rows["index"]))
+        kept.append(sizes[-1] - int(np.count_nonzero(t.cat_trace[rows["cat"]])))
         for k, v in rows.items():
             parts.setdefault(k, []).append(v)
     cols = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in parts.items()}
     del parts  # each column is held once from here on
-    ts_float = [bool(fs.res["ts_float"]) and n > 0 for fs, n in zip(scans, sizes, strict=True)]
+    ts_float = [bool(fs.res["ts_float"]) and n > 0 for fs, n in zip(scans, kept, strict=True)]
     from stallscope import _core
 
     out = _core.kineto_convert(
         cols,
         t.cat_kind,
+        t.cat_trace.view(np.uint8),
         t.name_step,
         t.name_gpu_cat,
         _KIND_GPU,
@@ -399,7 +399,7 @@ def convert_all(
     details = [*t.cat_detail, *marks]
     per_rank = _add_collectives(out, scans, t, sizes, file_index, names, details)
     del file_index
-    counts = [c + per_rank.get(r, 0) for c, r in zip(sizes, ranks, strict=True)]
+    counts = [c + per_rank.get(r, 0) for c, r in zip(kept, ranks, strict=True)]
     frame = _schema_frame(out, t, names, details)
     return Converted(frame=frame, problems=problems, counts=counts, ts_float=ts_float)
 
@@ -459,8 +459,8 @@ def _add_collectives(
     puts them; their names and details are appended to `names` / `details`. The rule
     (`collective_rows`) reads the rows it needs (the operations, the NCCL kernels, the runtime
     calls) as arrays, and each column grows by one NumPy insert: no frame of every row, no
-    second sort. Returns the rows added per rank. file_index: the converted rows' event indices
-    in file order (increasing within a file)."""
+    second sort. Returns the rows added per rank. file_index: the scanned rows' event indices
+    in file order (increasing within a file); `sizes`: the scanned rows per file."""
     out_row = out.pop("out_row")
     pos_parts: list[np.ndarray[Any, Any]] = []
     meta: dict[str, list[np.ndarray[Any, Any]]] = {}
@@ -471,6 +471,7 @@ def _add_collectives(
             idx = file_index[offset : offset + size]
             at = np.searchsorted(idx, nc["index"])
             ok = (at < size) & (idx[np.minimum(at, size - 1)] == nc["index"])
+            ok[ok] = out_row[at[ok] + offset] >= 0  # not a dropped row
             pos_parts.append(out_row[at[ok] + offset])
             for k, v in nc.items():
                 meta.setdefault(k, []).append(v[ok])

@@ -1,6 +1,7 @@
 """_core.kineto_convert, the native importer's one-pass conversion, on hand-made rows: the
 general converter's rules (steps, GPU lanes and devices, clipping, copies' bytes), the order
-(rank, start, event index, file) and one trace mark per file at its rank's first start."""
+(rank, start, event index, file), one trace mark per file at its rank's first start, and the
+rows of dropped categories (cat "Trace") left out."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 NULL = _native.NULL
-# cat codes: 0 cpu_op (region), 1 kernel, 2 gpu_memcpy; name codes: 0 "aten::mm",
-# 1 "ProfilerStep#7", 2 "ampere_sgemm", 3 "Memcpy HtoD"
-CAT_KIND = np.array([KIND_ID["region"], KIND_ID["kernel"], KIND_ID["memcpy"]], dtype=np.uint8)
+# cat codes: 0 cpu_op (region), 1 kernel, 2 gpu_memcpy, 3 Trace (dropped); name codes:
+# 0 "aten::mm", 1 "ProfilerStep#7", 2 "ampere_sgemm", 3 "Memcpy HtoD"
+CAT_KIND = np.array([KIND_ID[k] for k in ("region", "kernel", "memcpy", "region")], np.uint8)
+CAT_DROP = np.array([0, 0, 0, 1], dtype=np.uint8)
 NAME_STEP = np.array([NULL, 7, NULL, NULL], dtype=np.int64)
 NAME_GPU = np.array([CATEGORY_ID[c] for c in ("compute", "compute", "compute", "memcpy")], np.uint8)
 
@@ -33,12 +35,18 @@ def _rows(*rows: dict[str, int]) -> dict[str, np.ndarray[Any, Any]]:
     return out
 
 
-def _convert(rows: dict[str, np.ndarray[Any, Any]], ranks: list[int], sizes: list[int]) -> Any:
+def _convert(
+    rows: dict[str, np.ndarray[Any, Any]],
+    ranks: list[int],
+    sizes: list[int],
+    cat_drop: np.ndarray[Any, Any] = CAT_DROP,
+) -> Any:
     from stallscope import _core
 
     return _core.kineto_convert(
         rows,
         CAT_KIND,
+        cat_drop,
         NAME_STEP,
         NAME_GPU,
         _native._KIND_GPU,
@@ -46,7 +54,7 @@ def _convert(rows: dict[str, np.ndarray[Any, Any]], ranks: list[int], sizes: lis
         ranks,
         [1000] * len(ranks),
         sizes,
-        mark_cat0=3,
+        mark_cat0=4,
         mark_name=4,
     )
 
@@ -87,7 +95,7 @@ def test_rows_follow_the_general_converters_rules() -> None:
     assert out["device"].tolist() == [-1, -1, 4, -1, 2]
     assert out["pid"].tolist() == [0, 9, 4, 0, 9]
     assert out["bytes"].tolist() == [0, 0, 100, 0, 0]  # bytes count for copies only
-    assert out["cat"].tolist()[0] == 3 and out["name"].tolist()[0] == 4  # the mark's codes
+    assert out["cat"].tolist()[0] == 4 and out["name"].tolist()[0] == 4  # the mark's codes
     assert out["out_row"].tolist() == [4, 1, 2, 3]  # input row -> output row
     assert out["file_row0"].tolist() == [1050]  # start of event 0
 
@@ -101,9 +109,23 @@ def test_ranks_sort_first_and_every_file_gets_a_mark() -> None:
     out = _convert(rows, [1, 0, 2], [1, 1, 0])
     assert out["rank"].tolist() == [0, 0, 1, 1, 2]
     assert out["index"].tolist() == [-1, 4, -1, 0, -1]
-    assert out["cat"].tolist() == [4, 0, 3, 0, 5]  # mark_cat0 + file number
+    assert out["cat"].tolist() == [5, 0, 4, 0, 6]  # mark_cat0 + file number
     assert out["start_ns"].tolist() == [1009, 1009, 1005, 1005, 1000]
     assert out["file_row0"].tolist() == [1005, NULL, NULL]
+
+
+def test_rows_of_dropped_categories_are_left_out() -> None:
+    rows = _rows(
+        dict(cat=3, name=0, index=0, ts_ns=1, dur_ns=99, pid=1, tid=1),  # Trace: dropped
+        dict(cat=0, name=0, index=1, ts_ns=5, dur_ns=1, pid=1, tid=1),
+        dict(cat=3, name=0, index=0, ts_ns=2, dur_ns=9, pid=1, tid=1),  # file 1: only a Trace
+    )
+    out = _convert(rows, [0, 1], [2, 1])
+    assert out["rank"].tolist() == [0, 0, 1]  # rank 0: its mark and one row; rank 1: a mark
+    assert out["index"].tolist() == [-1, 1, -1]
+    assert out["start_ns"].tolist() == [1005, 1005, 1000]  # marks: first kept start, or base
+    assert out["out_row"].tolist() == [-1, 1, -1]
+    assert out["file_row0"].tolist() == [NULL, NULL]  # event 0 was dropped in both files
 
 
 def test_inconsistent_input_is_refused_not_read_out_of_bounds() -> None:
@@ -111,6 +133,8 @@ def test_inconsistent_input_is_refused_not_read_out_of_bounds() -> None:
     with pytest.raises(ValueError, match="wrong length"):
         _convert(rows, [0], [2])
     bad = _rows(dict(cat=9, name=0, index=0, ts_ns=1, dur_ns=1))
+    with pytest.raises(ValueError, match="wrong size"):
+        _convert(rows, [0], [1], cat_drop=CAT_DROP[:2])
     with pytest.raises(IndexError, match="outside its dictionary"):
         _convert(bad, [0], [1])
 
