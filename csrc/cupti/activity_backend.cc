@@ -162,20 +162,30 @@ EventRecord gpu_event(Kind kind, uint64_t start, uint64_t end, uint32_t device, 
 
 bool bad_times(uint64_t start, uint64_t end) { return start == 0 || end == 0 || end < start; }
 
+// What every kernel / memcpy / memset record shares: its context's device noted, its times
+// checked (a record without them counts as incomplete: false, nothing to emit), `counter`
+// counted, and *e its GPU event (the caller adds name, detail, bytes). R: a record with
+// context_id, device_id, stream_id, correlation_id, start and end.
+template <typename R>
+bool gpu_record(const R* r, Kind kind, uint64_t* counter, EventRecord* e) {
+  note_context(r->context_id, r->device_id);
+  if (bad_times(r->start, r->end)) {
+    g_stats.incomplete++;
+    return false;
+  }
+  ++*counter;
+  *e = gpu_event(kind, r->start, r->end, r->device_id, r->stream_id, r->correlation_id);
+  return true;
+}
+
 void parse(const Activity* a) {
   g_stats.records++;
   switch (a->kind) {
     case kActConcurrentKernel:
     case kActKernel: {
       const auto* k = reinterpret_cast<const ActivityKernel*>(a);
-      note_context(k->context_id, k->device_id);
-      if (bad_times(k->start, k->end)) {  // no timing collected (device buffer full)
-        g_stats.incomplete++;
-        return;
-      }
-      g_stats.kernels++;
-      EventRecord e =
-          gpu_event(Kind::kKernel, k->start, k->end, k->device_id, k->stream_id, k->correlation_id);
+      EventRecord e{};  // not emitted when no timing was collected (device buffer full)
+      if (!gpu_record(k, Kind::kKernel, &g_stats.kernels, &e)) return;
       e.name_id = kernel_name_id(k->name);
       e.detail_id = detail_id(k->correlation_id, 0);
       emit(e);
@@ -183,14 +193,8 @@ void parse(const Activity* a) {
     }
     case kActMemcpy: {
       const auto* m = reinterpret_cast<const ActivityMemcpy*>(a);
-      note_context(m->context_id, m->device_id);
-      if (bad_times(m->start, m->end)) {
-        g_stats.incomplete++;
-        return;
-      }
-      g_stats.memcpys++;
-      EventRecord e =
-          gpu_event(Kind::kMemcpy, m->start, m->end, m->device_id, m->stream_id, m->correlation_id);
+      EventRecord e{};
+      if (!gpu_record(m, Kind::kMemcpy, &g_stats.memcpys, &e)) return;
       e.bytes = static_cast<int64_t>(m->bytes);
       e.name_id = memcpy_name_id(m->copy_kind, m->src_kind, m->dst_kind);
       e.detail_id = detail_id(m->correlation_id, 0);
@@ -199,14 +203,8 @@ void parse(const Activity* a) {
     }
     case kActMemcpy2: {
       const auto* m = reinterpret_cast<const ActivityMemcpyPtoP*>(a);
-      note_context(m->context_id, m->device_id);
-      if (bad_times(m->start, m->end)) {
-        g_stats.incomplete++;
-        return;
-      }
-      g_stats.memcpys++;
-      EventRecord e =
-          gpu_event(Kind::kMemcpy, m->start, m->end, m->device_id, m->stream_id, m->correlation_id);
+      EventRecord e{};
+      if (!gpu_record(m, Kind::kMemcpy, &g_stats.memcpys, &e)) return;
       e.bytes = static_cast<int64_t>(m->bytes);
       e.name_id = memcpy_name_id(10, m->src_kind, m->dst_kind);
       e.detail_id =
@@ -217,14 +215,8 @@ void parse(const Activity* a) {
     }
     case kActMemset: {
       const auto* m = reinterpret_cast<const ActivityMemset*>(a);
-      note_context(m->context_id, m->device_id);
-      if (bad_times(m->start, m->end)) {
-        g_stats.incomplete++;
-        return;
-      }
-      g_stats.memsets++;
-      EventRecord e =
-          gpu_event(Kind::kMemset, m->start, m->end, m->device_id, m->stream_id, m->correlation_id);
+      EventRecord e{};
+      if (!gpu_record(m, Kind::kMemset, &g_stats.memsets, &e)) return;
       e.bytes = static_cast<int64_t>(m->bytes);
       e.name_id = fixed_id(std::string("Memset (") + memory_kind_name(m->memory_kind & 0xff) + ")");
       e.detail_id = detail_id(m->correlation_id, 0);
