@@ -8,7 +8,9 @@ breakdown; stallscope also computes its full stall table (work HTA has no equiva
 uses the default reader (the native scanner). Peak memory = the child's peak RSS (ru_maxrss of
 itself and, for HTA's multiprocessing parse, its children too: the parent samples the RSS of the
 child's whole process tree every 10 ms and also takes the child's own ru_maxrss; the larger is
-reported).
+reported). A run is valid when the noise guard before and after it is quiet and, in every
+round, the rest of the machine (other processes and hypervisor steal, from /proc/stat) used at
+most OTHERS_LIMIT cores.
 
     python bench/kineto_vs_hta.py --hta-python /work/venvs/hta/bin/python [--rounds 7]
         [--data ../shared/data/kineto] [--out bench/results/kineto_vs_hta.json]
@@ -28,6 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+OTHERS_LIMIT = 0.1  # cores the rest of the machine may use during a round (the guard's 1.1x)
 
 
 def _peak_rss_mib() -> float:
@@ -183,12 +186,17 @@ def main() -> None:
     sets = sorted(p for p in data.iterdir() if p.is_dir())
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _guard import check  # the project's noisy-neighbour guard
+    from stallscope.comm._neighbour import cpu_sample, others_during
 
     guards = [check("before")]
     runs: dict[str, dict[str, list[dict[str, float]]]] = {
         s.name: {"hta": [], "stallscope": []} for s in sets
     }
+    # The guards bracket the run; a neighbour that comes and goes within it shows as CPU used
+    # by others (or stolen by the hypervisor) during a round.
+    during: list[dict[str, float | bool]] = []
     for r in range(a.rounds):
+        before = cpu_sample()
         for s in sets:
             for which, py in (("hta", a.hta_python), ("stallscope", a.python)):
                 res = _run(py, which, s)
@@ -198,6 +206,15 @@ def main() -> None:
                     f"{res['tree_peak_rss_mib']:8.1f} MiB",
                     file=sys.stderr,
                 )
+        after = cpu_sample()
+        if before is not None and after is not None:
+            o = others_during(before, after, limit=OTHERS_LIMIT).to_dict()
+            during.append(o)
+            print(
+                f"round {r}: others {o['others_cores']:.2f} + steal {o['steal_cores']:.2f} cores"
+                f" -> {'quiet' if o['ok'] else 'NOISY: discard this run'}",
+                file=sys.stderr,
+            )
     guards.append(check("after"))
     table = {}
     for name, by in runs.items():
@@ -238,7 +255,8 @@ def main() -> None:
         },
         "rounds": a.rounds,
         "noise_guard": guards,
-        "valid": all(g["quiet"] for g in guards),
+        "others_during_rounds": during,
+        "valid": all(g["quiet"] for g in guards) and all(o["ok"] for o in during),
         "work": "load traces + temporal breakdown + idle time breakdown + GPU kernel breakdown "
         "(stallscope also computes its full stall table)",
         "per_trace": table,
