@@ -252,7 +252,7 @@ class _Tables:
     """Per-code facts of the shared dictionaries (computed once per import)."""
 
     cat_kind: np.ndarray[Any, Any]  # cat code -> KIND index
-    cat_known: np.ndarray[Any, Any]
+    cat_known: np.ndarray[Any, Any]  # a category the importer knows ("Trace" included)
     cat_trace: np.ndarray[Any, Any]  # cat "Trace": dropped (by kineto_convert), as HTA does
     cat_flow: np.ndarray[Any, Any]
     cat_linked: np.ndarray[Any, Any]  # GPU / runtime categories (linked by correlation)
@@ -283,7 +283,7 @@ def _tables(scanner: Any) -> _Tables:
     args = scanner.strings("args")
     return _Tables(
         cat_kind=np.array([KIND_ID[k] for k in kinds], dtype=np.uint8),
-        cat_known=np.array([c in KIND_OF_CAT for c in stripped], dtype=bool),
+        cat_known=np.array([c in KIND_OF_CAT or c == "Trace" for c in stripped], dtype=bool),
         cat_trace=np.array([c == "Trace" for c in stripped], dtype=bool),
         cat_flow=np.array([c in FLOW_CATS for c in stripped], dtype=bool),
         cat_linked=np.array([c in linked for c in stripped], dtype=bool),
@@ -354,7 +354,7 @@ def convert_all(
         rows["name"] = np.where(rows["name"] < 0, len(t.names) - 1, rows["name"])
         probs = _problems(fs.res["problems"])
         _link_flows(rows, fs, t)
-        unknown = ~(t.cat_known | t.cat_trace)[rows["cat"]]
+        unknown = ~t.cat_known[rows["cat"]]
         if unknown.any():
             key = unknown_categories(
                 list({t.cat_stripped[c] for c in np.unique(rows["cat"][unknown])})
