@@ -166,6 +166,7 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
   out["kind_order"] = to_frozen(std::move(r.kind_order));
   out["out_row"] = to_frozen(std::move(r.out_row));
   out["file_row0"] = to_frozen(std::move(r.file_row0));
+  out["file_kept"] = to_frozen(std::move(r.file_kept));
   return out;
 }
 

@@ -43,7 +43,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
   std::vector<int64_t> start(n), correlation(n), bytes(n), lane(n), device(n);
   std::vector<Key> keys;  // the kept rows', then the marks'
   keys.reserve(n + nf);
-  std::vector<int64_t> row0(nf, kNull);
+  std::vector<int64_t> row0(nf, kNull), kept_by_file(nf, 0);
   size_t row = 0;
   for (size_t f = 0; f < nf; ++f) {
     const FileIn& file = files[f];
@@ -76,6 +76,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
       device[row] = gpu || marker ? clip(dev_raw, -1, 32767, -1) : -1;
       if (in.index[row] == 0) row0[f] = start[row];
       keys.push_back(Key{file.rank, static_cast<int32_t>(f), start[row], in.index[row], row});
+      ++kept_by_file[f];
     }
   }
   if (row != n) throw std::invalid_argument("kineto convert: file sizes do not add up to rows");
@@ -148,6 +149,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
     out.kind_order[o] = kind_order[out.kind[o]];
   }
   out.file_row0 = std::move(row0);
+  out.file_kept = std::move(kept_by_file);
   return out;
 }
 

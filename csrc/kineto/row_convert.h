@@ -59,6 +59,7 @@ struct RowsOut {
   std::vector<int64_t> start, end, correlation, bytes, ext, index;
   std::vector<int64_t> out_row;    // input row -> its output row, -1 when dropped
   std::vector<int64_t> file_row0;  // per file: start of its event 0 when kept, else kNull
+  std::vector<int64_t> file_kept;  // per file: its rows kept (dropped ones left out)
 };
 
 // kind_order: Kind -> its rank among the kinds' names (ties of the general reader's sort).

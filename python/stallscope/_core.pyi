@@ -145,7 +145,7 @@ def kineto_convert(
 ) -> dict[str, npt.NDArray[Any]]:
     """Scanner columns of every file (file order) -> event-schema columns sorted by rank, start,
     event index, file, with one trace mark per file; rows of the categories cat_drop marks are
-    left out (out_row -1) (csrc/kineto/row_convert.h)."""
+    left out (out_row -1; file_kept counts the rows kept per file) (csrc/kineto/row_convert.h)."""
 
 # Arrow C data interface (csrc/arrow): columns for Polars without NumPy's constructors
 class ArrowColumn:

@@ -348,7 +348,6 @@ def convert_all(
     parts: dict[str, list[np.ndarray[Any, Any]]] = {}
     problems: list[dict[str, int]] = []
     sizes: list[int] = []  # rows per file, as scanned (kineto_convert drops cat "Trace")
-    kept: list[int] = []  # rows per file that kineto_convert keeps
     for fs in scans:
         rows = dict(fs.res.pop("rows"))  # the scanner's columns: freed once converted
         rows["name"] = np.where(rows["name"] < 0, len(t.names) - 1, rows["name"])
@@ -362,12 +361,10 @@ def convert_all(
             probs[key] = probs.get(key, 0) + int(unknown.sum())
         problems.append(probs)
         sizes.append(len(rows["index"]))
-        kept.append(sizes[-1] - int(np.count_nonzero(t.cat_trace[rows["cat"]])))
         for k, v in rows.items():
             parts.setdefault(k, []).append(v)
     cols = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in parts.items()}
     del parts  # each column is held once from here on
-    ts_float = [bool(fs.res["ts_float"]) and n > 0 for fs, n in zip(scans, kept, strict=True)]
     from stallscope import _core
 
     out = _core.kineto_convert(
@@ -384,6 +381,8 @@ def convert_all(
         mark_cat0=len(t.cat_detail),
         mark_name=len(t.names),
     )
+    kept = out.pop("file_kept").tolist()  # rows per file that kineto_convert kept
+    ts_float = [bool(fs.res["ts_float"]) and n > 0 for fs, n in zip(scans, kept, strict=True)]
     file_index = cols.pop("index")  # each file's event indices in file order (for NCCL rows)
     del cols
     # The scan columns are free now. Give their pages back before Polars (another allocator)

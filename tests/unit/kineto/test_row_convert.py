@@ -126,6 +126,7 @@ def test_rows_of_dropped_categories_are_left_out() -> None:
     assert out["start_ns"].tolist() == [1005, 1005, 1000]  # marks: first kept start, or base
     assert out["out_row"].tolist() == [-1, 1, -1]
     assert out["file_row0"].tolist() == [NULL, NULL]  # event 0 was dropped in both files
+    assert out["file_kept"].tolist() == [1, 0]
 
 
 def test_inconsistent_input_is_refused_not_read_out_of_bounds() -> None:
