@@ -5,7 +5,10 @@
 // Rows of the categories `Tables::cat_drop` names (cat "Trace", which HTA drops) are left out
 // here rather than in Python, where dropping one row meant a copy of every column. Output: one
 // trace mark per file and every row, ordered by rank, start, event index in its file (marks: -1),
-// file; no temporaries per column as NumPy would make.
+// file. The order: with one file per rank (every import that succeeds), a stable radix sort of
+// each file's rows by start (they come in event index order); else one comparison sort. Then
+// each output column is gathered on its own (one source array at a time: fewer cache misses
+// than writing a row of every column; the V100 trace's 123 k rows: 15-20 -> 10-11 ms warm).
 #pragma once
 
 #include <cstddef>

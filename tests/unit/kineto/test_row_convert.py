@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stallscope._kineto import _native
 from stallscope._schema import CATEGORY_ID, KIND_ID
@@ -155,3 +157,68 @@ def test_converted_columns_reach_polars_without_a_copy_and_cannot_change_under_i
     assert _arrow.series(copy).to_numpy().ctypes.data != copy.ctypes.data
     del out, start
     assert s.to_list() == copy.tolist()  # the Series keeps the storage alive
+
+
+def test_two_files_of_one_rank_interleave_by_start_then_index_then_file() -> None:
+    # (an import with two files of one rank is refused later; the order is still defined)
+    rows = _rows(
+        dict(cat=0, name=0, index=0, ts_ns=7, dur_ns=1),  # file 0
+        dict(cat=0, name=0, index=1, ts_ns=3, dur_ns=1),
+        dict(cat=0, name=0, index=0, ts_ns=3, dur_ns=1),  # file 1
+        dict(cat=0, name=0, index=1, ts_ns=7, dur_ns=1),
+    )
+    out = _convert(rows, [0, 0], [2, 2])
+    # marks (index -1) first at the rank's first start, file 0's before file 1's
+    assert out["cat"].tolist() == [4, 5, 0, 0, 0, 0]
+    assert out["start_ns"].tolist() == [1003, 1003, 1003, 1003, 1007, 1007]
+    assert out["index"].tolist() == [-1, -1, 0, 1, 0, 1]
+    assert out["out_row"].tolist() == [4, 3, 2, 5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    files=st.lists(
+        st.tuples(
+            st.integers(0, 3),  # rank (repeats: the general sort; none: the per-file sort)
+            st.lists(st.integers(-(2**62), 2**62), max_size=40),  # ts per event
+            st.sampled_from([1, 1000, 2**40]),  # ts spread: 1 to 4 radix passes
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_order_is_rank_start_index_file_for_any_starts(
+    files: list[tuple[int, list[int], int]],
+) -> None:
+    ts: list[int] = []
+    index: list[int] = []
+    ranks, sizes = [], []
+    for rank, values, spread in files:
+        ranks.append(rank)
+        sizes.append(len(values))
+        ts += [v % spread if spread < 2**40 else v for v in values]  # ties when spread is small
+        index += [2 * i for i in range(len(values))]
+    n = len(ts)
+    rows = _rows(*(dict(cat=0, name=0, index=index[i], ts_ns=ts[i], dur_ns=1) for i in range(n)))
+    file_of = np.repeat(np.arange(len(files)), sizes)
+    out = _convert(rows, ranks, sizes)
+    # expected: every row, then each file's mark at its rank's first start (base if none)
+    rank = np.concatenate([np.repeat(ranks, sizes), ranks]).astype(np.int64)
+    start = np.array([1000 + v for v in ts], dtype=np.int64)
+    first = {
+        r: min((int(s) for s, rr in zip(start, rank[:n], strict=True) if rr == r), default=1000)
+        for r in ranks
+    }
+    start = np.concatenate([start, [first[r] for r in ranks]])
+    idx = np.concatenate([index, [-1] * len(files)])
+    fil = np.concatenate([file_of, np.arange(len(files))])
+    order = np.lexsort((fil, idx, start, rank))
+    assert out["rank"].tolist() == rank[order].tolist()
+    assert out["start_ns"].tolist() == start[order].tolist()
+    assert out["index"].tolist() == idx[order].tolist()
+    assert out["end_ns"][out["index"] >= 0].tolist() == (start[order][idx[order] >= 0] + 1).tolist()
+    mark_cat = np.where(idx >= 0, 0, 4 + fil)
+    assert out["cat"].tolist() == mark_cat[order].tolist()
+    where = np.empty(len(order), dtype=np.int64)
+    where[order] = np.arange(len(order))
+    assert out["out_row"].tolist() == where[:n].tolist()
