@@ -1,5 +1,6 @@
 #include "arrow/column_export.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -130,10 +131,14 @@ std::shared_ptr<const Column> numeric_shared(const std::string& format, const Sh
   return col;
 }
 
-ViewBuilder::ViewBuilder(size_t rows_hint) {
-  views_.reserve(rows_hint * 16);
-  valid_.reserve(rows_hint);
-  data_.emplace_back();
+ViewBuilder::ViewBuilder(size_t rows, size_t data_hint) : views_(rows * 16) {
+  valid_.reserve(rows);
+  data_.emplace_back().reserve(std::min(data_hint, kMaxBlob));
+}
+
+uint8_t* ViewBuilder::next_view() {
+  if ((rows_ + 1) * 16 > views_.size()) throw std::logic_error("ViewBuilder: more rows than sized");
+  return views_.data() + 16 * rows_++;
 }
 
 void ViewBuilder::end_row() {
@@ -142,9 +147,7 @@ void ViewBuilder::end_row() {
     if (row_.size() > kMaxBlob) throw std::length_error("string column: a value over 1 GiB");
     blob = &data_.emplace_back();
   }
-  const size_t at = views_.size();
-  views_.resize(at + 16);
-  make_view(views_.data() + at, row_, static_cast<int32_t>(data_.size() - 1),
+  make_view(next_view(), row_, static_cast<int32_t>(data_.size() - 1),
             static_cast<int32_t>(blob->size()));
   if (row_.size() > kInline) blob->append(row_);
   valid_.push_back(1);
@@ -152,9 +155,7 @@ void ViewBuilder::end_row() {
 }
 
 void ViewBuilder::null_row() {
-  const size_t at = views_.size();
-  views_.resize(at + 16);
-  std::memset(views_.data() + at, 0, 16);
+  std::memset(next_view(), 0, 16);
   valid_.push_back(0);
   ++nulls_;
   row_.clear();
@@ -164,13 +165,13 @@ std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {
   auto col = std::make_shared<Column>();
   col->format = "vu";
   col->name = std::move(name);
-  col->length = static_cast<int64_t>(valid_.size());
-  col->values = Buffer(views_.size());
-  if (!views_.empty()) std::memcpy(col->values.data(), views_.data(), views_.size());
+  col->length = static_cast<int64_t>(rows_);
+  col->values = std::move(views_);  // rows_ views (fewer than sized: the rest is never read)
   if (nulls_ != 0)
     col->validity = bitmap_from_bytes(valid_.data(), valid_.size(), &col->null_count);
   col->blobs = std::move(data_);
-  views_.clear();
+  views_ = Buffer();
+  rows_ = 0;
   valid_.clear();
   data_.assign(1, std::string());
   nulls_ = 0;

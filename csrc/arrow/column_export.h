@@ -72,18 +72,23 @@ std::string numeric_format(char kind, size_t itemsize);
 std::shared_ptr<const Column> numeric(const std::string& format, const void* data, size_t n,
                                       size_t itemsize);
 
-// Builds a UTF-8 view column row by row: append() the pieces of a row, then end_row() (or
-// null_row()). Strings up to 12 bytes are stored in the view itself.
+// Builds a UTF-8 view column of `rows` rows, row by row: append() the pieces of a row, then
+// end_row() (or null_row()). Strings up to 12 bytes are stored in the view itself; data_hint:
+// the bytes of the longer ones, when known (the data buffer then never grows). finish() hands
+// the views over without a copy.
 class ViewBuilder {
  public:
-  explicit ViewBuilder(size_t rows_hint = 0);
+  explicit ViewBuilder(size_t rows, size_t data_hint = 0);
   void append(std::string_view piece) { row_.append(piece); }
   void end_row();
   void null_row();
   std::shared_ptr<const Column> finish(std::string name);
 
  private:
-  std::vector<uint8_t> views_;  // 16 bytes per row
+  uint8_t* next_view();  // the next row's 16 bytes (logic_error past `rows`)
+
+  Buffer views_;  // 16 bytes per row, rows_ of them written
+  size_t rows_ = 0;
   std::vector<std::string> data_;
   std::vector<uint8_t> valid_;  // one byte per row until finish()
   std::string row_;

@@ -186,13 +186,20 @@ ArrowColumn detail(const In<int32_t>& cat, const std::vector<std::string>& cat_t
   std::shared_ptr<const arrow::Column> col;
   {
     py::gil_scoped_release nogil;
-    arrow::ViewBuilder b(n);
-    char num[24];
+    // The codes checked, and the text's size bounded (";ext=" and at most 20 digits), so the
+    // builder's buffers are sized once.
+    size_t bound = 0;
     for (size_t i = 0; i < n; ++i) {
       if (c[i] < 0 || static_cast<size_t>(c[i]) >= cat_table.size() ||
           (y[i] >= 0 && static_cast<size_t>(y[i]) >= sync_table.size())) {
         throw std::out_of_range("kineto_detail: a code past its table's end");
       }
+      bound += cat_table[c[i]].size() + (e[i] != kineto::kNull ? 25 : 0) +
+               (y[i] >= 0 ? 11 + sync_table[y[i]].size() : 0);
+    }
+    arrow::ViewBuilder b(n, bound);
+    char num[24];
+    for (size_t i = 0; i < n; ++i) {
       b.append(cat_table[c[i]]);
       if (e[i] != kineto::kNull) {
         b.append(";ext=");
