@@ -95,7 +95,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
   Kept k;
   auto reserve_all = [n](auto&... v) { (v.reserve(n), ...); };
   reserve_all(k.row, k.rank, k.kind, k.category, k.start, k.correlation, k.bytes, k.lane, k.device);
-  std::vector<int64_t> row0(nf, kNull), kept_by_file(nf, 0), first(nf, kNull);
+  std::vector<int64_t> row0(nf, kNull), first(nf, kNull);
   std::vector<uint32_t> file_lo(nf + 1, 0);  // kept positions of file f: [file_lo[f], file_lo[f+1])
   size_t row = 0;
   for (size_t f = 0; f < nf; ++f) {
@@ -133,7 +133,6 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
       k.device.push_back(static_cast<int16_t>(gpu || marker ? clip(dev_raw, -1, 32767, -1) : -1));
       if (in.index[row] == 0) row0[f] = start;
       if (first[f] == kNull || start < first[f]) first[f] = start;
-      ++kept_by_file[f];
     }
   }
   const auto kept = static_cast<uint32_t>(k.row.size());
@@ -235,7 +234,8 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
     if (order[o] < kept) out.out_row[r[order[o]]] = static_cast<int64_t>(o);
   }
   out.file_row0 = std::move(row0);
-  out.file_kept = std::move(kept_by_file);
+  out.file_kept.resize(nf);
+  for (size_t f = 0; f < nf; ++f) out.file_kept[f] = file_lo[f + 1] - file_lo[f];
   return out;
 }
 
