@@ -26,17 +26,16 @@ int64_t clip(int64_t v, int64_t lo, int64_t hi, int64_t if_null) {
 // input row the rest is read from.
 struct Kept {
   std::vector<uint32_t> row;  // its input row
-  std::vector<int32_t> rank;
   std::vector<uint8_t> kind, category;
   std::vector<int64_t> start, correlation, bytes;
   std::vector<int32_t> lane;
   std::vector<int16_t> device;
 };
 
-// Stable LSD radix sort of the positions [lo, hi) of `start` by start, 11 bits a pass, passes
-// only over the digits where the starts differ: ties keep their order (event index order
-// within a file). Appends the sorted positions to `order`.
-void sort_by_start(const std::vector<int64_t>& start, uint32_t lo, uint32_t hi,
+// Stable LSD radix sort of the positions [lo, hi) of `start` by start (`least`: their least
+// start), 11 bits a pass, passes only over the digits where the starts differ: ties keep their
+// order (event index order within a file). Appends the sorted positions to `order`.
+void sort_by_start(const std::vector<int64_t>& start, uint32_t lo, uint32_t hi, int64_t least,
                    std::vector<uint32_t>* order) {
   struct Item {
     uint64_t key;  // start - the least start, ns
@@ -44,8 +43,6 @@ void sort_by_start(const std::vector<int64_t>& start, uint32_t lo, uint32_t hi,
   };
   const size_t n = hi - lo;
   if (n == 0) return;
-  int64_t least = start[lo];
-  for (uint32_t p = lo; p < hi; ++p) least = std::min(least, start[p]);
   std::vector<Item> a(n), b(n);
   uint64_t any = 0;  // the bits that differ somewhere
   for (size_t i = 0; i < n; ++i) {
@@ -94,8 +91,8 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
   // Pass 1, input order: the rules, for the kept rows.
   Kept k;
   auto reserve_all = [n](auto&... v) { (v.reserve(n), ...); };
-  reserve_all(k.row, k.rank, k.kind, k.category, k.start, k.correlation, k.bytes, k.lane, k.device);
-  std::vector<int64_t> row0(nf, kNull), first(nf, kNull);
+  reserve_all(k.row, k.kind, k.category, k.start, k.correlation, k.bytes, k.lane, k.device);
+  std::vector<int64_t> row0(nf, kNull), first(nf, kNull);  // first: the file's least start
   std::vector<uint32_t> file_lo(nf + 1, 0);  // kept positions of file f: [file_lo[f], file_lo[f+1])
   size_t row = 0;
   for (size_t f = 0; f < nf; ++f) {
@@ -121,7 +118,6 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
       int64_t lane_raw = gpu && in.stream[row] != kNull ? in.stream[row] : in.tid[row];
       int64_t dev_raw = in.device[row] == kNull ? in.pid[row] : in.device[row];
       k.row.push_back(static_cast<uint32_t>(row));
-      k.rank.push_back(file.rank);
       k.kind.push_back(kd);
       k.category.push_back(gpu      ? t.name_gpu_cat[name]
                            : marker ? u8(Category::kOther)
@@ -168,7 +164,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
   if (one_per_rank) {
     for (size_t f : by_rank) {
       order.push_back(kept + static_cast<uint32_t>(f));
-      sort_by_start(k.start, file_lo[f], file_lo[f + 1], &order);
+      sort_by_start(k.start, file_lo[f], file_lo[f + 1], first[f], &order);
     }
   } else {
     std::vector<Key> keys;
@@ -202,8 +198,13 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
   };
   const uint32_t* r = k.row.data();
   auto is = [](auto v) { return [v](uint32_t) { return v; }; };
-  gather(
-      out.rank, [&](uint32_t p) { return k.rank[p]; }, [&](uint32_t f) { return files[f].rank; });
+  // Rank: each rank's rows follow its marks (they start at the rank's first start, index -1).
+  out.rank.resize(total);
+  int32_t rank = 0;
+  for (size_t o = 0; o < total; ++o) {
+    if (order[o] >= kept) rank = files[order[o] - kept].rank;
+    out.rank[o] = rank;
+  }
   gather(
       out.start, [&](uint32_t p) { return k.start[p]; }, [&](uint32_t f) { return mark_start[f]; });
   gather(
