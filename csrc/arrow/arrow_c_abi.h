@@ -43,3 +43,22 @@ struct ArrowArray {
 }  // extern "C"
 
 #endif  // ARROW_C_DATA_INTERFACE
+
+#ifndef ARROW_C_STREAM_INTERFACE
+#define ARROW_C_STREAM_INTERFACE
+
+extern "C" {
+
+// The C stream interface: a producer's chunks one by one (PyCapsule "arrow_array_stream").
+// Callbacks return 0 or an errno value; get_next sets array->release to null at the end.
+struct ArrowArrayStream {
+  int (*get_schema)(struct ArrowArrayStream*, struct ArrowSchema* out);
+  int (*get_next)(struct ArrowArrayStream*, struct ArrowArray* out);
+  const char* (*get_last_error)(struct ArrowArrayStream*);  // valid until the next call
+  void (*release)(struct ArrowArrayStream*);
+  void* private_data;
+};
+
+}  // extern "C"
+
+#endif  // ARROW_C_STREAM_INTERFACE

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "arrow/column_export.h"
+#include "arrow/string_codes.h"
 #include "bindings/arrow_column.h"
 
 namespace py = pybind11;
@@ -119,6 +120,62 @@ ArrowColumn strings(const std::vector<std::string>& table,
   return ArrowColumn{std::move(col)};
 }
 
+// (codes, first rows) of a string column given as any object with __arrow_c_stream__ (a Polars
+// Series): see arrow::StringCoder.
+py::tuple string_codes(const py::object& column) {
+  if (!py::hasattr(column, "__arrow_c_stream__")) {
+    throw py::type_error(
+        "string_codes: expected a string column with __arrow_c_stream__ "
+        "(a Polars Series)");
+  }
+  const auto n = static_cast<size_t>(py::len(column));
+  py::object cap = column.attr("__arrow_c_stream__")();
+  auto* stream =
+      static_cast<ArrowArrayStream*>(PyCapsule_GetPointer(cap.ptr(), "arrow_array_stream"));
+  if (stream == nullptr) throw py::error_already_set();
+  auto fail = [&](const char* what, int rc) {
+    const char* why = stream->get_last_error != nullptr ? stream->get_last_error(stream) : nullptr;
+    throw std::runtime_error(std::string("string_codes: ") + what + " failed (" +
+                             std::to_string(rc) + "): " + (why != nullptr ? why : "no message"));
+  };
+  ArrowSchema schema{};
+  if (int rc = stream->get_schema(stream, &schema); rc != 0) fail("get_schema", rc);
+  const std::string format = schema.format != nullptr ? schema.format : "";
+  schema.release(&schema);
+  // Every chunk stays alive until the coder is done: its distinct strings are views into them.
+  std::vector<ArrowArray> chunks;
+  struct Release {
+    std::vector<ArrowArray>& c;
+    ~Release() {
+      for (ArrowArray& a : c) {
+        if (a.release != nullptr) a.release(&a);
+      }
+    }
+  } release{chunks};
+  py::array_t<uint32_t> codes(static_cast<py::ssize_t>(n));
+  uint32_t* out = codes.mutable_data();
+  arrow::StringCoder coder;
+  size_t done = 0;
+  for (;;) {
+    ArrowArray next{};
+    if (int rc = stream->get_next(stream, &next); rc != 0) fail("get_next", rc);
+    if (next.release == nullptr) break;
+    chunks.push_back(next);
+    const auto len = static_cast<size_t>(next.length);
+    if (done + len > n) throw std::runtime_error("string_codes: more rows than the column holds");
+    {
+      py::gil_scoped_release nogil;  // std::invalid_argument reaches Python as ValueError
+      coder.add(format, chunks.back(), out + done);
+    }
+    done += len;
+  }
+  if (done != n) throw std::runtime_error("string_codes: fewer rows than the column holds");
+  const std::vector<int64_t>& first = coder.first_rows();
+  py::array_t<int64_t> first_rows(static_cast<py::ssize_t>(first.size()));
+  std::copy(first.begin(), first.end(), first_rows.mutable_data());
+  return py::make_tuple(codes, first_rows);
+}
+
 }  // namespace
 
 void bind_arrow(py::module_& m) {
@@ -135,6 +192,10 @@ void bind_arrow(py::module_& m) {
         "A copy of a 1-D contiguous NumPy array (bool, int, uint, float) as an ArrowColumn.");
   m.def("arrow_strings", &strings, py::arg("table"), py::arg("codes"), py::arg("name") = "",
         "Row i = table[codes[i]] (null where the code is negative) as a UTF-8 view column.");
+  m.def("string_codes", &string_codes, py::arg("column"),
+        "(codes uint32, first_rows int64) of a string column (a Polars Series): equal strings "
+        "share a code, codes count from 0 in order of first appearance, null counts as \"\"; "
+        "first_rows[code] is the row where the code first appears.");
 }
 
 }  // namespace stallscope::bindings

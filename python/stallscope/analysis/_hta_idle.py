@@ -4,11 +4,14 @@ drained), kernel wait (a gap under `consecutive_kernel_delay` µs) or other."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope.analysis._hta_loading import hta_rows
+from stallscope._schema import KIND_ID, KINDS
+from stallscope.analysis._hta_loading import hta_arrays
 
 OP_KINDS = ("kernel", "memcpy", "memset")
 CATEGORIES = ("host_wait", "kernel_wait", "other")  # sorted: the output's order within a stream
@@ -27,18 +30,33 @@ def idle_time_breakdown(
     """rank, stream, idle_category (host_wait / kernel_wait / other), idle_time_ns,
     idle_time_ratio (share of the stream's idle time). `consecutive_kernel_delay` is in µs
     (trace units) as in HTA."""
-    rows = hta_rows(events).filter((pl.col("stream") != -1) & pl.col("kind").is_in(OP_KINDS))
-    return idle_from_rows(rows, consecutive_kernel_delay)
+    rows = hta_arrays(events)
+    op = np.flatnonzero((rows.stream != -1) & _OP_KIND[rows.kind])
+    return idle_from_arrays(
+        rows.rank[op],
+        rows.stream[op],
+        rows.ts[op],
+        rows.end[op],
+        rows.runtime[op],
+        consecutive_kernel_delay,
+    )
 
 
-def idle_from_rows(rows: pl.DataFrame, consecutive_kernel_delay: float) -> pl.DataFrame:
-    """The breakdown from HTA rows of ops (rank, stream, ts, end, ts_runtime), in one NumPy pass:
-    sort once by (rank, stream, ts), label each gap, sum per label with bincount."""
-    if rows.height == 0:
+_OP_KIND = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in OP_KINDS])
+
+
+def idle_from_arrays(
+    rank: np.ndarray[Any, Any],
+    stream: np.ndarray[Any, Any],
+    ts: np.ndarray[Any, Any],
+    end: np.ndarray[Any, Any],
+    runtime: np.ndarray[Any, Any],
+    consecutive_kernel_delay: float,
+) -> pl.DataFrame:
+    """The breakdown from the ops' rank, stream, ts, end and ts_runtime (NaN: none), in one
+    NumPy pass: sort once by (rank, stream, ts), label each gap, sum per label with bincount."""
+    if ts.size == 0:
         return pl.DataFrame(schema=_SCHEMA)
-    rank, stream = rows["rank"].to_numpy(), rows["stream"].to_numpy()
-    ts, end = rows["ts"].to_numpy(), rows["end"].to_numpy()
-    runtime = rows["ts_runtime"].fill_null(np.nan).to_numpy()
     # Each op's gap to the previous op of its stream (by ts, ties in row order).
     order = np.lexsort((ts, stream, rank))
     rank, stream, ts, end, runtime = (x[order] for x in (rank, stream, ts, end, runtime))

@@ -16,7 +16,7 @@ from stallscope import _arrow
 from stallscope._sorted import segment_starts
 from stallscope.analysis._hta_loading import (
     KERNEL_TYPES,
-    hta_rows,
+    hta_arrays,
     merge_by_type,
     sweep,
 )
@@ -45,7 +45,7 @@ def kernel_type_breakdown(
     types = _types(include_memory_kernels)
     # One sweep over every type's merged intervals (bit i for types[i]): the running bit sum
     # labels each stretch.
-    _, label, dur = sweep(merge_by_type(hta_rows(events), types), "_k")
+    _, label, dur = sweep(merge_by_type(hta_arrays(events), types), "_k")
     per_label = np.bincount(label, weights=dur, minlength=1 << len(types))
     labels = _labels(types)
     present = [v for v in labels if np.any(label == v)]
@@ -77,21 +77,23 @@ def kernel_breakdown(
     within a (rank, type) names by sum, largest first (ties by name), the running sum and its
     `duration_ratio` quantile (linear) decide which names fold into "others"."""
     types = _types(include_memory_kernels)
-    rows = hta_rows(events)
-    gpu = np.flatnonzero(rows["stream"].to_numpy() != -1)
-    ktype = rows["kernel_type"].gather(_arrow.series(gpu)).to_physical().to_numpy()
+    rows = hta_arrays(events)
+    gpu = rows.gpu()
+    ktype = rows.kernel_type[gpu]
     sel = gpu[ktype < len(types)]  # TYPES lead KERNEL_TYPES in the same order
     ktype = ktype[ktype < len(types)].astype(np.int64)
     empty = {"kernel_type": pl.String, "name": pl.String, "rank": pl.Int32}
     cols = ("sum", "max", "min", "mean", "std")
     if sel.size == 0:
         return pl.DataFrame(schema={**empty, **{f"{c}_ns": pl.Float64 for c in cols}})
-    name = rows["name"].gather(_arrow.series(sel)).fill_null("")
-    names = name.unique().sort()  # code = position: names sort as their codes
-    positions = _arrow.series(np.arange(len(names)))
-    code = name.replace_strict(names, positions, return_dtype=pl.Int64).to_numpy()
-    rank, kt = rows["rank"].to_numpy()[sel], ktype
-    dur = rows["dur"].to_numpy()[sel]
+    # Name codes renumbered in the names' sorted order, so sorting by code sorts by name.
+    by_name = rows.names.arg_sort().to_numpy()
+    names = rows.names.gather(_arrow.series(by_name))
+    position = np.empty(by_name.size, np.int64)
+    position[by_name] = np.arange(by_name.size)
+    code = position[rows.name[sel]]
+    rank, kt = rows.rank[sel], ktype
+    dur = rows.end[sel] - rows.ts[sel]
     # Per (rank, type, name): one sort, statistics by segment.
     order = np.lexsort((code, kt, rank))
     rank, kt, code, dur = rank[order], kt[order], code[order], dur[order]

@@ -19,6 +19,7 @@ Native captures (no trace mark) are treated as a ns-resolution Kineto export of 
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -60,15 +61,80 @@ def _trace_facts(marks: pl.DataFrame) -> dict[int, _Fact]:
     return out
 
 
+@dataclass(eq=False)
+class HtaRows:
+    """The rows HTA analyses, as NumPy arrays in HTA's row order (one entry per row):
+
+    - ``row``: the row's position in the events frame (repeated where HTA's merge repeats it);
+    - ``rank`` (int32), ``kind`` (KINDS code), ``name`` (code into ``names``, the distinct names;
+      a null name reads as "");
+    - ``stream`` (int64, -1 for rows of no GPU kind), ``correlation`` (int64, -1 when none),
+      ``is_gpu``;
+    - ``ts``, ``end`` (HTA's µs, float64), ``runtime`` (the aligned ts of the CPU row with the same
+      correlation, NaN when none: GPU rows only);
+    - ``kernel_type``: HTA's, a position in KERNEL_TYPES, on rows with a stream (-1 elsewhere:
+      no view reads it there).
+
+    ``frame()`` gives them as the frame `hta_rows` returns."""
+
+    row: np.ndarray[Any, Any]
+    rank: np.ndarray[Any, Any]
+    kind: np.ndarray[Any, Any]
+    name: np.ndarray[Any, Any]
+    names: pl.Series
+    stream: np.ndarray[Any, Any]
+    correlation: np.ndarray[Any, Any]
+    is_gpu: np.ndarray[Any, Any]
+    ts: np.ndarray[Any, Any]
+    end: np.ndarray[Any, Any]
+    runtime: np.ndarray[Any, Any]
+    kernel_type: np.ndarray[Any, Any]
+    name_column: pl.Series  # the events' name column (`row` indexes it)
+    _frame: pl.DataFrame | None = field(default=None, repr=False)
+
+    def gpu(self) -> np.ndarray[Any, Any]:
+        """Positions of the rows with a stream (HTA's GPU kernel rows)."""
+        return np.flatnonzero(self.stream != -1)
+
+    def frame(self) -> pl.DataFrame:
+        """rank, kind, name, ts, dur, end (µs, float64), stream, correlation, is_gpu,
+        kernel_type (KERNEL_TYPE; null off GPU rows), ts_runtime (null when none); built once."""
+        if self._frame is None:
+            gpu = self.stream != -1
+            kt = _arrow.series(np.where(gpu, self.kernel_type, 0), dtype=pl.UInt32)
+            self._frame = pl.DataFrame(
+                [
+                    _arrow.series(self.rank, "rank", pl.Int32),
+                    _KIND_NAMES.gather(_arrow.series(self.kind, dtype=pl.UInt32)).alias("kind"),
+                    self.name_column.gather(_arrow.series(self.row)).alias("name"),
+                    _arrow.series(self.stream, "stream", pl.Int64),
+                    _arrow.series(self.correlation, "correlation", pl.Int64),
+                    _arrow.series(self.is_gpu, "is_gpu"),
+                    _arrow.series(self.ts, "ts", pl.Float64),
+                    _arrow.series(self.end, "end", pl.Float64),
+                    _arrow.series(self.end - self.ts, "dur", pl.Float64),
+                    _arrow.series(self.runtime, "ts_runtime", pl.Float64).fill_nan(None),
+                    _KERNEL_TYPE_NAMES.gather(kt)
+                    .alias("kernel_type")
+                    .zip_with(_arrow.series(gpu), pl.Series([None], dtype=KERNEL_TYPE)),
+                ]
+            )
+        return self._frame
+
+
 def hta_rows(
     events: pl.DataFrame | pl.LazyFrame, *, include_last_profiler_step: bool = False
 ) -> pl.DataFrame:
-    """The rows HTA analyses: rank, kind, name, ts, dur, end (µs, float64), stream,
-    correlation, is_gpu, kernel_type (HTA's), ts_runtime (aligned ts of the CPU row with the
-    same correlation, null when none).
+    """The rows HTA analyses as a frame (`HtaRows.frame`)."""
+    return hta_arrays(events, include_last_profiler_step=include_last_profiler_step).frame()
 
-    Memoised for the last few DataFrames seen (by identity, while they live), so the views
-    called one after another on one events frame share this work."""
+
+def hta_arrays(
+    events: pl.DataFrame | pl.LazyFrame, *, include_last_profiler_step: bool = False
+) -> HtaRows:
+    """The rows HTA analyses (`HtaRows`). Memoised for the last few DataFrames seen (by
+    identity, while they live), so the views called one after another on one events frame share
+    this work."""
     key = (id(events), include_last_profiler_step)
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is events:
@@ -81,15 +147,15 @@ def hta_rows(
     return out
 
 
-_CACHE: dict[tuple[int, bool], tuple[weakref.ref[Any], pl.DataFrame]] = {}
+_CACHE: dict[tuple[int, bool], tuple[weakref.ref[Any], HtaRows]] = {}
 
 
-def _hta_rows(
-    events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool
-) -> pl.DataFrame:
+def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool) -> HtaRows:
     """The rows, computed in NumPy on the events' columns: which rows HTA keeps (and, with its
-    last-step filter, in which order and how often) is settled first, and the frame is built
-    once from the final row indices, so no intermediate frame is made."""
+    last-step filter, in which order and how often) is settled on arrays, and names are tested
+    once per distinct name (their codes from `_core.string_codes`)."""
+    from stallscope import _core
+
     if isinstance(events, pl.DataFrame):
         ev = events
         kind_all = ev["kind"].cast(KIND).to_physical().to_numpy()
@@ -114,12 +180,16 @@ def _hta_rows(
     stream = np.where(is_gpu_kind, ev["lane"].to_numpy()[idx], -1).astype(np.int64)
     corr_all = ev["correlation"].to_numpy()[idx]
     corr = np.where((is_gpu_kind | (kind == KIND_ID["runtime"])) & (corr_all != 0), corr_all, -1)
-    name = ev["name"].gather(_arrow.series(idx))
-    is_gpu = ((stream >= 0) & (corr >= 0)) | name.is_in(SYNC_NAMES).fill_null(False).to_numpy()
+    name_column = ev["name"]
+    codes, first_rows = _core.string_codes(name_column)
+    names = name_column.gather(_arrow.series(first_rows)).fill_null("")
+    name = codes[idx].astype(np.int64)
+    is_sync = names.is_in(SYNC_NAMES).to_numpy()
+    is_gpu = ((stream >= 0) & (corr >= 0)) | is_sync[name]
     ts, end = _hta_times(start - base, ev["end_ns"].to_numpy()[idx] - start, flt)
     del start, base, corr_all
     if len(idx) == 0:
-        return _frame(rank, kind, name, stream, corr, is_gpu, ts, end, ts)
+        return _rows(idx, rank, kind, name, names, stream, corr, is_gpu, ts, end, ts, name_column)
     shift = float(ts.min())
     ts -= shift
     end -= shift
@@ -134,13 +204,14 @@ def _hta_rows(
     runtime[gpu[found]] = ts[cpu[order[last[found]]]]
     for r, r0 in _row0_ts(facts, shift).items():  # no partner but a correlation: the first row
         runtime[gpu[~found & (rank[gpu] == r) & (corr[gpu] >= 0)]] = r0
-    step = name.str.contains("ProfilerStep", literal=True)
-    if not include_last_profiler_step and name.filter(step).n_unique() >= 2:
-        sel = _last_step_rows(rank, corr, is_gpu, ts, step.to_numpy())
-        rank, kind, stream, corr, is_gpu = (x[sel] for x in (rank, kind, stream, corr, is_gpu))
+    step = names.str.contains("ProfilerStep", literal=True).to_numpy()[name]
+    if not include_last_profiler_step and distinct(name[step]).size >= 2:
+        sel = _last_step_rows(rank, corr, is_gpu, ts, step)
+        idx, rank, kind, name, stream, corr, is_gpu = (
+            x[sel] for x in (idx, rank, kind, name, stream, corr, is_gpu)
+        )
         ts, end, runtime = ts[sel], end[sel], runtime[sel]
-        name = name.gather(_arrow.series(sel))
-    return _frame(rank, kind, name, stream, corr, is_gpu, ts, end, runtime)
+    return _rows(idx, rank, kind, name, names, stream, corr, is_gpu, ts, end, runtime, name_column)
 
 
 _NEEDED = ("rank", "kind", "name", "start_ns", "end_ns", "lane", "correlation")
@@ -150,33 +221,40 @@ _HTA_KIND = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in NOT_HTA_KINDS], 
 _GPU_KIND = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in GPU_KINDS])
 
 
-def _frame(
+def _rows(
+    row: np.ndarray[Any, Any],
     rank: np.ndarray[Any, Any],
     kind: np.ndarray[Any, Any],
-    name: pl.Series,
+    name: np.ndarray[Any, Any],
+    names: pl.Series,
     stream: np.ndarray[Any, Any],
     corr: np.ndarray[Any, Any],
     is_gpu: np.ndarray[Any, Any],
     ts: np.ndarray[Any, Any],
     end: np.ndarray[Any, Any],
     runtime: np.ndarray[Any, Any],
-) -> pl.DataFrame:
-    """The HTA rows frame from its columns (ts_runtime NaN -> null; kernel types added)."""
-    df = pl.DataFrame(
-        [
-            _arrow.series(rank, "rank", pl.Int32),
-            _KIND_NAMES.gather(_arrow.series(kind, dtype=pl.UInt32)).alias("kind"),
-            name.alias("name"),
-            _arrow.series(stream, "stream", pl.Int64),
-            _arrow.series(corr, "correlation", pl.Int64),
-            _arrow.series(is_gpu, "is_gpu"),
-            _arrow.series(ts, "ts", pl.Float64),
-            _arrow.series(end, "end", pl.Float64),
-            _arrow.series(end - ts, "dur", pl.Float64),
-            _arrow.series(runtime, "ts_runtime", pl.Float64).fill_nan(None),
-        ]
+    name_column: pl.Series,
+) -> HtaRows:
+    """HtaRows from its arrays, HTA's kernel type of each GPU row added (classified once per
+    distinct name)."""
+    types = names.to_frame("n").select(hta_kernel_type(pl.col("n")).cast(KERNEL_TYPE))
+    type_of_name = types.to_series().to_physical().to_numpy().astype(np.int8)
+    kernel_type = np.where(stream != -1, type_of_name[name], np.int8(-1))
+    return HtaRows(
+        row,
+        rank,
+        kind,
+        name,
+        names,
+        stream,
+        corr,
+        is_gpu,
+        ts,
+        end,
+        runtime,
+        kernel_type,
+        name_column,
     )
-    return df.with_columns(kernel_type=_kernel_types(df))
 
 
 _KIND_NAMES = pl.Series(KINDS, dtype=pl.String)
@@ -184,23 +262,7 @@ _KIND_NAMES = pl.Series(KINDS, dtype=pl.String)
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER")
 KERNEL_TYPE = pl.Enum(list(KERNEL_TYPES))
 """HTA's kernel types (hta_rows' kernel_type: its codes are the positions here)."""
-
-
-def _kernel_types(df: pl.DataFrame) -> pl.Series:
-    """HTA's kernel type of the GPU rows (stream >= 0; null elsewhere: no view reads it there),
-    classified once per distinct name; an Enum (KERNEL_TYPE)."""
-    gpu = df["stream"] != -1
-    names = df["name"].filter(gpu)
-    uniq = names.unique()
-    types = uniq.to_frame("n").select(hta_kernel_type(pl.col("n")).cast(KERNEL_TYPE).alias("t"))[
-        "t"
-    ]
-    out = pl.repeat(None, df.height, dtype=KERNEL_TYPE, eager=True)
-    if names.len():
-        out = out.scatter(
-            gpu.arg_true(), names.replace_strict(uniq, types, return_dtype=KERNEL_TYPE)
-        )
-    return out.alias("kernel_type")
+_KERNEL_TYPE_NAMES = pl.Series(KERNEL_TYPES, dtype=KERNEL_TYPE)
 
 
 def _row0_ts(facts: dict[int, _Fact], shift: float) -> dict[int, float]:
@@ -314,15 +376,14 @@ def _sort_codes(col: pl.Series) -> np.ndarray[Any, Any]:
     return col.rank("dense").fill_null(0).to_numpy()
 
 
-def gpu_arrays(rows: pl.DataFrame) -> tuple[np.ndarray[Any, Any], ...]:
+def gpu_arrays(rows: HtaRows) -> tuple[np.ndarray[Any, Any], ...]:
     """(rank, ts, end, kernel type code) of the GPU rows (stream != -1) of `rows`; the code is
     the type's position in KERNEL_TYPES."""
-    gpu = np.flatnonzero(rows["stream"].to_numpy() != -1)
-    kt = rows["kernel_type"].gather(_arrow.series(gpu)).to_physical().to_numpy()
-    return rows["rank"].to_numpy()[gpu], rows["ts"].to_numpy()[gpu], rows["end"].to_numpy()[gpu], kt
+    gpu = rows.gpu()
+    return rows.rank[gpu], rows.ts[gpu], rows.end[gpu], rows.kernel_type[gpu]
 
 
-def merge_by_type(rows: pl.DataFrame, types: tuple[str, ...]) -> pl.DataFrame:
+def merge_by_type(rows: HtaRows, types: tuple[str, ...]) -> pl.DataFrame:
     """HTA rows of the given kernel types merged per rank and type: rank, _k (the type's index
     in `types`), ts, end; the input of `sweep`."""
     rank, ts, end, kt = gpu_arrays(rows)

@@ -14,17 +14,14 @@ from stallscope._sorted import segment_starts
 from stallscope.analysis._hta_loading import (
     KERNEL_TYPES,
     gpu_arrays,
-    hta_rows,
+    hta_arrays,
     merge_arrays,
 )
 
 
-def hta_pct(part: pl.Series, whole: pl.Series) -> pl.Series:
-    """round(100 * part / whole, 2) as pandas does it (numpy's half-to-even on the scaled value)."""
-    return _arrow.series(_pct(part.to_numpy(), whole.to_numpy()), dtype=pl.Float64)
-
-
-def _pct(part: np.ndarray[Any, Any], whole: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def hta_pct(part: np.ndarray[Any, Any], whole: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """round(100 * part / whole, 2) as pandas does it (numpy's half-to-even on the scaled value);
+    NaN where whole is 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
         out: np.ndarray[Any, Any] = np.round(100 * (part / whole), 2)
     return out
@@ -49,7 +46,7 @@ def temporal_breakdown(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank: rank, kernel_time_ns, idle_time_ns, compute_time_ns,
     non_compute_time_ns, idle_pct, compute_pct, non_compute_pct (HTA's
     get_temporal_breakdown; times are HTA's µs x 1000)."""
-    rank, ts, end, kt = gpu_arrays(hta_rows(events))
+    rank, ts, end, kt = gpu_arrays(hta_arrays(events))
     ranks, first, last, run_time = _per_rank(rank, ts, end)
     comp = kt == KERNEL_TYPES.index("COMPUTATION")
     c_ranks, _, _, c_time = _per_rank(rank[comp], ts[comp], end[comp])
@@ -69,8 +66,8 @@ def temporal_breakdown(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
             "idle_time_ns": ns(idle),
             "compute_time_ns": ns(compute),
             "non_compute_time_ns": ns(non_compute),
-            "idle_pct": _pct(idle, kernel),
-            "compute_pct": _pct(compute, kernel),
-            "non_compute_pct": _pct(non_compute, kernel),
+            "idle_pct": hta_pct(idle, kernel),
+            "compute_pct": hta_pct(compute, kernel),
+            "non_compute_pct": hta_pct(non_compute, kernel),
         }
     )

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stallscope._sorted import lookup
-from stallscope.analysis._hta_idle import idle_from_rows
+from stallscope.analysis._hta_idle import idle_from_arrays
 from stallscope.analysis._hta_loading import _last_step_rows, merge_intervals, sweep
 
 interval_rows = st.lists(
@@ -241,7 +241,11 @@ def test_idle_breakdown_matches_the_window_function_reference(
         },
         orient="row",
     )
-    got = idle_from_rows(rows, delay)
+    got = idle_from_arrays(
+        *(rows[c].to_numpy() for c in ("rank", "stream", "ts", "end")),
+        rows["ts_runtime"].fill_null(np.nan).to_numpy(),
+        delay,
+    )
     want = _idle_reference(rows, delay)
     assert (
         got.select("rank", "stream", "idle_category").rows()
