@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._schema import KIND, KIND_ID
 
 Array = np.ndarray[Any, Any]
 
@@ -27,17 +28,26 @@ def step_windows(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
 
 def window_arrays(events: pl.DataFrame | pl.LazyFrame) -> Windows:
     """step_windows as arrays (`Windows`: the stall table's form)."""
-    m = (
-        events.lazy()
-        .filter(pl.col("kind") == "step")
-        .select(pl.col("rank").cast(pl.Int32), "correlation", "start_ns", "end_ns")
-        .drop_nulls(("rank", "start_ns", "end_ns"))
-        .collect()
-    )
+    cols = ("rank", "correlation", "start_ns", "end_ns")
+    if isinstance(events, pl.DataFrame) and events.schema.get("kind") == KIND:
+        # The markers by their kind code, eagerly: a lazy query's planning costs more than
+        # the few rows it selects.
+        kind = events["kind"].to_physical().to_numpy()
+        m = events.select(cols)[_arrow.series(np.flatnonzero(kind == KIND_ID["step"]))]
+        if any(m[c].null_count() for c in ("rank", "start_ns", "end_ns")):
+            m = m.drop_nulls(("rank", "start_ns", "end_ns"))
+    else:
+        m = (
+            events.lazy()
+            .filter(pl.col("kind") == "step")
+            .select(cols)
+            .drop_nulls(("rank", "start_ns", "end_ns"))
+            .collect()
+        )
     corr = m["correlation"]
     null = corr.is_null().to_numpy() if corr.null_count() else None
     return windows(
-        m["rank"].to_numpy(),
+        m["rank"].to_numpy().astype(np.int32, copy=False),
         corr.fill_null(0).to_numpy(),
         m["start_ns"].to_numpy(),
         m["end_ns"].to_numpy(),

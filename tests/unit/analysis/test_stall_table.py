@@ -428,3 +428,22 @@ def test_nulls_claim_nothing_and_a_step_without_number_stays() -> None:
     assert w["step_ns"].to_list() == [100, 0, 100]
     nulls = t.filter(pl.col("step").is_null()).to_dicts()[0]
     assert nulls["compute_ns"] == 20 and nulls["host_ns"] == 80
+
+
+def test_step_windows_skip_markers_without_rank_or_start_eager_and_lazy() -> None:
+    # Without the drop, the marker at 300 would open a last window and the one at 50 split
+    # rank 1's window.
+    ev = events([*steps(0, 0, 100, 200), *steps(1, 0, 50, 80), (0, "step", "host", 300, 300, 9)])
+    ev = ev.with_columns(
+        start_ns=pl.when(pl.col("start_ns") == 300).then(None).otherwise(pl.col("start_ns")),
+        rank=pl.when((pl.col("rank") == 1) & (pl.col("start_ns") == 50))
+        .then(None)
+        .otherwise(pl.col("rank")),
+    )
+    eager = stallscope.analysis.step_windows(ev)
+    assert eager.equals(stallscope.analysis.step_windows(ev.lazy()))
+    assert eager.select("rank", "start_ns", "end_ns").rows() == [
+        (0, 0, 100),
+        (0, 100, 200),
+        (1, 0, 80),
+    ]
