@@ -248,8 +248,8 @@ def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
     if _reader() != "general" and _native.available():
         native, by_path, general = _read_native(files)
         # Everything the scan kept (flows, NCCL metadata, columns replaced by sorted copies) is
-        # freed once _read_native returns: give those pages back too.
-        _native.trim_heap()
+        # freed once _read_native returns: give those pages back too (large imports only).
+        _native.trim_heap(0 if native is None else native.height)
         if native is not None:
             frames.append(native)
     else:

@@ -136,9 +136,20 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def trim_heap() -> None:
-    """Give the C heap's free pages back to the OS: the scanner's columns (about 90 bytes per
-    event) are freed once converted, and glibc keeps large freed blocks in its heap."""
+# The scanner's columns take about 90 bytes per event. Freed heap up to KEEP_FREED is left to
+# glibc: the analysis that follows an import allocates about as much again and reuses it without
+# a page fault per 4 KiB (a fault costs ~2 µs on a VM: 17 k of them were ~10 % of the V100
+# trace's import plus views). Beyond it, the pages go back to the OS.
+SCAN_BYTES_PER_EVENT: Final = 90
+KEEP_FREED: Final = 64 << 20
+
+
+def trim_heap(events: int) -> None:
+    """Give the C heap's free pages back to the OS once the scan columns of `events` events are
+    freed, when they held more than KEEP_FREED (glibc keeps freed blocks below its mmap
+    threshold in its heap)."""
+    if events * SCAN_BYTES_PER_EVENT <= KEEP_FREED:
+        return
     from stallscope import _core
 
     _core.trim_heap()
@@ -385,9 +396,9 @@ def convert_all(
     ts_float = [bool(fs.res["ts_float"]) and n > 0 for fs, n in zip(scans, kept, strict=True)]
     file_index = cols.pop("index")  # each file's event indices in file order (for NCCL rows)
     del cols
-    # The scan columns are free now. Give their pages back before Polars (another allocator)
+    # The scan columns are free now. Give large ones back before Polars (another allocator)
     # allocates: glibc would keep them, and the process would hold both.
-    trim_heap()
+    trim_heap(sum(sizes))
     # HTA's row 0 per rank: the earliest kept event 0 of its files.
     row0_by_rank: dict[int, int] = {}
     for r, v in zip(ranks, out.pop("file_row0").tolist(), strict=True):

@@ -82,7 +82,7 @@ def test_many_copies_of_few_strings() -> None:
 
 
 def test_other_types_are_refused_with_a_reason() -> None:
-    with pytest.raises(ValueError, match="expected a string column.*got format l"):
+    with pytest.raises(ValueError, match=r"expected a string column.*got format l"):
         _core.string_codes(pl.Series([1, 2]))
     with pytest.raises(TypeError, match="__arrow_c_stream__"):
         _core.string_codes([1, 2])

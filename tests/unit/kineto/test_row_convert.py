@@ -222,3 +222,24 @@ def test_order_is_rank_start_index_file_for_any_starts(
     where = np.empty(len(order), dtype=np.int64)
     where[order] = np.arange(len(order))
     assert out["out_row"].tolist() == where[:n].tolist()
+
+
+def test_freed_scan_columns_go_back_to_the_os_only_past_the_kept_amount(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Up to KEEP_FREED the freed heap stays for the analysis to reuse; a larger import's is
+    # given back (malloc_trim), so a big trace does not leave hundreds of MiB held.
+    from stallscope import _core
+
+    calls: list[int] = []
+
+    def trim() -> bool:
+        calls.append(1)
+        return True
+
+    monkeypatch.setattr(_core, "trim_heap", trim)
+    small = _native.KEEP_FREED // _native.SCAN_BYTES_PER_EVENT
+    _native.trim_heap(small)
+    assert calls == []
+    _native.trim_heap(small + 1)
+    assert calls == [1]
