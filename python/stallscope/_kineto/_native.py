@@ -138,8 +138,8 @@ def _cores() -> int:
 
 # The scanner's columns take about 90 bytes per event. Freed heap up to KEEP_FREED is left to
 # glibc: the analysis that follows an import allocates about as much again and reuses it without
-# a page fault per 4 KiB (a fault costs ~2 µs on a VM: 17 k of them were ~10 % of the V100
-# trace's import plus views). Beyond it, the pages go back to the OS.
+# a page fault per 4 KiB (3-4 µs each on this project's VM; the V100 trace's import plus views
+# took 17 k of them). Beyond it, the pages go back to the OS.
 SCAN_BYTES_PER_EVENT: Final = 90
 KEEP_FREED: Final = 64 << 20
 

@@ -45,7 +45,7 @@ def kernel_type_breakdown(
     types = _types(include_memory_kernels)
     # One sweep over every type's merged intervals (bit i for types[i]): the running bit sum
     # labels each stretch.
-    _, label, dur = sweep(merge_by_type(hta_arrays(events), types), "_k")
+    _, label, dur = sweep(*merge_by_type(hta_arrays(events), types))
     per_label = np.bincount(label, weights=dur, minlength=1 << len(types))
     labels = _labels(types)
     present = [v for v in labels if np.any(label == v)]

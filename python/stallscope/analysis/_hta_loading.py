@@ -383,9 +383,9 @@ def gpu_arrays(rows: HtaRows) -> tuple[np.ndarray[Any, Any], ...]:
     return rows.rank[gpu], rows.ts[gpu], rows.end[gpu], rows.kernel_type[gpu]
 
 
-def merge_by_type(rows: HtaRows, types: tuple[str, ...]) -> pl.DataFrame:
-    """HTA rows of the given kernel types merged per rank and type: rank, _k (the type's index
-    in `types`), ts, end; the input of `sweep`."""
+def merge_by_type(rows: HtaRows, types: tuple[str, ...]) -> tuple[np.ndarray[Any, Any], ...]:
+    """HTA rows of the given kernel types merged per rank and type: (rank, k (the type's index
+    in `types`), ts, end) of the merged intervals, sorted by rank, k, ts; the input of `sweep`."""
     rank, ts, end, kt = gpu_arrays(rows)
     k = np.full(len(KERNEL_TYPES), -1, np.int64)
     k[[KERNEL_TYPES.index(t) for t in types]] = np.arange(len(types))
@@ -393,23 +393,28 @@ def merge_by_type(rows: HtaRows, types: tuple[str, ...]) -> pl.DataFrame:
     sel = np.flatnonzero(k >= 0)
     rank, k = rank[sel], k[sel]
     keep, mts, mend = merge_arrays([rank, k], ts[sel], end[sel])
-    return _arrow.frame({"rank": rank[keep], "_k": k[keep], "ts": mts, "end": mend})
+    return rank[keep], k[keep], mts, mend
 
 
-def sweep(merged: pl.DataFrame, kind: str) -> tuple[np.ndarray[Any, Any], ...]:
+def sweep(
+    rank: np.ndarray[Any, Any],
+    kind: np.ndarray[Any, Any],
+    ts: np.ndarray[Any, Any],
+    end: np.ndarray[Any, Any],
+) -> tuple[np.ndarray[Any, Any], ...]:
     """The stretches between consecutive interval boundaries, per rank, labelled by the bit sum
-    of the kinds running in them (bit k for kind k, the integer column `kind`: HTA's overlap
-    sweeps). `merged`: rank, kind, ts, end, intervals already merged per rank and kind.
-    Boundaries are sorted by rank and time, ties in the order (kind, start before end) that
-    HTA's per-kind concatenation gives. Returns (rank, label, dur) of the stretches with a
-    label > 0, in that order.
+    of the kinds running in them (bit k for kind k, an integer: HTA's overlap sweeps). The
+    intervals (rank, kind, ts, end) are already merged per rank and kind. Boundaries are sorted
+    by rank and time, ties in the order (kind, start before end) that HTA's per-kind
+    concatenation gives. Returns (rank, label, dur) of the stretches with a label > 0, in that
+    order.
 
     One NumPy pass: each rank's boundaries sum to 0, so the running sum over all ranks is each
     rank's own, and a rank's last boundary (sum 0) starts no counted stretch, so a stretch never
     reaches into the next rank."""
-    k = merged[kind].to_numpy().astype(np.int64)
-    rank = np.concatenate([merged["rank"].to_numpy()] * 2)
-    time = np.concatenate([merged["ts"].to_numpy(), merged["end"].to_numpy()])
+    k = kind.astype(np.int64)
+    rank = np.concatenate([rank, rank])
+    time = np.concatenate([ts, end])
     status = np.concatenate([1 << k, -(1 << k)])
     part = np.concatenate([2 * k, 2 * k + 1])
     order = np.lexsort((part, time, rank))

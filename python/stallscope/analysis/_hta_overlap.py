@@ -21,15 +21,14 @@ def comm_comp_overlap(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     ranks = distinct(rows.rank[rows.gpu()])
     # Bit 0 communication, bit 1 computation: ties sort communication first, as HTA's
     # concatenation of the two boundary lists.
-    merged = merge_by_type(rows, ("COMMUNICATION", "COMPUTATION"))
-    rank, label, dur = sweep(merged, "_k")
+    m_rank, m_k, m_ts, m_end = merge_by_type(rows, ("COMMUNICATION", "COMPUTATION"))
+    rank, label, dur = sweep(m_rank, m_k, m_ts, m_end)
     both = label == 3
     at = np.searchsorted(ranks, rank[both])
     overlap = np.bincount(at, weights=dur[both], minlength=ranks.size)
-    comm = merged["_k"].to_numpy() == 0
-    m_rank = merged["rank"].to_numpy()[comm]
-    comm_dur = (merged["end"].to_numpy() - merged["ts"].to_numpy())[comm]
-    comm_time = np.bincount(np.searchsorted(ranks, m_rank), weights=comm_dur, minlength=ranks.size)
+    comm = m_k == 0
+    at = np.searchsorted(ranks, m_rank[comm])
+    comm_time = np.bincount(at, weights=(m_end - m_ts)[comm], minlength=ranks.size)
     return pl.DataFrame(
         [
             _arrow.series(ranks, "rank", pl.Int32),

@@ -167,7 +167,8 @@ def test_sweep_labels_every_instant_with_the_kinds_running(
         schema={"rank": pl.Int32, "k": pl.Int64, "ts": pl.Float64, "end": pl.Float64},
         orient="row",
     )
-    rank, label, dur = sweep(merge_intervals(df, by=["rank", "k"]).collect(), "k")
+    merged = merge_intervals(df, by=["rank", "k"]).collect()
+    rank, label, dur = sweep(*(merged[c].to_numpy() for c in ("rank", "k", "ts", "end")))
     got: dict[tuple[int, int], float] = {}
     for r, lab, d in zip(rank.tolist(), label.tolist(), dur.tolist(), strict=True):
         if d:
