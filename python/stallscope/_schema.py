@@ -25,8 +25,10 @@ Columns (time is int64 ns; sizes are bytes):
 from __future__ import annotations
 
 import re
-from typing import Final
+from collections.abc import Iterable
+from typing import Any, Final
 
+import numpy as np
 import polars as pl
 
 KINDS: Final[tuple[str, ...]] = (
@@ -70,6 +72,12 @@ CATEGORY: Final = pl.Enum(list(CATEGORIES))
 
 KIND_ID: Final[dict[str, int]] = {k: i for i, k in enumerate(KINDS)}
 CATEGORY_ID: Final[dict[str, int]] = {c: i for i, c in enumerate(CATEGORIES)}
+
+
+def kind_mask(kinds: Iterable[str]) -> np.ndarray[Any, Any]:
+    """Kind code -> whether the kind is one of `kinds` (bool, indexed by a kind column's codes)."""
+    return np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in kinds])
+
 
 SCHEMA: Final[dict[str, pl.DataType]] = {
     "rank": pl.Int32(),

@@ -44,7 +44,16 @@ from stallscope._kineto._convert import (
 )
 from stallscope._kineto._fastjson import META_KEYS
 from stallscope._kineto._name_facts import name_facts
-from stallscope._schema import CATEGORIES, CATEGORY, CATEGORY_ID, GPU_KINDS, KIND, KIND_ID, KINDS
+from stallscope._schema import (
+    CATEGORIES,
+    CATEGORY,
+    CATEGORY_ID,
+    GPU_KINDS,
+    KIND,
+    KIND_ID,
+    KINDS,
+    kind_mask,
+)
 from stallscope.exceptions import TraceImportError
 
 _CHUNK: Final = 1 << 14  # compressed bytes per read (~0.25 MiB of text; see _GUNZIP_THREAD_CORES)
@@ -448,7 +457,7 @@ _CATEGORIES: Final = pl.Series("category", CATEGORIES, dtype=CATEGORY)
 # Kind codes ordered as their names sort (the general converter sorts ties by the kind's name).
 _KIND_ORDER: Final = np.argsort(np.argsort(np.array(KINDS))).astype(np.uint8)
 # Kind -> 1 for the GPU activity kinds (their lane is the stream, their category the name's).
-_KIND_GPU: Final = np.isin(np.array(KINDS), GPU_KINDS).astype(np.uint8)
+_KIND_GPU: Final = kind_mask(GPU_KINDS).astype(np.uint8)
 
 
 def _problems(counts: dict[str, int]) -> dict[str, int]:

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._schema import KIND_ID, KINDS
+from stallscope._schema import kind_mask
 from stallscope.analysis._hta_loading import hta_arrays
 
 OP_KINDS = ("kernel", "memcpy", "memset")
@@ -42,7 +42,7 @@ def idle_time_breakdown(
     )
 
 
-_OP_KIND = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in OP_KINDS])
+_OP_KIND = kind_mask(OP_KINDS)
 
 
 def idle_from_arrays(

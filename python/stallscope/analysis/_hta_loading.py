@@ -28,7 +28,7 @@ import polars as pl
 from stallscope import _arrow
 from stallscope._classify import hta_kernel_type
 from stallscope._kineto._convert import TRACE_MARK
-from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS
+from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS, kind_mask
 from stallscope._sorted import distinct, lookup, segment_starts
 
 NOT_HTA_KINDS = ("mark", "collective", "p2p", "counter", "clock_sync", "bucket")
@@ -217,8 +217,8 @@ def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: b
 _NEEDED = ("rank", "kind", "name", "start_ns", "end_ns", "lane", "correlation")
 _MARK_COLS = ("rank", "name", "detail")
 # By kind code: whether HTA has such rows; whether the kind is GPU activity.
-_HTA_KIND = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in NOT_HTA_KINDS], invert=True)
-_GPU_KIND = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in GPU_KINDS])
+_HTA_KIND = ~kind_mask(NOT_HTA_KINDS)
+_GPU_KIND = kind_mask(GPU_KINDS)
 
 
 def _rows(

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._schema import CATEGORIES, GPU_KINDS, KIND_ID, KINDS, SCHEMA, conform
+from stallscope._schema import CATEGORIES, GPU_KINDS, KINDS, SCHEMA, conform, kind_mask
 
 Array = np.ndarray[Any, Any]
 
@@ -82,8 +82,8 @@ PARALLEL_ROWS: Final = 1_000_000
 """Frames this large take their whole-column passes in Polars (all threads); smaller ones in
 NumPy, where Polars' per-query cost (0.3-4 ms, more on a query's first use in a process)
 would dominate. Both run the same tables and formulas; the tests run both."""
-_COMM_KIND: Final = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in COMM_KINDS])
-_GPU_KIND: Final = np.isin(np.arange(len(KINDS)), [KIND_ID[k] for k in GPU_KINDS])
+_COMM_KIND: Final = kind_mask(COMM_KINDS)
+_GPU_KIND: Final = kind_mask(GPU_KINDS)
 
 
 ATTRIBUTED: Final[tuple[str, ...]] = (
