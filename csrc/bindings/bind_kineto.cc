@@ -57,6 +57,24 @@ bool feed(StreamScanner& s, const py::buffer& data) {
   return s.feed(text);
 }
 
+// Reads the rest of the file's text with `readinto` (a binary reader's: a gzip reader or the
+// file) straight into the scanner's fill buffer: no bytes object per chunk and no copy. False
+// once the file is unsupported (the rest is not read).
+bool feed_from(StreamScanner& s, const py::object& readinto) {
+  for (;;) {
+    StreamScanner::Span space = s.input_space();
+    py::memoryview view = py::memoryview::from_memory(space.data, static_cast<ssize_t>(space.size));
+    py::object got = readinto(view);
+    view.attr("release")();  // a reader that kept the view cannot write through it later
+    if (got.is_none()) throw py::value_error("feed_from: readinto returned None (non-blocking)");
+    auto n = got.cast<size_t>();
+    if (n == 0) return true;  // end of the text
+    if (n > space.size) throw py::value_error("feed_from: readinto wrote past the buffer");
+    py::gil_scoped_release nogil;
+    if (!s.input_done(n)) return false;
+  }
+}
+
 py::object end_file(StreamScanner& s) {
   FileResult r;
   bool ok;
@@ -230,12 +248,17 @@ void bind_kineto(py::module_& m) {
   py::class_<StreamScanner>(m, "KinetoScanner",
                             "Streaming reader of Kineto JSON: begin_file(), feed(chunk)..., "
                             "end_file(); string dictionaries shared by the files read.")
-      .def(py::init<size_t>(), py::arg("split_min") = StreamScanner::kSplitMin,
-           "split_min: chunks of at least this many bytes are read by two threads (0: one).")
+      .def(py::init<size_t, size_t>(), py::arg("split_min") = StreamScanner::kSplitMin,
+           py::arg("fill_bytes") = StreamScanner::kFillBytes,
+           "split_min: chunks of at least this many bytes are read by two threads (0: one); "
+           "fill_bytes: text gathered before it is read (with two threads).")
       .def("begin_file", &StreamScanner::begin_file, py::arg("text_bytes") = 0,
            "Start a new file (dictionaries kept); text_bytes: its expected text size, if known.")
       .def("feed", &feed, py::arg("chunk"),
            "Read the next chunk of the file's text; False once the file is unsupported.")
+      .def("feed_from", &feed_from, py::arg("readinto"),
+           "Read the rest of the file's text through readinto(buffer) -> bytes written (0 at "
+           "the end), straight into the scanner's buffer; False once the file is unsupported.")
       .def("end_file", &end_file,
            "End of the file: its columns (dict), or a str saying why the general reader must "
            "take it.")

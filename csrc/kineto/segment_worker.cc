@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <utility>
 
 namespace stallscope::kineto {
 
@@ -71,13 +73,17 @@ size_t StreamScanner::parse_split(const char* begin, size_t size) {
   const char* at = element_start(begin, begin + from, end);
   if (at == nullptr) return parse(begin, size, false);
   if (!worker_) worker_ = std::make_unique<SegmentWorker>();
-  seg_text_.assign(at, static_cast<size_t>(end - at));  // the chunk is the caller's once we return
-  worker_->start(seg_text_.data(), seg_text_.size());
+  // The text is the fill buffer's (only flush_fill reads with two threads): it stays put until
+  // take_pending, so the worker reads it in place.
+  seg_begin_ = at;
+  seg_size_ = static_cast<size_t>(end - at);
+  worker_->start(seg_begin_, seg_size_, this);
   size_t used = parse(begin, static_cast<size_t>(at - begin), false);
   // This reading stopped right before `at`, about to read an element of traceEvents: state
   // kEvent, checkpoint after the ',' with only whitespace up to `at` (inside an event, the
   // checkpoint would be that event's '{').
   if (state_ == kEvent && std::all_of(begin + used, at, is_ws)) {
+    worker_->take();
     pending_ = true;  // the rest is the worker's: taken at the next feed() or end_file()
     return size;
   }
@@ -91,19 +97,23 @@ void StreamScanner::take_pending() {
   if (!pending_) return;
   pending_ = false;
   bool waited = false;
-  size_t got = worker_->wait(&waited);
+  size_t got = 0;
+  try {
+    got = worker_->wait(&waited);
+  } catch (...) {  // the hand-over ran out of memory: the columns are not whole
+    state_ = kFailed;
+    reason_ = "out of memory";
+    throw;
+  }
   // Balance: this thread also does the caller's work between chunks (the gunzip), so its share
   // of a chunk follows whoever was late: the worker (this thread waited) or this thread.
   split_at_ = waited ? std::min(split_at_ + 0.02, 0.6) : std::max(split_at_ - 0.02, 0.1);
-  if (got > 0) {
-    worker_->hand_over(this);
+  if (got > 0) {  // the worker appended its events to ours
     ++splits_taken_;
     state_ = kEventNext;
-  } else {
-    worker_->discard();  // not one complete event: read here, from the start
-  }
-  const char* b = seg_text_.data();
-  size_t n = seg_text_.size();
+  }  // else not one complete event: read here, from the start
+  const char* b = seg_begin_;
+  size_t n = seg_size_;
   size_t used = got + parse(b + got, n - got, false);
   if (state_ != kFailed) buf_.assign(b + used, n - used);  // cut by the chunk's end
 }
@@ -154,26 +164,41 @@ SegmentWorker::~SegmentWorker() {
   thread_.join();
 }
 
-void SegmentWorker::start(const char* begin, size_t size) {
+void SegmentWorker::start(const char* begin, size_t size, StreamScanner* owner) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     begin_ = begin;
     size_ = size;
+    owner_ = owner;
+    verdict_ = kUndecided;
     job_ = true;
     done_ = false;
   }
   cv_.notify_all();
 }
 
+void SegmentWorker::take() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    verdict_ = kTake;
+  }
+  cv_.notify_all();
+}
+
 void SegmentWorker::discard() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!done_) verdict_ = kDrop;
+  }
+  cv_.notify_all();
   wait(nullptr);
-  scan_.clear_events();
 }
 
 size_t SegmentWorker::wait(bool* waited) {
   std::unique_lock<std::mutex> lk(mu_);
   if (waited != nullptr) *waited = !done_;
   cv_.wait(lk, [this] { return done_; });
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   return used_;
 }
 
@@ -188,11 +213,22 @@ void SegmentWorker::run() {
     size_t used = 0;
     try {
       used = scan_.scan_events(begin, size);
-    } catch (...) {  // out of memory: nothing taken, the owner reads the half itself
+    } catch (...) {  // out of memory: nothing taken, the owner reads the part itself
       used = 0;
     }
     lk.lock();
-    used_ = used;
+    cv_.wait(lk, [this] { return verdict_ != kUndecided || quit_; });
+    if (verdict_ == kTake && used > 0) {
+      lk.unlock();
+      try {
+        hand_over(owner_);
+      } catch (...) {  // out of memory part way: the owner fails the file and raises it
+        error_ = std::current_exception();
+      }
+      lk.lock();
+    }
+    scan_.clear_events();
+    used_ = verdict_ == kTake ? used : 0;
     job_ = false;
     done_ = true;
     cv_.notify_all();

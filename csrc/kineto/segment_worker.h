@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -33,18 +34,24 @@ class SegmentWorker {
   SegmentWorker& operator=(const SegmentWorker&) = delete;
 
   // Starts reading events from [begin, begin + size) (begin: the guessed '{'); the bytes stay
-  // the caller's until wait() returns.
-  void start(const char* begin, size_t size);
-  // Waits for the job: the bytes read to the end of its last complete event (0: none).
-  // *waited (when given): whether the job was still running.
+  // the caller's until wait() returns. Once read, the events wait for the owner's verdict.
+  void start(const char* begin, size_t size, StreamScanner* owner);
+  // The owner's verdict, once its own reading reached the guessed start ready for an element:
+  // the worker appends its events to the owner's (after the owner's own) on its thread, while
+  // the owner's thread goes on (the owner must not touch its columns or dictionaries until
+  // wait() returns).
+  void take();
+  // Waits for the job (its hand-over included): the bytes read to the end of its last
+  // complete event (0: none, nothing handed over). *waited (when given): whether the job was
+  // still running.
   size_t wait(bool* waited);
-  // Appends the job's events to `owner`'s (after its own) and empties the worker.
-  void hand_over(StreamScanner* owner);
-  // Waits for the job (if one runs) and drops its events.
+  // Drops the job: waits for its reading and keeps none of its events.
   void discard();
 
  private:
   void run();
+  // Appends the job's events to `owner`'s (after its own) and empties the worker.
+  void hand_over(StreamScanner* owner);
 
   StreamScanner scan_{0};  // never splits itself
   // worker code -> owner code, per dictionary; grows with the worker's dictionaries, which
@@ -55,7 +62,11 @@ class SegmentWorker {
   std::condition_variable cv_;
   const char* begin_ = nullptr;
   size_t size_ = 0;
+  StreamScanner* owner_ = nullptr;
   size_t used_ = 0;
+  enum Verdict { kUndecided, kTake, kDrop };
+  Verdict verdict_ = kUndecided;
+  std::exception_ptr error_;  // the hand-over's, raised on the owner's thread by wait()
   bool job_ = false, done_ = true, quit_ = false;  // done_: no job running
   std::thread thread_;                             // last: started once the members above exist
 };

@@ -74,10 +74,12 @@ unsigned usable_cores() {
 
 }  // namespace
 
-StreamScanner::StreamScanner(size_t split_min) : split_min_(usable_cores() >= 2 ? split_min : 0) {}
+StreamScanner::StreamScanner(size_t split_min, size_t fill_bytes)
+    : fill_bytes_(std::max<size_t>(fill_bytes, 1)),
+      split_min_(usable_cores() >= 2 ? split_min : 0) {}
 
 StreamScanner::~StreamScanner() {
-  if (pending_) worker_->discard();  // the worker reads seg_text_, destroyed before it
+  if (pending_) worker_->discard();  // the worker reads held_, destroyed before it
 }
 
 void StreamScanner::Event::clear() {
@@ -98,6 +100,7 @@ void StreamScanner::begin_file(size_t text_bytes) {
   }
   state_ = kStart;
   buf_.clear();
+  fill_size_ = 0;
   reason_.clear();
   found_events_ = false;
   meta_.clear();
@@ -114,6 +117,37 @@ void StreamScanner::begin_file(size_t text_bytes) {
 }
 
 bool StreamScanner::feed(std::string_view chunk) {
+  if (split_min_ == 0) return feed_now(chunk);
+  while (!chunk.empty()) {  // gathered into the fill buffer: one split per kFillBytes
+    Span space = input_space();
+    size_t n = std::min(space.size, chunk.size());
+    std::memcpy(space.data, chunk.data(), n);
+    chunk.remove_prefix(n);
+    if (!input_done(n)) return false;
+  }
+  return state_ != kFailed;
+}
+
+StreamScanner::Span StreamScanner::input_space() {
+  if (!fill_) fill_ = std::make_unique<char[]>(fill_bytes_);
+  return Span{fill_.get() + fill_size_, fill_bytes_ - fill_size_};
+}
+
+bool StreamScanner::input_done(size_t n) {
+  fill_size_ += n;
+  if (fill_size_ < fill_bytes_) return state_ != kFailed;
+  return flush_fill();
+}
+
+bool StreamScanner::flush_fill() {
+  if (fill_size_ == 0) return state_ != kFailed;
+  bool ok = feed_now(std::string_view(fill_.get(), fill_size_));
+  std::swap(fill_, held_);  // held_: what the worker reads; fill_: free again
+  fill_size_ = 0;
+  return ok;
+}
+
+bool StreamScanner::feed_now(std::string_view chunk) {
   take_pending();
   if (state_ == kFailed) return false;
   rank_.feed(chunk);
@@ -142,6 +176,7 @@ bool StreamScanner::feed(std::string_view chunk) {
 }
 
 bool StreamScanner::end_file(FileResult* out) {
+  flush_fill();
   take_pending();
   if (state_ != kFailed) parse(buf_.data(), buf_.size(), true);
   buf_.clear();

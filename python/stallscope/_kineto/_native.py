@@ -1,15 +1,15 @@
-"""The native reader of Kineto JSON: files stream through `_core.KinetoScanner` (gunzipped in
-chunks, never held whole), which keeps only the complete events that pass the importer's row
+"""The native reader of Kineto JSON: files stream through `_core.KinetoScanner` (gunzipped into
+its 0.5 MiB buffer, never held whole), which keeps only the complete events that pass the importer's row
 checks, as typed columns with strings as codes into dictionaries shared by every file of the
 import. The conversion to the event schema then runs once for all files: per-string work (kind,
 category and step of each distinct category and name) on the dictionaries here, per-row work and
 the sort in one C++ pass (`_core.kineto_convert`, csrc/kineto/row_convert.h), strings gathered by
 code. Results are those of the general reader (_parse + _convert), value for value.
 
-Within a chunk the scan runs on two threads: a second one reads the chunk's second part from a
-guessed event start, and its events are taken only when the first thread's own reading arrives
-at that start (csrc/kineto/segment_worker.h), at the next chunk: it reads on while this thread
-gunzips that chunk. Results are the one-thread results, code for code.
+Each buffer of text is read by two threads: a second one reads its second part from a guessed
+event start, and its events are taken only when the first thread's own reading arrives at that
+start (csrc/kineto/segment_worker.h); the second thread then appends them while this thread
+gunzips the next buffer. Results are the one-thread results, code for code.
 
 The scanner takes the common shape only (see csrc/kineto/stream_scanner.h); for any other file
 it says why, and the caller reads that file with the general reader, which also words the error
@@ -18,6 +18,7 @@ for malformed input. Numbers follow the general reader's typed decoder (msgspec,
 
 from __future__ import annotations
 
+import gzip
 import os
 import threading
 import zlib
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import numpy as np
 import orjson
@@ -56,14 +57,14 @@ from stallscope._schema import (
 )
 from stallscope.exceptions import TraceImportError
 
-_CHUNK: Final = 1 << 14  # compressed bytes per read (~0.25 MiB of text; see _GUNZIP_THREAD_CORES)
+_CHUNK: Final = 1 << 14  # compressed bytes per read by the gunzip thread (~0.25 MiB of text)
 _INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzipped inline, no thread
-# A gunzip thread beside the scanner's two threads only where each has a core: with two, the
-# scanner's second thread reads on while the caller's thread gunzips the next chunk (the three
-# contending for two cores measured no faster than one thread gunzipping, on the 2-core VM).
-# Chunks of 16 KiB: the gunzipped text of 32 KiB ones (~0.5 MiB) came from a fresh mmap each
-# time (glibc's threshold never settled) and its page faults and unmaps cost the V100 import
-# ~20 ms in a fresh process; 8 KiB ones cost more per call on small traces.
+# A gunzip thread beside the scanner's two threads only where each has a core. With two, this
+# thread gunzips straight into the scanner's buffer (`Session._feed_file`) while the scanner's
+# second thread reads on: the three contending for two cores measured no faster than one thread
+# gunzipping, on the 2-core VM. The thread hands over text in chunks of 16 KiB compressed: the
+# gunzipped text of 32 KiB ones (~0.5 MiB) came from a fresh mmap each time (glibc's threshold
+# never settled), whose page faults and unmaps cost the V100 import ~20 ms in a fresh process.
 _GUNZIP_THREAD_CORES: Final = 3
 
 
@@ -98,6 +99,24 @@ def _inflater() -> Any:
         return isal_zlib.decompressobj(31)
     except ImportError:
         return zlib.decompressobj(31)
+
+
+def _gzip_readinto(
+    f: BinaryIO,
+) -> tuple[Callable[[memoryview], int | None], tuple[type[BaseException], ...]]:
+    """readinto of the gzip stream `f` (members concatenated) and the errors it raises for
+    broken gzip. ISA-L's reader inflates straight into the caller's buffer (no bytes object
+    per chunk: on the V100 trace 13 ms against 40 ms for a decompressor's 16 KiB pieces, in a
+    fresh process); the standard library's reader where ISA-L is missing."""
+    try:
+        from isal import isal_zlib
+
+        reader = isal_zlib._GzipReader(f)  # what isal.igzip's files read through
+        isal_error: type[BaseException] = getattr(isal_zlib, "IsalError", OSError)
+        return reader.readinto, (EOFError, OSError, isal_error)
+    except (ImportError, AttributeError):
+        gz = gzip.GzipFile(fileobj=f, mode="rb")
+        return gz.readinto, (EOFError, OSError, zlib.error)
 
 
 def _gzip_error(path: Path, why: object) -> TraceImportError:
@@ -187,27 +206,22 @@ class Session:
         return next(self.read_all([path]))[1]
 
     def read_all(self, paths: list[Path]) -> Iterator[tuple[Path, FileScan | None]]:
-        """`read` of each path in turn, as a generator. When the files hold more than
-        _INLINE bytes in all and there are _GUNZIP_THREAD_CORES cores, one thread gunzips them
-        in order ahead of the scan (both release the GIL), across file boundaries, so a folder
-        of small per-rank files overlaps too; the rest of a file the scanner declines is
-        skipped."""
+        """`read` of each path in turn, as a generator. Each file is read (gunzipped) straight
+        into the scanner's buffer. When the files hold more than _INLINE bytes in all and there
+        are _GUNZIP_THREAD_CORES cores, one thread gunzips them instead, in order ahead of the
+        scan (both release the GIL), across file boundaries, so a folder of small per-rank
+        files overlaps too. The rest of a file the scanner declines is skipped."""
         sizes = []
         for path in paths:
             try:
                 sizes.append(path.stat().st_size)
             except OSError:
-                sizes.append(0)  # _chunks words the error
+                sizes.append(0)  # the read words the error
         # Small imports (a thread would cost more than it overlaps), or no core for a thread.
         if sum(sizes) <= _INLINE or _cores() < _GUNZIP_THREAD_CORES:
             for path, size in zip(paths, sizes, strict=True):
                 self._begin(path, size)
-                ok = True
-                for chunk in _chunks(path):
-                    if not self.scanner.feed(chunk):
-                        ok = False
-                        break
-                yield path, self._end(path, ok)
+                yield path, self._end(path, self._feed_file(path))
             return
         q: Queue[tuple[int, bytes | BaseException | None]] = Queue(maxsize=3)
         stop = threading.Event()
@@ -250,6 +264,24 @@ class Session:
                 while not q.empty():
                     q.get_nowait()
                 t.join(0.01)
+
+    def _feed_file(self, path: Path) -> bool:
+        """The file's text read (gunzipped) straight into the scanner's buffer; False once the
+        scanner declines it (the rest is not read)."""
+        try:
+            f = path.open("rb")
+        except OSError as e:
+            raise TraceImportError(f"{path}: cannot read ({e.strerror or e})") from None
+        with f:
+            if f.read(2) != b"\x1f\x8b":
+                f.seek(0)
+                return self.scanner.feed_from(f.readinto)
+            f.seek(0)
+            readinto, broken = _gzip_readinto(f)
+            try:
+                return self.scanner.feed_from(readinto)
+            except broken as e:
+                raise _gzip_error(path, e) from None
 
     def _begin(self, path: Path, size: int) -> None:
         # Text size guess for the column reservation: gzip'd JSON traces shrink about 18x.

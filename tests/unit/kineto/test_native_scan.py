@@ -29,7 +29,7 @@ def _scan(raw: bytes, chunk: int) -> Any:
     """The scanner's result for `raw` fed in chunks of `chunk` bytes (one file)."""
     from stallscope import _core
 
-    sc = _core.KinetoScanner()
+    sc = _core.KinetoScanner(fill_bytes=max(chunk, 1))  # each chunk read as it comes
     sc.begin_file()
     for i in range(0, len(raw), max(chunk, 1)):
         if not sc.feed(raw[i : i + chunk]):
@@ -192,7 +192,7 @@ def test_rank_text_split_across_chunks() -> None:
     for cut in range(at - 2, at + 14):
         from stallscope import _core
 
-        sc = _core.KinetoScanner()
+        sc = _core.KinetoScanner(0)  # one thread: each chunk read as it comes
         sc.begin_file()
         assert sc.feed(doc[:cut]) and sc.feed(doc[cut:])
         res = sc.end_file()
@@ -281,7 +281,7 @@ def test_fast_paths_match_bytewise_reads_at_every_cut() -> None:
     from stallscope import _core
 
     for cut in range(len(doc) + 1):
-        sc = _core.KinetoScanner()
+        sc = _core.KinetoScanner(0)  # one thread: each chunk read as it comes
         sc.begin_file()
         sc.feed(doc[:cut])
         sc.feed(doc[cut:])

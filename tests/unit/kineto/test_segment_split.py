@@ -27,7 +27,7 @@ def _scan(texts: list[bytes], chunk: int, split_min: int) -> tuple[list[Any], di
     scanner)."""
     from stallscope import _core
 
-    sc = _core.KinetoScanner(split_min)
+    sc = _core.KinetoScanner(split_min, chunk)  # each chunk read as it comes
     out = []
     for raw in texts:
         sc.begin_file(len(raw))
@@ -125,6 +125,60 @@ def test_several_files_share_dictionaries_and_indices() -> None:
     ]
     sc = _check(texts, 10_000, 256)
     assert sc.splits_taken > 0
+
+
+class _Pieces:
+    """A reader whose readinto writes the text in pieces of the given sizes, in turn (short
+    reads, as a gzip reader or a pipe gives them)."""
+
+    def __init__(self, raw: bytes, sizes: list[int]) -> None:
+        self.raw, self.sizes, self.pos, self.calls = raw, sizes, 0, 0
+
+    def readinto(self, buf: memoryview) -> int:
+        n = min(len(buf), self.sizes[self.calls % len(self.sizes)], len(self.raw) - self.pos)
+        buf[:n] = self.raw[self.pos : self.pos + n]
+        self.pos += n
+        self.calls += 1
+        return n
+
+
+def test_feed_from_reads_in_place_whatever_pieces_the_reader_gives() -> None:
+    # The importer reads a file straight into the scanner's buffer (gunzipped there); the
+    # pieces and the buffer's size decide where values are cut and where the text is split
+    # between the threads, never the result.
+    from stallscope import _core
+
+    trap = '}, {"ph": "X", "name": "fake"},\n  {'
+    events = [_event(i, trap if i % 5 == 0 else f"k{i % 17}") for i in range(3000)]
+    raw = json.dumps({"traceEvents": events, "x": {"rank": 3}}).encode()
+    (whole,), dicts, _ = _scan([raw], len(raw), 0)
+    assert isinstance(whole, dict) and whole["rank"] == 3
+    taken = 0
+    for fill, sizes in (
+        (1 << 20, [1 << 20]),
+        (8192, [1, 7, 5000, 300, 65536]),
+        (50_000, [4093, 12_000]),
+    ):
+        sc = _core.KinetoScanner(4096, fill)
+        sc.begin_file(len(raw))
+        reader = _Pieces(raw, sizes)
+        assert sc.feed_from(reader.readinto)
+        assert reader.pos == len(raw)
+        assert _same([sc.end_file()], [whole]), (fill, sizes)
+        assert {w: sc.strings(w) for w in ("cat", "name", "args")} == dicts
+        taken += sc.splits_taken
+    assert taken > 0
+    # The reader's own error reaches the caller as it is (the importer words gzip errors).
+    sc = _core.KinetoScanner()
+    sc.begin_file()
+
+    def broken(buf: memoryview) -> int:
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+    with pytest.raises(EOFError, match="end-of-stream"):
+        sc.feed_from(broken)
+    with pytest.raises(ValueError, match="past the buffer"):
+        sc.feed_from(lambda buf: len(buf) + 1)
 
 
 _fast = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
