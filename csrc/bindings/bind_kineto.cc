@@ -263,6 +263,14 @@ void bind_kineto(py::module_& m) {
            "End of the file: its columns (dict), or a str saying why the general reader must "
            "take it.")
       .def(
+          "release_buffers",
+          [](StreamScanner& s) {
+            py::gil_scoped_release nogil;  // joins the second thread
+            s.release_buffers();
+          },
+          "Free the text buffers and the second thread once the last file is read (the "
+          "dictionaries stay; reading again makes them anew).")
+      .def(
           "strings",
           [](const StreamScanner& s, const std::string& which, size_t start) {
             const kineto::Dict& d = which == "cat"    ? s.cats()

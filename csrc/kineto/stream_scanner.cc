@@ -128,6 +128,18 @@ bool StreamScanner::feed(std::string_view chunk) {
   return state_ != kFailed;
 }
 
+void StreamScanner::release_buffers() {
+  if (pending_) {  // a file left before its end: its last split is dropped
+    pending_ = false;
+    worker_->discard();
+  }
+  worker_.reset();
+  fill_.reset();
+  held_.reset();
+  fill_size_ = 0;
+  std::string().swap(buf_);
+}
+
 StreamScanner::Span StreamScanner::input_space() {
   if (!fill_) fill_ = std::make_unique<char[]>(fill_bytes_);
   return Span{fill_.get() + fill_size_, fill_bytes_ - fill_size_};

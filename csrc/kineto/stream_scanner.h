@@ -107,6 +107,10 @@ class StreamScanner {
   bool input_done(size_t n);
   // End of the file's text: true and *out filled, or false (reason()).
   bool end_file(FileResult* out);
+  // Frees what reading needs (the text buffers, the second thread and its columns) once the
+  // last file is read: the conversion that follows holds the most memory of an import. The
+  // dictionaries stay; reading again makes the rest anew.
+  void release_buffers();
   const std::string& reason() const { return reason_; }
 
   const Dict& cats() const { return cats_; }

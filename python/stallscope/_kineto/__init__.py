@@ -221,6 +221,7 @@ def _read_native(
             continue
         scans.append(fs)
         facts.append(_facts(path, fs.meta, fs.res["rank"]))
+    session.scanner.release_buffers()  # before the conversion, which holds the most memory
     if not scans:
         return None, {}, general
 

@@ -181,6 +181,29 @@ def test_feed_from_reads_in_place_whatever_pieces_the_reader_gives() -> None:
         sc.feed_from(lambda buf: len(buf) + 1)
 
 
+def test_release_buffers_between_files_keeps_dictionaries_and_results() -> None:
+    # The importer frees the text buffers and the second thread once it has read the last file;
+    # a scanner read again afterwards makes them anew and goes on with the same dictionaries.
+    from stallscope import _core
+
+    texts = [
+        json.dumps({"traceEvents": [_event(i, f"n{(i * r) % 37}") for i in range(2000)]}).encode()
+        for r in (1, 3)
+    ]
+    expected, dicts, _ = _scan(texts, 20_000, 4096)
+    sc = _core.KinetoScanner(4096, 20_000)
+    got = []
+    for raw in texts:
+        sc.begin_file(len(raw))
+        reader = _Pieces(raw, [7_000])
+        assert sc.feed_from(reader.readinto)
+        got.append(sc.end_file())
+        sc.release_buffers()
+    assert _same(got, expected)
+    assert {w: sc.strings(w) for w in ("cat", "name", "args")} == dicts
+    assert sc.splits_taken > 0
+
+
 _fast = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 _slow = settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
 
