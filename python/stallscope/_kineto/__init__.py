@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from stallscope._kineto import _native
+from stallscope._kineto import _native, _native_read
 from stallscope._kineto._collectives import collective_events
 from stallscope._kineto._convert import TRACE_MARK, convert
 from stallscope._kineto._parse import parse_owned, read_bytes
@@ -211,8 +211,8 @@ def _read_native(
 ) -> tuple[pl.DataFrame | None, dict[Path, RankMeta], list[tuple[Path, pl.DataFrame, RankMeta]]]:
     """Files through the native scanner: (their events, sorted by rank and time; their
     RankMeta by path) plus the files it declined, read by the general reader."""
-    session = _native.Session()
-    scans: list[_native.FileScan] = []
+    session = _native_read.Session()
+    scans: list[_native_read.FileScan] = []
     facts: list[_Facts] = []
     general: list[tuple[Path, pl.DataFrame, RankMeta]] = []
     for path, fs in session.read_all(paths):
@@ -246,7 +246,7 @@ def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
     files = _files(paths)
     frames: list[pl.DataFrame] = []
     by_path: dict[Path, RankMeta] = {}
-    if _reader() != "general" and _native.available():
+    if _reader() != "general" and _native_read.available():
         native, by_path, general = _read_native(files)
         # Everything the scan kept (flows, NCCL metadata, columns replaced by sorted copies) is
         # freed once _read_native returns: give those pages back too (large imports only).

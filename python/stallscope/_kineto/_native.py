@@ -1,35 +1,19 @@
-"""The native reader of Kineto JSON: files stream through `_core.KinetoScanner` (gunzipped into
-its 0.5 MiB buffer, never held whole), which keeps only the complete events that pass the importer's row
-checks, as typed columns with strings as codes into dictionaries shared by every file of the
-import. The conversion to the event schema then runs once for all files: per-string work (kind,
-category and step of each distinct category and name) on the dictionaries here, per-row work and
-the sort in one C++ pass (`_core.kineto_convert`, csrc/kineto/row_convert.h), strings gathered by
-code. Results are those of the general reader (_parse + _convert), value for value.
-
-Each buffer of text is read by two threads: a second one reads its second part from a guessed
-event start, and its events are taken only when the first thread's own reading arrives at that
-start (csrc/kineto/segment_worker.h); the second thread then appends them while this thread
-gunzips the next buffer. Results are the one-thread results, code for code.
-
-The scanner takes the common shape only (see csrc/kineto/stream_scanner.h); for any other file
-it says why, and the caller reads that file with the general reader, which also words the error
-for malformed input. Numbers follow the general reader's typed decoder (msgspec, a dependency).
+"""The native reader of Kineto JSON: the files read by `_native_read.Session` (one scanner per
+import, string dictionaries shared by its files) are converted to the event schema once for
+all files: per-string work (kind, category and step of each distinct category and name) on the
+dictionaries here, per-row work and the sort in one C++ pass (`_core.kineto_convert`,
+csrc/kineto/row_convert.h), strings gathered by code, NCCL collectives inserted where the sort
+puts them. Results are those of the general reader (_parse + _convert), value for value.
+Numbers follow the general reader's typed decoder (msgspec, a dependency).
 """
 
 from __future__ import annotations
 
-import gzip
-import os
-import threading
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from queue import Queue
-from typing import Any, BinaryIO, Final
+from typing import Any, Final
 
 import numpy as np
-import orjson
 import polars as pl
 
 from stallscope import _arrow
@@ -43,8 +27,8 @@ from stallscope._kineto._convert import (
     clean_str,
     unknown_categories,
 )
-from stallscope._kineto._fastjson import META_KEYS
 from stallscope._kineto._name_facts import name_facts
+from stallscope._kineto._native_read import FileScan, Session
 from stallscope._schema import (
     CATEGORIES,
     CATEGORY,
@@ -55,114 +39,6 @@ from stallscope._schema import (
     KINDS,
     kind_mask,
 )
-from stallscope.exceptions import TraceImportError
-
-_CHUNK: Final = 1 << 14  # compressed bytes per read by the gunzip thread (~0.25 MiB of text)
-_INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzipped inline, no thread
-# A gunzip thread beside the scanner's two threads only where each has a core. With two, this
-# thread gunzips straight into the scanner's buffer (`Session._feed_file`) while the scanner's
-# second thread reads on: the three contending for two cores measured no faster than one thread
-# gunzipping, on the 2-core VM. The thread hands over text in chunks of 16 KiB compressed: the
-# gunzipped text of 32 KiB ones (~0.5 MiB) came from a fresh mmap each time (glibc's threshold
-# never settled), whose page faults and unmaps cost the V100 import ~20 ms in a fresh process.
-_GUNZIP_THREAD_CORES: Final = 3
-
-
-def available() -> bool:
-    try:
-        from stallscope import _core
-    except ImportError:
-        return False
-    return hasattr(_core, "KinetoScanner")
-
-
-def parse_meta(raw: bytes) -> dict[str, Any] | None:
-    """The top-level members the importer reads (META_KEYS) from the scanner's metadata text
-    (`{"traceEvents":[], <the file's other members>}`), as the general reader decodes them;
-    None when orjson cannot take the text (an integer beyond 64 bits, say): the general reader
-    then reads the file and decides. orjson, not msgspec: importing msgspec and building its
-    typed decoder costs more than the metadata of a whole import."""
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(doc, dict):
-        return None
-    return {k: v for k in META_KEYS if (v := doc.get(k)) is not None}
-
-
-def _inflater() -> Any:
-    """A gzip decompressor: ISA-L's (about 3x zlib's speed) when installed, else zlib's."""
-    try:
-        from isal import isal_zlib
-
-        return isal_zlib.decompressobj(31)
-    except ImportError:
-        return zlib.decompressobj(31)
-
-
-def _gzip_readinto(
-    f: BinaryIO,
-) -> tuple[Callable[[memoryview], int | None], tuple[type[BaseException], ...]]:
-    """readinto of the gzip stream `f` (members concatenated) and the errors it raises for
-    broken gzip. ISA-L's reader inflates straight into the caller's buffer (no bytes object
-    per chunk: on the V100 trace 13 ms against 40 ms for a decompressor's 16 KiB pieces, in a
-    fresh process); the standard library's reader where ISA-L is missing."""
-    try:
-        from isal import isal_zlib
-
-        reader = isal_zlib._GzipReader(f)  # what isal.igzip's files read through
-        isal_error: type[BaseException] = getattr(isal_zlib, "IsalError", OSError)
-        return reader.readinto, (EOFError, OSError, isal_error)
-    except (ImportError, AttributeError):
-        gz = gzip.GzipFile(fileobj=f, mode="rb")
-        return gz.readinto, (EOFError, OSError, zlib.error)
-
-
-def _gzip_error(path: Path, why: object) -> TraceImportError:
-    return TraceImportError(
-        f"{path}: corrupt or truncated gzip ({why}); re-copy the trace or gunzip it to check"
-    )
-
-
-def _chunks(path: Path) -> Iterator[bytes]:
-    """The file's text in chunks (gunzipped when it is gzip, members concatenated)."""
-    try:
-        f = path.open("rb")
-    except OSError as e:
-        raise TraceImportError(f"{path}: cannot read ({e.strerror or e})") from None
-    with f:
-        head = f.read(_CHUNK)
-        if head[:2] != b"\x1f\x8b":
-            while head:
-                yield head
-                head = f.read(_CHUNK)
-            return
-        d = _inflater()
-        data = head
-        while data:
-            try:
-                out = d.decompress(data)
-                while d.eof and d.unused_data:  # another gzip member follows
-                    rest = d.unused_data
-                    d = _inflater()
-                    out += d.decompress(rest)
-            except Exception as e:  # zlib.error / isal's IsalError
-                raise _gzip_error(path, e) from None
-            if out:
-                yield out
-            data = f.read(_CHUNK)
-        if not d.eof:
-            raise _gzip_error(path, "Compressed file ended before the end-of-stream marker")
-
-
-def _cores() -> int:
-    """CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
 
 # The scanner's columns take about 90 bytes per event. Freed heap up to KEEP_FREED is left to
 # glibc: the analysis that follows an import allocates about as much again and reuses it without
@@ -181,122 +57,6 @@ def trim_heap(events: int) -> None:
     from stallscope import _core
 
     _core.trim_heap()
-
-
-@dataclass
-class FileScan:
-    """What the scanner kept of one file."""
-
-    path: Path
-    res: dict[str, Any]
-    meta: dict[str, Any]
-
-
-class Session:
-    """One import: a scanner whose string dictionaries the files share."""
-
-    def __init__(self) -> None:
-        from stallscope import _core
-
-        self.scanner = _core.KinetoScanner()
-
-    def read(self, path: Path) -> FileScan | None:
-        """The file's columns, or None when the general reader must take it (the scanner does
-        not accept its shape). TraceImportError for unreadable files and broken gzip."""
-        return next(self.read_all([path]))[1]
-
-    def read_all(self, paths: list[Path]) -> Iterator[tuple[Path, FileScan | None]]:
-        """`read` of each path in turn, as a generator. Each file is read (gunzipped) straight
-        into the scanner's buffer. When the files hold more than _INLINE bytes in all and there
-        are _GUNZIP_THREAD_CORES cores, one thread gunzips them instead, in order ahead of the
-        scan (both release the GIL), across file boundaries, so a folder of small per-rank
-        files overlaps too. The rest of a file the scanner declines is skipped."""
-        sizes = []
-        for path in paths:
-            try:
-                sizes.append(path.stat().st_size)
-            except OSError:
-                sizes.append(0)  # the read words the error
-        # Small imports (a thread would cost more than it overlaps), or no core for a thread.
-        if sum(sizes) <= _INLINE or _cores() < _GUNZIP_THREAD_CORES:
-            for path, size in zip(paths, sizes, strict=True):
-                self._begin(path, size)
-                yield path, self._end(path, self._feed_file(path))
-            return
-        q: Queue[tuple[int, bytes | BaseException | None]] = Queue(maxsize=3)
-        stop = threading.Event()
-        skip = [-1]  # the file whose remaining chunks the producer drops
-
-        def produce() -> None:
-            for i, path in enumerate(paths):
-                try:
-                    for chunk in _chunks(path):
-                        if stop.is_set():
-                            return
-                        if skip[0] == i:
-                            break
-                        q.put((i, chunk))
-                    q.put((i, None))
-                except BaseException as e:  # handed to the reader, raised there
-                    q.put((i, e))
-                    return
-
-        t = threading.Thread(target=produce, name="stallscope-gunzip", daemon=True)
-        t.start()
-        try:
-            for i, (path, size) in enumerate(zip(paths, sizes, strict=True)):
-                self._begin(path, size)
-                ok = True
-                while True:
-                    j, item = q.get()
-                    assert j == i, (j, i)
-                    if item is None:
-                        break
-                    if isinstance(item, BaseException):
-                        raise item
-                    if ok and not self.scanner.feed(item):
-                        ok = False
-                        skip[0] = i
-                yield path, self._end(path, ok)
-        finally:
-            stop.set()
-            while t.is_alive():  # unblock a producer waiting on a full queue
-                while not q.empty():
-                    q.get_nowait()
-                t.join(0.01)
-
-    def _feed_file(self, path: Path) -> bool:
-        """The file's text read (gunzipped) straight into the scanner's buffer; False once the
-        scanner declines it (the rest is not read)."""
-        try:
-            f = path.open("rb")
-        except OSError as e:
-            raise TraceImportError(f"{path}: cannot read ({e.strerror or e})") from None
-        with f:
-            if f.read(2) != b"\x1f\x8b":
-                f.seek(0)
-                return self.scanner.feed_from(f.readinto)
-            f.seek(0)
-            readinto, broken = _gzip_readinto(f)
-            try:
-                return self.scanner.feed_from(readinto)
-            except broken as e:
-                raise _gzip_error(path, e) from None
-
-    def _begin(self, path: Path, size: int) -> None:
-        # Text size guess for the column reservation: gzip'd JSON traces shrink about 18x.
-        self.scanner.begin_file(size * (20 if path.name.endswith(".gz") else 1))
-
-    def _end(self, path: Path, ok: bool) -> FileScan | None:
-        sc = self.scanner
-        res = sc.end_file() if ok else "unsupported"
-        if isinstance(res, str):
-            sc.begin_file()
-            return None
-        meta = parse_meta(res["meta_json"])
-        if meta is None:
-            return None
-        return FileScan(path, res, meta)
 
 
 @dataclass

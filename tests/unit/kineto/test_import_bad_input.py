@@ -132,11 +132,11 @@ def test_nccl_metadata_of_dropped_events(tmp_path: Path) -> None:
 def test_large_gzip_read_in_a_thread_and_its_truncation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: bool
 ) -> None:
-    from stallscope._kineto import _native
+    from stallscope._kineto import _native_read
 
     # With a gunzip thread (machines of 3+ cores) and without (the scanner's second thread
     # reads on while this one gunzips).
-    monkeypatch.setattr(_native, "_GUNZIP_THREAD_CORES", 0 if thread else 1 << 20)
+    monkeypatch.setattr(_native_read, "_GUNZIP_THREAD_CORES", 0 if thread else 1 << 20)
     p = _large_gz(tmp_path / "big.json")
     ev = stallscope.import_kineto(p)
     assert ev.filter(pl.col("kind") == "kernel").height == 40_000

@@ -20,9 +20,11 @@ from test_import_fuzz import document  # type: ignore[import-not-found]
 
 import stallscope
 from stallscope import StallscopeWarning, TraceImportError
-from stallscope._kineto import _native, read_kineto
+from stallscope._kineto import _native, _native_read, read_kineto
 
-pytestmark = pytest.mark.skipif(not _native.available(), reason="_core built without KinetoScanner")
+pytestmark = pytest.mark.skipif(
+    not _native_read.available(), reason="_core built without KinetoScanner"
+)
 
 
 def _scan(raw: bytes, chunk: int) -> Any:
@@ -73,7 +75,7 @@ def test_real_traces_identical(kineto_data: Path, monkeypatch: pytest.MonkeyPatc
     for folder in folders:
         for f in sorted(folder.iterdir()):
             # The scanner takes every real trace itself (no silent fallback).
-            assert _native.Session().read(f) is not None, f
+            assert _native_read.Session().read(f) is not None, f
         general, native = _both(folder, monkeypatch)
         assert not isinstance(general, str), general
         _same(general, native)
@@ -156,7 +158,7 @@ def test_scanner_survives_mutations(cuts: list[tuple[int, bytes]], end: int) -> 
 def test_scanner_values(tmp_path: Path) -> None:
     p = tmp_path / "seed.json"
     p.write_bytes(_SEED)
-    session = _native.Session()
+    session = _native_read.Session()
     fs = session.read(p)
     assert fs is not None
     rows, sc = fs.res["rows"], session.scanner
@@ -227,8 +229,8 @@ def test_folder_gunzipped_in_one_thread_across_files(
     # takes it) or a later file's gzip is broken (the error names that file).
     src = kineto_data / "param_dlrm_8rank"
     inline = stallscope.import_kineto(src)
-    monkeypatch.setattr(_native, "_GUNZIP_THREAD_CORES", 0)  # the thread whatever the machine
-    monkeypatch.setattr(_native, "_INLINE", 0)
+    monkeypatch.setattr(_native_read, "_GUNZIP_THREAD_CORES", 0)  # the thread whatever the machine
+    monkeypatch.setattr(_native_read, "_INLINE", 0)
     assert_frame_equal(stallscope.import_kineto(src), inline)
 
     files = sorted(src.iterdir())[:3]
@@ -240,9 +242,9 @@ def test_folder_gunzipped_in_one_thread_across_files(
             raw = raw.replace(b'"pid": ', b'"pid": 1.0, "x": ', 1)
         (folder / f.name).write_bytes(gzip.compress(raw))
     got = stallscope.import_kineto(folder)
-    monkeypatch.setattr(_native, "_INLINE", 1 << 40)
+    monkeypatch.setattr(_native_read, "_INLINE", 1 << 40)
     assert_frame_equal(got, stallscope.import_kineto(folder))
-    monkeypatch.setattr(_native, "_INLINE", 0)
+    monkeypatch.setattr(_native_read, "_INLINE", 0)
     broken = folder / files[2].name
     broken.write_bytes(broken.read_bytes()[:-100])
     with pytest.raises(TraceImportError, match=files[2].name):

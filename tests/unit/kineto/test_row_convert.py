@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope._kineto import _native
+from stallscope._kineto import _native, _native_read
 from stallscope._schema import CATEGORY_ID, KIND_ID
 
 pytestmark = pytest.mark.skipif(
-    not _native.available(), reason="_core built without KinetoScanner, or msgspec missing"
+    not _native_read.available(), reason="_core built without KinetoScanner, or msgspec missing"
 )
 
 NULL = _native.NULL

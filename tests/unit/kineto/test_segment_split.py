@@ -17,9 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_import_fuzz import CATS, NAMES, event_object, scalar  # type: ignore[import-not-found]
 
-from stallscope._kineto import _native
+from stallscope._kineto import _native_read
 
-pytestmark = pytest.mark.skipif(not _native.available(), reason="_core built without KinetoScanner")
+pytestmark = pytest.mark.skipif(
+    not _native_read.available(), reason="_core built without KinetoScanner"
+)
 
 
 def _scan(texts: list[bytes], chunk: int, split_min: int) -> tuple[list[Any], dict[str, Any], Any]:
