@@ -1,16 +1,17 @@
-// SegmentWorker: a second StreamScanner on its own thread, so that one chunk of a trace is read
-// by two cores (the scan, not the gunzip, is what bounds an import).
+// SegmentWorker: a second StreamScanner on its own thread, so that one buffer of a trace's text
+// is read by two cores (the scan, not the gunzip, is what bounds an import).
 //
-// The owner (StreamScanner::parse_split) guesses an event's start in the later part of a chunk
+// The owner (StreamScanner::parse_split) guesses an event's start in the later part of a buffer
 // inside traceEvents: a '{' that follows `}` `,` across whitespace. The worker reads events from
-// there (a copy of the text) with its own dictionaries while the owner reads up to that byte.
-// The guess stands only when the owner's own reading arrives there ready to read the next
-// element of traceEvents, with whitespace alone between; then, at the next chunk (the worker
-// reads on while the caller gunzips it), the owner takes the worker's complete events (codes
-// mapped into its dictionaries, event indices offset by its count) and reads on after the last
-// of them.
+// there (the text in place: the owner leaves it untouched until take_pending) with its own
+// dictionaries while the owner reads up to that byte. The guess stands only when the owner's
+// own reading arrives there ready to read the next element of traceEvents, with whitespace
+// alone between; the owner then says so (take()), and the worker appends its complete events
+// to the owner's (codes mapped into its dictionaries, event indices offset by its count) while
+// the owner's thread gunzips the next buffer. At the next buffer (take_pending) the owner waits
+// for that and reads on after the last of them.
 // A wrong guess (the bytes were inside a string, say) costs the worker's time only: the owner
-// reads the half itself. Either way the result is the one thread's, value for value and code
+// reads the part itself. Either way the result is the one thread's, value for value and code
 // for code (the worker's strings are interned in its reading order, after the owner's).
 #pragma once
 

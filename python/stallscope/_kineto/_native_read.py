@@ -21,6 +21,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
@@ -31,14 +32,14 @@ import orjson
 from stallscope._kineto._fastjson import META_KEYS
 from stallscope.exceptions import TraceImportError
 
-_CHUNK: Final = 1 << 14  # compressed bytes per read by the gunzip thread (~0.25 MiB of text)
+_PIECE: Final = 1 << 18  # bytes of text per piece the gunzip thread hands over
 _INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzipped inline, no thread
 # A gunzip thread beside the scanner's two threads only where each has a core. With two, this
 # thread gunzips straight into the scanner's buffer (`Session._feed_file`) while the scanner's
 # second thread reads on: the three contending for two cores measured no faster than one thread
-# gunzipping, on the 2-core VM. The thread hands over text in chunks of 16 KiB compressed: the
-# gunzipped text of 32 KiB ones (~0.5 MiB) came from a fresh mmap each time (glibc's threshold
-# never settled), whose page faults and unmaps cost the V100 import ~20 ms in a fresh process.
+# gunzipping, on the 2-core VM. The thread's pieces are fixed-size buffers (a decompressor's
+# output grown by realloc came from a fresh mmap each time, whose page faults and unmaps cost
+# the V100 import ~20 ms in a fresh process).
 _GUNZIP_THREAD_CORES: Final = 3
 
 
@@ -65,22 +66,12 @@ def parse_meta(raw: bytes) -> dict[str, Any] | None:
     return {k: v for k in META_KEYS if (v := doc.get(k)) is not None}
 
 
-def _inflater() -> Any:
-    """A gzip decompressor: ISA-L's (about 3x zlib's speed) when installed, else zlib's."""
-    try:
-        from isal import isal_zlib
-
-        return isal_zlib.decompressobj(31)
-    except ImportError:
-        return zlib.decompressobj(31)
-
-
 def _gzip_readinto(
     f: BinaryIO,
 ) -> tuple[Callable[[memoryview], int | None], tuple[type[BaseException], ...]]:
     """readinto of the gzip stream `f` (members concatenated) and the errors it raises for
     broken gzip. ISA-L's reader inflates straight into the caller's buffer (no bytes object
-    per chunk: on the V100 trace 13 ms against 40 ms for a decompressor's 16 KiB pieces, in a
+    per piece: on the V100 trace 13 ms against 40 ms for a decompressor's 16 KiB pieces, in a
     fresh process); the standard library's reader where ISA-L is missing."""
     try:
         from isal import isal_zlib
@@ -99,35 +90,37 @@ def _gzip_error(path: Path, why: object) -> TraceImportError:
     )
 
 
-def _chunks(path: Path) -> Iterator[bytes]:
-    """The file's text in chunks (gunzipped when it is gzip, members concatenated)."""
+@contextmanager
+def _text(path: Path) -> Iterator[Callable[[memoryview], int | None]]:
+    """readinto of the file's text, gunzipped when it is gzip (members concatenated); broken
+    gzip raises TraceImportError naming the file."""
     try:
         f = path.open("rb")
     except OSError as e:
         raise TraceImportError(f"{path}: cannot read ({e.strerror or e})") from None
     with f:
-        head = f.read(_CHUNK)
-        if head[:2] != b"\x1f\x8b":
-            while head:
-                yield head
-                head = f.read(_CHUNK)
+        gz = f.read(2) == b"\x1f\x8b"
+        f.seek(0)
+        if not gz:
+            yield f.readinto
             return
-        d = _inflater()
-        data = head
-        while data:
-            try:
-                out = d.decompress(data)
-                while d.eof and d.unused_data:  # another gzip member follows
-                    rest = d.unused_data
-                    d = _inflater()
-                    out += d.decompress(rest)
-            except Exception as e:  # zlib.error / isal's IsalError
-                raise _gzip_error(path, e) from None
-            if out:
-                yield out
-            data = f.read(_CHUNK)
-        if not d.eof:
-            raise _gzip_error(path, "Compressed file ended before the end-of-stream marker")
+        readinto, broken = _gzip_readinto(f)
+        try:
+            yield readinto
+        except broken as e:
+            raise _gzip_error(path, e) from None
+
+
+def _pieces(path: Path) -> Iterator[bytearray]:
+    """The file's text in pieces of _PIECE bytes (the last one shorter), for the gunzip thread."""
+    with _text(path) as readinto:
+        while True:
+            piece = bytearray(_PIECE)
+            n = readinto(memoryview(piece))
+            if not n:
+                return
+            del piece[n:]
+            yield piece
 
 
 def _cores() -> int:
@@ -178,19 +171,19 @@ class Session:
                 self._begin(path, size)
                 yield path, self._end(path, self._feed_file(path))
             return
-        q: Queue[tuple[int, bytes | BaseException | None]] = Queue(maxsize=3)
+        q: Queue[tuple[int, bytearray | BaseException | None]] = Queue(maxsize=3)
         stop = threading.Event()
-        skip = [-1]  # the file whose remaining chunks the producer drops
+        skip = [-1]  # the file whose remaining pieces the producer drops
 
         def produce() -> None:
             for i, path in enumerate(paths):
                 try:
-                    for chunk in _chunks(path):
+                    for piece in _pieces(path):
                         if stop.is_set():
                             return
                         if skip[0] == i:
                             break
-                        q.put((i, chunk))
+                        q.put((i, piece))
                     q.put((i, None))
                 except BaseException as e:  # handed to the reader, raised there
                     q.put((i, e))
@@ -223,20 +216,8 @@ class Session:
     def _feed_file(self, path: Path) -> bool:
         """The file's text read (gunzipped) straight into the scanner's buffer; False once the
         scanner declines it (the rest is not read)."""
-        try:
-            f = path.open("rb")
-        except OSError as e:
-            raise TraceImportError(f"{path}: cannot read ({e.strerror or e})") from None
-        with f:
-            if f.read(2) != b"\x1f\x8b":
-                f.seek(0)
-                return self.scanner.feed_from(f.readinto)
-            f.seek(0)
-            readinto, broken = _gzip_readinto(f)
-            try:
-                return self.scanner.feed_from(readinto)
-            except broken as e:
-                raise _gzip_error(path, e) from None
+        with _text(path) as readinto:
+            return self.scanner.feed_from(readinto)
 
     def _begin(self, path: Path, size: int) -> None:
         # Text size guess for the column reservation: gzip'd JSON traces shrink about 18x.

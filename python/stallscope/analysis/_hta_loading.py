@@ -72,8 +72,8 @@ class HtaRows:
       ``is_gpu``;
     - ``ts``, ``end`` (HTA's µs, float64), ``runtime`` (the aligned ts of the CPU row with the same
       correlation, NaN when none: GPU rows only);
-    - ``kernel_type``: HTA's, a position in KERNEL_TYPES, on rows with a stream (-1 elsewhere:
-      no view reads it there).
+    - ``kernel_type`` (computed from ``names``): HTA's, a position in KERNEL_TYPES, on rows with
+      a stream (-1 elsewhere: no view reads it there).
 
     ``frame()`` gives them as the frame `hta_rows` returns."""
 
@@ -88,9 +88,15 @@ class HtaRows:
     ts: np.ndarray[Any, Any]
     end: np.ndarray[Any, Any]
     runtime: np.ndarray[Any, Any]
-    kernel_type: np.ndarray[Any, Any]
     name_column: pl.Series  # the events' name column (`row` indexes it)
+    kernel_type: np.ndarray[Any, Any] = field(init=False)
     _frame: pl.DataFrame | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # HTA's kernel type of each row with a stream, classified once per distinct name.
+        types = self.names.to_frame("n").select(hta_kernel_type(pl.col("n")).cast(KERNEL_TYPE))
+        type_of_name = types.to_series().to_physical().to_numpy().astype(np.int8)
+        self.kernel_type = np.where(self.stream != -1, type_of_name[self.name], np.int8(-1))
 
     def gpu(self) -> np.ndarray[Any, Any]:
         """Positions of the rows with a stream (HTA's GPU kernel rows)."""
@@ -189,7 +195,7 @@ def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: b
     ts, end = _hta_times(start - base, ev["end_ns"].to_numpy()[idx] - start, flt)
     del start, base, corr_all
     if len(idx) == 0:
-        return _rows(idx, rank, kind, name, names, stream, corr, is_gpu, ts, end, ts, name_column)
+        return HtaRows(idx, rank, kind, name, names, stream, corr, is_gpu, ts, end, ts, name_column)
     shift = float(ts.min())
     ts -= shift
     end -= shift
@@ -211,7 +217,9 @@ def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: b
             x[sel] for x in (idx, rank, kind, name, stream, corr, is_gpu)
         )
         ts, end, runtime = ts[sel], end[sel], runtime[sel]
-    return _rows(idx, rank, kind, name, names, stream, corr, is_gpu, ts, end, runtime, name_column)
+    return HtaRows(
+        idx, rank, kind, name, names, stream, corr, is_gpu, ts, end, runtime, name_column
+    )
 
 
 _NEEDED = ("rank", "kind", "name", "start_ns", "end_ns", "lane", "correlation")
@@ -219,42 +227,6 @@ _MARK_COLS = ("rank", "name", "detail")
 # By kind code: whether HTA has such rows; whether the kind is GPU activity.
 _HTA_KIND = ~kind_mask(NOT_HTA_KINDS)
 _GPU_KIND = kind_mask(GPU_KINDS)
-
-
-def _rows(
-    row: np.ndarray[Any, Any],
-    rank: np.ndarray[Any, Any],
-    kind: np.ndarray[Any, Any],
-    name: np.ndarray[Any, Any],
-    names: pl.Series,
-    stream: np.ndarray[Any, Any],
-    corr: np.ndarray[Any, Any],
-    is_gpu: np.ndarray[Any, Any],
-    ts: np.ndarray[Any, Any],
-    end: np.ndarray[Any, Any],
-    runtime: np.ndarray[Any, Any],
-    name_column: pl.Series,
-) -> HtaRows:
-    """HtaRows from its arrays, HTA's kernel type of each GPU row added (classified once per
-    distinct name)."""
-    types = names.to_frame("n").select(hta_kernel_type(pl.col("n")).cast(KERNEL_TYPE))
-    type_of_name = types.to_series().to_physical().to_numpy().astype(np.int8)
-    kernel_type = np.where(stream != -1, type_of_name[name], np.int8(-1))
-    return HtaRows(
-        row,
-        rank,
-        kind,
-        name,
-        names,
-        stream,
-        corr,
-        is_gpu,
-        ts,
-        end,
-        runtime,
-        kernel_type,
-        name_column,
-    )
 
 
 _KIND_NAMES = pl.Series(KINDS, dtype=pl.String)
