@@ -20,13 +20,6 @@ __version__ = "0.1.0"
 
 import os as _os
 
-# NumPy first, before Polars. NumPy's OpenBLAS starts its worker threads when NumPy is imported.
-# They busy-wait for about 120 ms before they sleep. Imported here, that wait overlaps Polars'
-# import, which runs on one core. Imported last (Polars imports NumPy lazily), it overlapped the
-# first call after `import stallscope`. On 2 cores it took one core from the two-thread Kineto
-# scan: 6-17 ms of an A100 trace's 60-80 ms import. bench/README.md has the measurement.
-import numpy as _np  # noqa: F401
-
 from stallscope import _core
 
 # Lets backends outside this extension (the NCCL profiler plugin) attach to this very core.
