@@ -8,12 +8,14 @@ breakdown; stallscope also computes its full stall table (work HTA has no equiva
 uses the default reader (the native scanner). Peak memory = the child's peak RSS (ru_maxrss of
 itself and, for HTA's multiprocessing parse, its children too: the parent samples the RSS of the
 child's whole process tree every 10 ms and also takes the child's own ru_maxrss; the larger is
-reported). A run is valid when the noise guard before and after it is quiet and, in every
+reported). Each child times its work once the threads its imports left running are idle
+(`_settle`: OpenBLAS's spin for ~120 ms after NumPy's import, which stallscope's import reaches
+late; --no-settle times right after the imports, as runs before 2026-11-23 did). A run is valid when the noise guard before and after it is quiet and, in every
 round, the rest of the machine (other processes and hypervisor steal, from /proc/stat) used at
 most OTHERS_LIMIT cores.
 
     python bench/kineto_vs_hta.py --hta-python /work/venvs/hta/bin/python [--rounds 7]
-        [--data ../shared/data/kineto] [--out bench/results/kineto_vs_hta.json]
+        [--data ../shared/data/kineto] [--out bench/results/kineto_vs_hta.json] [--no-settle]
 """
 
 from __future__ import annotations
@@ -39,12 +41,43 @@ def _peak_rss_mib() -> float:
     return max(me, kids) / 1024.0  # Linux: KiB
 
 
-def child_hta(trace_dir: str) -> dict[str, float]:
+def _settle(limit_s: float = 2.0) -> float:
+    """Wait until the child's other threads are idle (under 1 ms of CPU in 20 ms), at most
+    limit_s; seconds waited. Imports leave threads running: OpenBLAS's start when NumPy is
+    imported and busy-wait for ~120 ms. stallscope imports NumPy late (through Polars), so
+    without this their busy-wait ran into its timed work, on the two vCPUs that also run it."""
+    me = str(os.getpid())
+
+    def others_ns() -> int:
+        total = 0
+        for task in os.listdir("/proc/self/task"):
+            if task == me:
+                continue
+            try:
+                with open(f"/proc/self/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0])  # ns on a CPU
+            except (OSError, ValueError, IndexError):
+                pass
+        return total
+
+    t0 = time.perf_counter()
+    prev = others_ns()
+    while time.perf_counter() - t0 < limit_s:
+        time.sleep(0.02)
+        cur = others_ns()
+        if cur - prev < 1_000_000:
+            break
+        prev = cur
+    return time.perf_counter() - t0
+
+
+def child_hta(trace_dir: str, settle: bool = True) -> dict[str, float]:
     import logging
 
     logging.disable(logging.WARNING)
     from hta.trace_analysis import TraceAnalysis
 
+    settle_s = _settle() if settle else 0.0  # the imports' threads idle before timing
     base, base_anon = (x / 1024.0 for x in _mem_kib(os.getpid()))  # after the imports
     t0 = time.perf_counter()
     ta = TraceAnalysis(trace_dir=trace_dir)
@@ -58,10 +91,11 @@ def child_hta(trace_dir: str) -> dict[str, float]:
         "peak_rss_mib": _peak_rss_mib(),
         "baseline_rss_mib": base,
         "baseline_anon_mib": base_anon,
+        "settle_seconds": settle_s,
     }
 
 
-def child_stallscope(trace_dir: str) -> dict[str, float]:
+def child_stallscope(trace_dir: str, settle: bool = True) -> dict[str, float]:
     import warnings
 
     import stallscope
@@ -75,6 +109,7 @@ def child_stallscope(trace_dir: str) -> dict[str, float]:
     )
 
     warnings.simplefilter("ignore")
+    settle_s = _settle() if settle else 0.0  # the imports' threads idle before timing
     base, base_anon = (x / 1024.0 for x in _mem_kib(os.getpid()))  # after the imports
     t0 = time.perf_counter()
     events = stallscope.import_kineto(trace_dir)
@@ -89,6 +124,7 @@ def child_stallscope(trace_dir: str) -> dict[str, float]:
         "peak_rss_mib": _peak_rss_mib(),
         "baseline_rss_mib": base,
         "baseline_anon_mib": base_anon,
+        "settle_seconds": settle_s,
     }
 
 
@@ -132,12 +168,12 @@ def _tree_mem_kib(pid: int) -> tuple[int, int]:
     return rss, anon
 
 
-def _run(python: str, which: str, trace_dir: Path) -> dict[str, float]:
+def _run(python: str, which: str, trace_dir: Path, settle: bool = True) -> dict[str, float]:
     """Run one child; its own timing plus the peak RSS of its whole process tree, sampled every
     10 ms from here (HTA parses ranks in a multiprocessing pool)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [python, __file__, "--child", which, str(trace_dir)],
+        [python, __file__, "--child", which, str(trace_dir), *([] if settle else ["--no-settle"])],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -152,7 +188,8 @@ def _run(python: str, which: str, trace_dir: Path) -> dict[str, float]:
     if proc.returncode != 0:
         raise RuntimeError(f"{which} on {trace_dir} failed ({proc.returncode})")
     res = json.loads(out.strip().splitlines()[-1])
-    res["process_seconds"] = time.perf_counter() - t0
+    # The child's whole process, less its wait for idle threads (_settle).
+    res["process_seconds"] = time.perf_counter() - t0 - res["settle_seconds"]
     res["tree_peak_rss_mib"] = max(peak / 1024.0, res["peak_rss_mib"])
     # Peak above the child's own RSS right after its imports (polars alone is ~68 MiB).
     res["above_baseline_mib"] = res["tree_peak_rss_mib"] - res["baseline_rss_mib"]
@@ -168,12 +205,18 @@ def main() -> None:
     ap.add_argument("--hta-python", default="/work/venvs/hta/bin/python")
     ap.add_argument("--python", default=sys.executable, help="interpreter with stallscope")
     ap.add_argument("--data", type=Path, default=None)
+    ap.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="time right after the imports (before 2026-11-23), not once their threads are idle",
+    )
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "kineto_vs_hta.json")
     a = ap.parse_args()
     if a.child:
         which, trace_dir = a.child
-        res = child_hta(trace_dir) if which == "hta" else child_stallscope(trace_dir)
+        child = child_hta if which == "hta" else child_stallscope
+        res = child(trace_dir, settle=not a.no_settle)
         print(json.dumps(res))
         return
     data = a.data
@@ -199,7 +242,7 @@ def main() -> None:
         before = cpu_sample()
         for s in sets:
             for which, py in (("hta", a.hta_python), ("stallscope", a.python)):
-                res = _run(py, which, s)
+                res = _run(py, which, s, settle=not a.no_settle)
                 runs[s.name][which].append(res)
                 print(
                     f"round {r} {s.name:28s} {which:10s} {res['seconds']:8.3f} s "
@@ -254,6 +297,7 @@ def main() -> None:
             "load_avg_at_end": os.getloadavg(),
         },
         "rounds": a.rounds,
+        "settle": not a.no_settle,
         "noise_guard": guards,
         "others_during_rounds": during,
         "valid": all(g["quiet"] for g in guards) and all(o["ok"] for o in during),
