@@ -50,7 +50,11 @@ def _settle(limit_s: float = 2.0) -> float:
 
     def others_ns() -> int:
         total = 0
-        for task in os.listdir("/proc/self/task"):
+        try:
+            tasks = os.listdir("/proc/self/task")
+        except OSError:  # no /proc (not Linux): nothing to wait for
+            return 0
+        for task in tasks:
             if task == me:
                 continue
             try:
