@@ -10,9 +10,10 @@ itself and, for HTA's multiprocessing parse, its children too: the parent sample
 child's whole process tree every 10 ms and also takes the child's own ru_maxrss; the larger is
 reported). Each child times its work once the threads its imports left running are idle
 (`_settle`: OpenBLAS's spin for ~120 ms after NumPy's import, which stallscope's import reaches
-late; --no-settle times right after the imports, as runs before 2026-11-23 did). A run is valid when the noise guard before and after it is quiet and, in every
-round, the rest of the machine (other processes and hypervisor steal, from /proc/stat) used at
-most OTHERS_LIMIT cores.
+late; --no-settle times right after the imports, as runs before 2026-11-23 did). A run is
+valid when the noise guard before and after it is quiet and, in every round, the rest of the
+machine (other processes and hypervisor steal, from /proc/stat) used at most OTHERS_LIMIT
+cores.
 
     python bench/kineto_vs_hta.py --hta-python /work/venvs/hta/bin/python [--rounds 7]
         [--data ../shared/data/kineto] [--out bench/results/kineto_vs_hta.json] [--no-settle]
