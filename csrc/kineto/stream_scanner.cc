@@ -79,7 +79,13 @@ StreamScanner::StreamScanner(size_t split_min, size_t fill_bytes)
       split_min_(usable_cores() >= 2 ? split_min : 0) {}
 
 StreamScanner::~StreamScanner() {
-  if (pending_) worker_->discard();  // the worker reads held_, destroyed before it
+  drop_pending();  // the worker reads held_, destroyed before it
+}
+
+void StreamScanner::drop_pending() {
+  if (!pending_) return;
+  pending_ = false;
+  worker_->discard();
 }
 
 void StreamScanner::Event::clear() {
@@ -94,10 +100,7 @@ void StreamScanner::Event::clear() {
 }
 
 void StreamScanner::begin_file(size_t text_bytes) {
-  if (pending_) {  // a file left before its end: its last split is dropped
-    pending_ = false;
-    worker_->discard();
-  }
+  drop_pending();  // a file left before its end: its last split is dropped
   state_ = kStart;
   buf_.clear();
   fill_size_ = 0;
@@ -129,10 +132,7 @@ bool StreamScanner::feed(std::string_view chunk) {
 }
 
 void StreamScanner::release_buffers() {
-  if (pending_) {  // a file left before its end: its last split is dropped
-    pending_ = false;
-    worker_->discard();
-  }
+  drop_pending();  // a file left before its end: its last split is dropped
   worker_.reset();
   fill_.reset();
   held_.reset();

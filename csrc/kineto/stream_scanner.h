@@ -152,6 +152,8 @@ class StreamScanner {
   // the caller gunzips the next chunk.
   size_t parse_split(const char* begin, size_t size);
   void take_pending();
+  // The worker's part, if one is pending, dropped unread (a file left before its end).
+  void drop_pending();
   // The worker's side: events (an element's '{' at begin, then `, {...}` ...) read into this
   // scanner's columns; the bytes read up to the end of the last complete event (0: none).
   size_t scan_events(const char* begin, size_t size);
