@@ -3,6 +3,7 @@
 #include "kineto/segment_worker.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -55,6 +56,15 @@ const char* element_start(const char* begin, const char* from, const char* e) {
     if (q > begin && q[-1] == '}') return p;
   }
   return nullptr;
+}
+
+// A spin-wait hint: the core runs its sibling (or saves power) instead of the loop.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
 }
 
 }  // namespace
@@ -153,85 +163,94 @@ void StreamScanner::clear_events() {
   seg_ts_float_ = seg_dur_float_ = false;
 }
 
+template <typename Pred>
+void SegmentWorker::block_until(Pred ready) {
+  // Spin first: the clock is read once per 64 polls (a poll is a load and a pause).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kSpinNs);
+  for (int i = 1; !ready(); ++i) {
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) {
+      std::unique_lock<std::mutex> lk(mu_);
+      ++sleepers_;
+      cv_.wait(lk, ready);
+      --sleepers_;
+      return;
+    }
+    cpu_relax();
+  }
+}
+
+template <typename Set>
+void SegmentWorker::publish(Set set) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    set();
+    wake = sleepers_ > 0;  // read under mu_: a sleeper counts itself there before it sleeps
+  }
+  if (wake) cv_.notify_all();
+}
+
 SegmentWorker::SegmentWorker() : thread_([this] { run(); }) {}
 
 SegmentWorker::~SegmentWorker() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    quit_ = true;
-  }
-  cv_.notify_all();
+  publish([this] { quit_.store(true); });
   thread_.join();
 }
 
 void SegmentWorker::start(const char* begin, size_t size, StreamScanner* owner) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
+  publish([&] {
     begin_ = begin;
     size_ = size;
     owner_ = owner;
-    verdict_ = kUndecided;
-    job_ = true;
-    done_ = false;
-  }
-  cv_.notify_all();
+    verdict_.store(kUndecided);
+    done_.store(false);
+    job_.store(true);  // last: the job is whole when the worker sees it
+  });
 }
 
 void SegmentWorker::take() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    verdict_ = kTake;
-  }
-  cv_.notify_all();
+  publish([this] { verdict_.store(kTake); });
 }
 
 void SegmentWorker::discard() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!done_) verdict_ = kDrop;
-  }
-  cv_.notify_all();
+  publish([this] {
+    if (!done_.load()) verdict_.store(kDrop);
+  });
   wait(nullptr);
 }
 
 size_t SegmentWorker::wait(bool* waited) {
-  std::unique_lock<std::mutex> lk(mu_);
-  if (waited != nullptr) *waited = !done_;
-  cv_.wait(lk, [this] { return done_; });
+  if (waited != nullptr) *waited = !done_.load();
+  block_until([this] { return done_.load(); });
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   return used_;
 }
 
 void SegmentWorker::run() {
-  std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    cv_.wait(lk, [this] { return job_ || quit_; });
-    if (quit_) return;
-    const char* begin = begin_;
-    size_t size = size_;
-    lk.unlock();
+    block_until([this] { return job_.load() || quit_.load(); });
+    if (quit_.load()) return;
     size_t used = 0;
     try {
-      used = scan_.scan_events(begin, size);
+      used = scan_.scan_events(begin_, size_);
     } catch (...) {  // out of memory: nothing taken, the owner reads the part itself
       used = 0;
     }
-    lk.lock();
-    cv_.wait(lk, [this] { return verdict_ != kUndecided || quit_; });
-    if (verdict_ == kTake && used > 0) {
-      lk.unlock();
+    block_until([this] { return verdict_.load() != kUndecided || quit_.load(); });
+    bool take = verdict_.load() == kTake;
+    if (take && used > 0) {
       try {
         hand_over(owner_);
       } catch (...) {  // out of memory part way: the owner fails the file and raises it
         error_ = std::current_exception();
       }
-      lk.lock();
     }
     scan_.clear_events();
-    used_ = verdict_ == kTake ? used : 0;
-    job_ = false;
-    done_ = true;
-    cv_.notify_all();
+    publish([&] {
+      used_ = take ? used : 0;
+      job_.store(false);
+      done_.store(true);  // last: used_ and error_ are the owner's once it sees this
+    });
   }
 }
 
