@@ -203,8 +203,7 @@ void SegmentWorker::start(const char* begin, size_t size, StreamScanner* owner) 
     size_ = size;
     owner_ = owner;
     verdict_.store(kUndecided);
-    done_.store(false);
-    job_.store(true);  // last: the job is whole when the worker sees it
+    done_.store(false);  // last: the job is whole when the worker sees it
   });
 }
 
@@ -228,7 +227,7 @@ size_t SegmentWorker::wait(bool* waited) {
 
 void SegmentWorker::run() {
   for (;;) {
-    block_until([this] { return job_.load() || quit_.load(); });
+    block_until([this] { return !done_.load() || quit_.load(); });  // a job, or quit
     if (quit_.load()) return;
     size_t used = 0;
     try {
@@ -248,7 +247,6 @@ void SegmentWorker::run() {
     scan_.clear_events();
     publish([&] {
       used_ = take ? used : 0;
-      job_.store(false);
       done_.store(true);  // last: used_ and error_ are the owner's once it sees this
     });
   }

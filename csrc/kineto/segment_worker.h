@@ -82,8 +82,8 @@ class SegmentWorker {
   std::exception_ptr error_;  // the hand-over's, raised on the owner's thread by wait()
   enum Verdict { kUndecided, kTake, kDrop };
   std::atomic<int> verdict_{kUndecided};
-  std::atomic<bool> job_{false}, done_{true}, quit_{false};  // done_: no job running
-  std::thread thread_;  // last: started once the members above exist
+  std::atomic<bool> done_{true}, quit_{false};  // done_: no job running (false: one is)
+  std::thread thread_;                          // last: started once the members above exist
 };
 
 }  // namespace stallscope::kineto
