@@ -12,6 +12,7 @@ void bind_fast_api(py::module_& m);
 void bind_cupti(py::module_& m);
 void bind_kineto(py::module_& m);
 void bind_arrow(py::module_& m);
+void bind_analysis(py::module_& m);
 }  // namespace stallscope::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -24,4 +25,5 @@ PYBIND11_MODULE(_core, m) {
   stallscope::bindings::bind_cupti(m);
   stallscope::bindings::bind_kineto(m);
   stallscope::bindings::bind_arrow(m);
+  stallscope::bindings::bind_analysis(m);
 }

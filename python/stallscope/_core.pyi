@@ -167,3 +167,19 @@ def arrow_strings(
     table: list[str], codes: npt.NDArray[np.int64], name: str = ""
 ) -> ArrowColumn: ...
 def string_codes(column: object) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]: ...
+def hta_rows(
+    kind: npt.NDArray[np.uint8],
+    rank: npt.NDArray[np.int32],
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    lane: npt.NDArray[np.int32],
+    correlation: npt.NDArray[np.int64],
+    name: npt.NDArray[np.uint32],
+    hta_kind: npt.NDArray[np.uint8],
+    gpu_kind: npt.NDArray[np.uint8],
+    runtime_kind: int,
+    name_sync: npt.NDArray[np.uint8],
+    name_step: npt.NDArray[np.uint8],
+    facts: list[tuple[int, int, bool, int | None]],
+    include_last_step: bool,
+) -> dict[str, npt.NDArray[Any]]: ...

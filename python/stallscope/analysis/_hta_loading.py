@@ -29,7 +29,7 @@ from stallscope import _arrow
 from stallscope._classify import hta_kernel_type
 from stallscope._kineto._convert import TRACE_MARK
 from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS, kind_mask
-from stallscope._sorted import distinct, lookup, segment_starts
+from stallscope._sorted import segment_starts
 
 NOT_HTA_KINDS = ("mark", "collective", "p2p", "counter", "clock_sync", "bucket")
 SYNC_NAMES = ("Event Sync", "Context Sync")
@@ -157,69 +157,62 @@ _CACHE: dict[tuple[int, bool], tuple[weakref.ref[Any], HtaRows]] = {}
 
 
 def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool) -> HtaRows:
-    """The rows, computed in NumPy on the events' columns: which rows HTA keeps (and, with its
-    last-step filter, in which order and how often) is settled on arrays, and names are tested
-    once per distinct name (their codes from `_core.string_codes`)."""
+    """The rows, computed in one C++ pass over the events' columns (`_core.hta_rows`,
+    csrc/analysis/hta_rows.h, the rules of this module's docstring); names are tested once
+    per distinct name (their codes from `_core.string_codes`)."""
     from stallscope import _core
 
     if isinstance(events, pl.DataFrame):
-        ev = events
+        ev = events.select(_NEEDED)
         kind_all = ev["kind"].cast(KIND).to_physical().to_numpy()
-        marks = ev[_arrow.series(np.flatnonzero(kind_all == KIND_ID["mark"]))]
+        mark_rows = _arrow.series(np.flatnonzero(kind_all == KIND_ID["mark"]))
+        marks = events.select(_MARK_COLS)[mark_rows]
     else:
         ev = events.select(_NEEDED).collect()
         kind_all = ev["kind"].cast(KIND).to_physical().to_numpy()
         marks = events.filter(pl.col("kind") == "mark").select(_MARK_COLS).collect()
-    facts = _trace_facts(marks)
-    idx = np.flatnonzero(_HTA_KIND[kind_all])
-    kind = kind_all[idx]
-    rank = ev["rank"].to_numpy()[idx].astype(np.int32, copy=False)
-    start = ev["start_ns"].to_numpy()[idx]
-    # Per-rank facts by lookup (a handful of ranks): base_ns, and whether ts were floats.
-    base = np.zeros(len(idx), dtype=np.int64)
-    flt = np.ones(len(idx), dtype=bool)
-    for r, b, f, _ in facts.values():
-        at = rank == r
-        base[at] = b
-        flt[at] = f
-    is_gpu_kind = _GPU_KIND[kind]
-    stream = np.where(is_gpu_kind, ev["lane"].to_numpy()[idx], -1).astype(np.int64)
-    corr_all = ev["correlation"].to_numpy()[idx]
-    corr = np.where((is_gpu_kind | (kind == KIND_ID["runtime"])) & (corr_all != 0), corr_all, -1)
     name_column = ev["name"]
     codes, first_rows = _core.string_codes(name_column)
     names = name_column.gather(_arrow.series(first_rows)).fill_null("")
-    name = codes[idx].astype(np.int64)
-    is_sync = names.is_in(SYNC_NAMES).to_numpy()
-    is_gpu = ((stream >= 0) & (corr >= 0)) | is_sync[name]
-    ts, end = _hta_times(start - base, ev["end_ns"].to_numpy()[idx] - start, flt)
-    del start, base, corr_all
-    if len(idx) == 0:
-        return HtaRows(idx, rank, kind, name, names, stream, corr, is_gpu, ts, end, ts, name_column)
-    shift = float(ts.min())
-    ts -= shift
-    end -= shift
-    # index_correlation: the CPU partner of each GPU row (and vice versa) by correlation. A GPU
-    # row without one gets index_correlation 0, which HTA's idle breakdown then looks up as the
-    # pandas label 0: the file's first row (when HTA kept it). Only GPU rows get a ts_runtime:
-    # the aligned ts of the last CPU row (in row order) with the same rank and correlation.
-    cpu = np.flatnonzero(~is_gpu & (corr != -1))
-    gpu = np.flatnonzero(is_gpu)
-    order, found, _, last = lookup(rank, corr, cpu, gpu)
-    runtime = np.full(len(idx), np.nan)
-    runtime[gpu[found]] = ts[cpu[order[last[found]]]]
-    for r, r0 in _row0_ts(facts, shift).items():  # no partner but a correlation: the first row
-        runtime[gpu[~found & (rank[gpu] == r) & (corr[gpu] >= 0)]] = r0
-    step = names.str.contains("ProfilerStep", literal=True).to_numpy()[name]
-    if not include_last_profiler_step and distinct(name[step]).size >= 2:
-        sel = _last_step_rows(rank, corr, is_gpu, ts, step)
-        idx, rank, kind, name, stream, corr, is_gpu = (
-            x[sel] for x in (idx, rank, kind, name, stream, corr, is_gpu)
-        )
-        ts, end, runtime = ts[sel], end[sel], runtime[sel]
-    return HtaRows(
-        idx, rank, kind, name, names, stream, corr, is_gpu, ts, end, runtime, name_column
+    listed = names.to_list()
+    out = _core.hta_rows(
+        kind_all.astype(np.uint8, copy=False),
+        _int_column(ev["rank"], np.int32, 0),
+        _int_column(ev["start_ns"], np.int64, 0),
+        _int_column(ev["end_ns"], np.int64, 0),
+        _int_column(ev["lane"], np.int32, -1),
+        _int_column(ev["correlation"], np.int64, 0),
+        codes,
+        _HTA_KIND.astype(np.uint8),
+        _GPU_KIND.astype(np.uint8),
+        KIND_ID["runtime"],
+        np.array([n in SYNC_NAMES for n in listed], dtype=np.uint8),
+        np.array(["ProfilerStep" in n for n in listed], dtype=np.uint8),
+        list(_trace_facts(marks).values()),
+        include_last_profiler_step,
     )
+    return HtaRows(
+        out["row"],
+        out["rank"],
+        out["kind"],
+        out["name"],
+        names,
+        out["stream"],
+        out["correlation"],
+        out["is_gpu"],
+        out["ts"],
+        out["end"],
+        out["runtime"],
+        name_column,
+    )
+
+
+def _int_column(col: pl.Series, dtype: type[np.integer[Any]], null: int) -> np.ndarray[Any, Any]:
+    """An integer column as a NumPy array of `dtype` (no copy when it is one already), its
+    nulls read as `null`."""
+    if col.null_count():
+        col = col.fill_null(null)
+    return col.to_numpy().astype(dtype, copy=False)
 
 
 _NEEDED = ("rank", "kind", "name", "start_ns", "end_ns", "lane", "correlation")
@@ -235,59 +228,6 @@ KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER")
 KERNEL_TYPE = pl.Enum(list(KERNEL_TYPES))
 """HTA's kernel types (hta_rows' kernel_type: its codes are the positions here)."""
 _KERNEL_TYPE_NAMES = pl.Series(KERNEL_TYPES, dtype=KERNEL_TYPE)
-
-
-def _row0_ts(facts: dict[int, _Fact], shift: float) -> dict[int, float]:
-    """rank -> HTA's aligned ts of the file's first row (ranks whose first row HTA dropped are
-    left out)."""
-    have = [(r, row0 - base, flt) for r, base, flt, row0 in facts.values() if row0 is not None]
-    ns_rel = np.array([h[1] for h in have], dtype=np.int64)
-    ts, _ = _hta_times(ns_rel, np.zeros_like(ns_rel), np.array([h[2] for h in have], bool))
-    return {h[0]: t - shift for h, t in zip(have, ts.tolist(), strict=True)}
-
-
-def _hta_times(
-    ns_rel: np.ndarray[Any, Any], dur_ns: np.ndarray[Any, Any], flt: np.ndarray[Any, Any]
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """(ts, end) in HTA's µs from ns since the trace's base and durations in ns. NumPy's
-    division is IEEE-exact, while Polars may divide by a constant through its reciprocal,
-    which breaks the last bit and so HTA's floor(ts + dur) on a few rows."""
-    # Float traces: the parsed float (ns_rel < 2**53, so this is exact to the last bit).
-    # Integer traces (absolute epoch µs): the integer µs, exactly.
-    dur_f = dur_ns.astype(np.float64) / 1000.0
-    if flt.all():  # the usual case: one kind of file, one rule (half the array passes)
-        rel_f = ns_rel.astype(np.float64) / 1000.0
-        return np.ceil(rel_f), np.floor(rel_f + dur_f)
-    rel_i = (ns_rel // 1000).astype(np.float64)
-    if not flt.any():
-        return rel_i, rel_i + dur_f
-    rel_f = ns_rel.astype(np.float64) / 1000.0
-    ts = np.where(flt, np.ceil(rel_f), rel_i)
-    end = np.where(flt, np.floor(rel_f + dur_f), rel_i + dur_f)
-    return ts, end
-
-
-def _last_step_rows(
-    rank: np.ndarray[Any, Any],
-    corr: np.ndarray[Any, Any],
-    is_gpu: np.ndarray[Any, Any],
-    ts: np.ndarray[Any, Any],
-    step: np.ndarray[Any, Any],
-) -> np.ndarray[Any, Any]:
-    """HTA's last-step filter: the rows it keeps, in its order (indices, repeated where HTA's
-    merge repeats a row). `step`: the rows whose name contains "ProfilerStep"."""
-    # CPU rows before their rank's last step (ranks without a step keep none).
-    limit = np.full(len(ts), -np.inf)
-    steps = np.flatnonzero(step & ~is_gpu)
-    for r in distinct(rank[steps]):
-        limit[rank == r] = ts[steps[rank[steps] == r]].max()
-    cpu_kept = np.flatnonzero(~is_gpu & (ts < limit))
-    # GPU rows matching kept CPU rows by (rank, correlation), one copy per match (HTA's inner
-    # merge), GPU rows first, each part in row order.
-    gpu = np.flatnonzero(is_gpu)
-    _, found, first, last = lookup(rank, corr, cpu_kept, gpu)
-    copies = np.where(found, last - first + 1, 0)
-    return np.concatenate([np.repeat(gpu, copies), cpu_kept])
 
 
 def merge_intervals(

@@ -1,7 +1,8 @@
-"""The NumPy kernels behind the HTA views (merge_intervals, the correlation lookup, the last-step
-filter, the overlap sweep, the idle-time breakdown), checked against plain-Python and Polars reference implementations of HTA's rules on
-generated rows: ties, touching and nested intervals, several groups, string keys, ranks without
-steps, GPU rows without a CPU partner and correlations shared by several CPU rows."""
+"""The NumPy kernels behind the HTA views (merge_intervals, the correlation lookup, the overlap
+sweep, the idle-time breakdown), checked against plain-Python and Polars reference
+implementations of HTA's rules on generated rows: ties, touching and nested intervals, several
+groups, string keys, GPU rows without a CPU partner and correlations shared by several CPU rows.
+HTA's rows themselves (the last-step filter, launch times) are test_hta_rows_native.py's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from stallscope._sorted import lookup
 from stallscope.analysis._hta_idle import idle_from_arrays
-from stallscope.analysis._hta_loading import _last_step_rows, merge_intervals, sweep
+from stallscope.analysis._hta_loading import merge_intervals, sweep
 
 interval_rows = st.lists(
     st.tuples(
@@ -88,68 +89,6 @@ def test_lookup_finds_every_partner_with_the_same_rank_and_correlation(
         assert found[k] == bool(partners)
         if partners:  # first..last of the sorted src are exactly the partners, in row order
             assert src[order[first[k] : last[k] + 1]].tolist() == partners
-
-
-def _drop_reference(df: pl.DataFrame) -> pl.DataFrame:
-    """HTA's last-step filter with Polars joins (the implementation the NumPy one replaced)."""
-    gpu = pl.col("is_gpu")
-    last = dict(
-        df.filter(~gpu & pl.col("name").str.contains("ProfilerStep", literal=True))
-        .group_by("rank")
-        .agg(pl.col("ts").max())
-        .iter_rows()
-    )
-    limit = pl.col("rank").replace_strict(last, default=None, return_dtype=pl.Float64)
-    cpu_kept = df.filter(~gpu & (pl.col("ts") < limit).fill_null(False))
-    matches = cpu_kept.group_by("rank", "correlation").len("_n")
-    gpu_kept = df.filter(gpu).join(matches, on=["rank", "correlation"], how="inner")
-    gpu_kept = gpu_kept[np.repeat(np.arange(gpu_kept.height), gpu_kept["_n"].to_numpy())]
-    return pl.concat([gpu_kept.drop("_n"), cpu_kept])
-
-
-step_rows = st.lists(
-    st.tuples(
-        st.integers(0, 2),  # rank
-        st.booleans(),  # is_gpu
-        st.sampled_from(["ProfilerStep#1", "ProfilerStep#2", "aten::mm", "kernel"]),
-        st.integers(0, 20),  # ts
-        st.integers(-1, 4),  # correlation
-    ),
-    max_size=40,
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(step_rows)
-def test_last_step_filter_matches_the_join_reference(
-    raw: list[tuple[int, bool, str, int, int]],
-) -> None:
-    df = pl.DataFrame(
-        [(r, g, n, float(t), c) for r, g, n, t, c in raw],
-        schema={
-            "rank": pl.Int32,
-            "is_gpu": pl.Boolean,
-            "name": pl.String,
-            "ts": pl.Float64,
-            "correlation": pl.Int64,
-        },
-        orient="row",
-    )
-    step = df["name"].str.contains("ProfilerStep", literal=True).to_numpy()
-    sel = _last_step_rows(
-        df["rank"].to_numpy(),
-        df["correlation"].to_numpy(),
-        df["is_gpu"].to_numpy(),
-        df["ts"].to_numpy(),
-        step,
-    )
-    got = df[sel]
-    want = _drop_reference(df)
-    key = ["is_gpu", "rank", "correlation", "ts", "name"]
-    assert got.sort(key).rows() == want.sort(key).rows()
-    # GPU rows first, then CPU rows, each in row order
-    flags = got["is_gpu"].to_list()
-    assert flags == sorted(flags, reverse=True)
 
 
 @settings(max_examples=200, deadline=None)

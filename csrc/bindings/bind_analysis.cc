@@ -1,0 +1,94 @@
+// Bindings of the analysis kernels (csrc/analysis/): HTA's rows of an events frame.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "analysis/hta_rows.h"
+#include "bindings/arrow_column.h"
+
+namespace py = pybind11;
+
+namespace stallscope::bindings {
+
+namespace {
+
+template <typename T>
+using In = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+// rank, base_ns, ts_float, row0_ns (None when the file's first row was not kept)
+using Fact = std::tuple<int32_t, int64_t, bool, std::optional<int64_t>>;
+
+template <typename T>
+const T* rows_of(const In<T>& a, size_t n, const char* what) {
+  if (a.ndim() != 1 || static_cast<size_t>(a.size()) != n) {
+    throw py::value_error(std::string("hta_rows: ") + what + " has the wrong length");
+  }
+  return a.data();
+}
+
+py::dict hta_rows(const In<uint8_t>& kind, const In<int32_t>& rank, const In<int64_t>& start,
+                  const In<int64_t>& end, const In<int32_t>& lane, const In<int64_t>& corr,
+                  const In<uint32_t>& name, const In<uint8_t>& hta_kind,
+                  const In<uint8_t>& gpu_kind, uint8_t runtime_kind, const In<uint8_t>& name_sync,
+                  const In<uint8_t>& name_step, const std::vector<Fact>& facts,
+                  bool include_last_step) {
+  analysis::HtaRowsIn in;
+  in.n = static_cast<size_t>(kind.size());
+  in.kind = rows_of(kind, in.n, "kind");
+  in.rank = rows_of(rank, in.n, "rank");
+  in.start = rows_of(start, in.n, "start");
+  in.end = rows_of(end, in.n, "end");
+  in.lane = rows_of(lane, in.n, "lane");
+  in.corr = rows_of(corr, in.n, "correlation");
+  in.name = rows_of(name, in.n, "name");
+  if (hta_kind.size() != gpu_kind.size() || name_sync.size() != name_step.size()) {
+    throw py::value_error("hta_rows: kind or name tables of different sizes");
+  }
+  in.hta_kind = hta_kind.data();
+  in.gpu_kind = gpu_kind.data();
+  in.n_kinds = static_cast<size_t>(hta_kind.size());
+  in.runtime_kind = runtime_kind;
+  in.name_sync = name_sync.data();
+  in.name_step = name_step.data();
+  in.n_names = static_cast<size_t>(name_sync.size());
+  for (const auto& [r, base, ts_float, row0] : facts) {
+    in.facts.push_back({r, base, ts_float, row0.has_value(), row0.value_or(0)});
+  }
+  in.include_last_step = include_last_step;
+  analysis::HtaRowsOut o;
+  {
+    py::gil_scoped_release nogil;
+    o = analysis::hta_rows(in);  // std::invalid_argument reaches Python as ValueError
+  }
+  py::dict out;
+  out["row"] = owned_array(std::move(o.row));
+  out["rank"] = owned_array(std::move(o.rank));
+  out["kind"] = owned_array(std::move(o.kind));
+  out["name"] = owned_array(std::move(o.name));
+  out["stream"] = owned_array(std::move(o.stream));
+  out["correlation"] = owned_array(std::move(o.corr));
+  out["is_gpu"] = owned_array(std::move(o.is_gpu)).attr("view")("bool");
+  out["ts"] = owned_array(std::move(o.ts));
+  out["end"] = owned_array(std::move(o.end));
+  out["runtime"] = owned_array(std::move(o.runtime));
+  return out;
+}
+
+}  // namespace
+
+void bind_analysis(py::module_& m) {
+  m.def("hta_rows", &hta_rows, py::arg("kind"), py::arg("rank"), py::arg("start"), py::arg("end"),
+        py::arg("lane"), py::arg("correlation"), py::arg("name"), py::arg("hta_kind"),
+        py::arg("gpu_kind"), py::arg("runtime_kind"), py::arg("name_sync"), py::arg("name_step"),
+        py::arg("facts"), py::arg("include_last_step"),
+        "HTA's rows of an events frame's columns (csrc/analysis/hta_rows.h): a dict of NumPy "
+        "arrays row, rank, kind, name, stream, correlation, is_gpu, ts, end, runtime.");
+}
+
+}  // namespace stallscope::bindings
