@@ -9,7 +9,7 @@ Categories (stallscope's, see _schema.CATEGORIES):
 - sync: ``Stream Sync``, ``Event Sync``, ``Context Sync``, ``Stream Wait Event``.
 - compute: every other kernel.
 
-`hta_kernel_type` is separate on purpose: it reproduces HolisticTraceAnalysis 0.5.0's own regexes
+`hta_kernel_type_of` is separate on purpose: it reproduces HolisticTraceAnalysis 0.5.0's own regexes
 (research/kineto-and-hta.md section 2), quirks included, for the HTA-identical views.
 """
 
@@ -67,16 +67,21 @@ def nccl_collective(name: pl.Expr) -> pl.Expr:
     return pl.when(name.str.contains(COMM_RE)).then(name.str.extract(NCCL_COLLECTIVE_RE, 1))
 
 
-def hta_kernel_type(name: pl.Expr) -> pl.Expr:
-    """HTA 0.5.0's kernel type: COMMUNICATION, MEMORY, COMPUTATION or OTHER, with its exact
-    (anchored, match-at-start) regexes and order."""
-    return (
-        pl.when(name.str.contains(r"^nccl.*Kernel"))
-        .then(pl.lit("COMMUNICATION"))
-        .when(name.str.contains(r"^(?:Memcpy|Memset|dma)"))
-        .then(pl.lit("MEMORY"))
-        # re.match(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)") anchors each branch at the start.
-        .when(~name.str.contains(r"^(?:nccl.*Kernel|.*Memcpy|Memset|.*Sync)"))
-        .then(pl.lit("COMPUTATION"))
-        .otherwise(pl.lit("OTHER"))
-    )
+# HTA 0.5.0's kernel-type regexes as it applies them (re.match: anchored at the start; `.` stops
+# at a newline).
+_HTA_COMM: Final = re.compile(r"^nccl.*Kernel")
+_HTA_MEMORY: Final = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_HTA_NOT_COMPUTE: Final = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
+def hta_kernel_type_of(name: str) -> str:
+    """HTA 0.5.0's kernel type of a GPU row's name: COMMUNICATION, MEMORY, COMPUTATION or
+    OTHER, with its exact regexes and order (quirks included: a name that merely contains
+    "Memcpy" or "Sync" is OTHER)."""
+    if _HTA_COMM.match(name):
+        return "COMMUNICATION"
+    if _HTA_MEMORY.match(name):
+        return "MEMORY"
+    if not _HTA_NOT_COMPUTE.match(name):
+        return "COMPUTATION"
+    return "OTHER"

@@ -26,10 +26,10 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._classify import hta_kernel_type
+from stallscope._classify import hta_kernel_type_of
 from stallscope._kineto._convert import TRACE_MARK
 from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS, kind_mask
-from stallscope._sorted import segment_starts
+from stallscope._sorted import distinct, segment_starts
 
 NOT_HTA_KINDS = ("mark", "collective", "p2p", "counter", "clock_sync", "bucket")
 SYNC_NAMES = ("Event Sync", "Context Sync")
@@ -93,10 +93,12 @@ class HtaRows:
     _frame: pl.DataFrame | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        # HTA's kernel type of each row with a stream, classified once per distinct name.
-        types = self.names.to_frame("n").select(hta_kernel_type(pl.col("n")).cast(KERNEL_TYPE))
-        type_of_name = types.to_series().to_physical().to_numpy().astype(np.int8)
-        self.kernel_type = np.where(self.stream != -1, type_of_name[self.name], np.int8(-1))
+        # HTA's kernel type of each row with a stream, classified once per distinct name there.
+        gpu = self.stream != -1
+        type_of_name = np.full(len(self.names), -1, np.int8)
+        for code in distinct(self.name[gpu]).tolist():
+            type_of_name[code] = KERNEL_TYPES.index(hta_kernel_type_of(self.names[code]))
+        self.kernel_type = np.where(gpu, type_of_name[self.name], np.int8(-1))
 
     def gpu(self) -> np.ndarray[Any, Any]:
         """Positions of the rows with a stream (HTA's GPU kernel rows)."""

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stallscope import _core
+from stallscope._classify import hta_kernel_type_of
 from stallscope._schema import KIND_ID
 from stallscope.analysis._hta_loading import _GPU_KIND, _HTA_KIND, SYNC_NAMES
 
@@ -190,3 +191,24 @@ def test_codes_outside_the_tables_are_refused() -> None:
     args[1] = np.zeros(2, np.int32)
     with pytest.raises(ValueError, match="rank has the wrong length"):
         _core.hta_rows(*args, *tables, one, one, [], False)
+
+
+@pytest.mark.parametrize(
+    ("name", "kernel_type"),
+    [
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", "COMMUNICATION"),
+        ("ncclKernel_AllGather_RING_LL_Sum_int8_t", "COMMUNICATION"),
+        ("Memcpy HtoD (Pageable -> Device)", "MEMORY"),
+        ("Memset (Device)", "MEMORY"),
+        ("dma_copy", "MEMORY"),
+        ("volta_sgemm_128x64_nn", "COMPUTATION"),
+        ("Event Sync", "OTHER"),
+        ("cudaMemcpyAsync", "OTHER"),  # contains Memcpy: not compute, not memory
+        ("rcclKernel_x", "COMPUTATION"),  # HTA 0.5.0 knows nccl only
+        ("ncclA\nKernel", "COMPUTATION"),  # `.` stops at a newline: not nccl...Kernel
+        ("a\nSync", "COMPUTATION"),  # nor can `.*Sync` reach past one
+        ("a Sync\nb", "OTHER"),
+    ],
+)
+def test_kernel_types_are_htas(name: str, kernel_type: str) -> None:
+    assert hta_kernel_type_of(name) == kernel_type
