@@ -50,6 +50,7 @@ class CorrTable {
       values_.assign(total, kNone);
     } else {
       spans_.clear();
+      span_of_.clear();
       size_t cap = 16;
       while (cap < 2 * rows.size()) cap <<= 1;
       slots_.resize(cap);
@@ -187,7 +188,8 @@ struct Work {
     const uint8_t k = in.kind[i];
     return ((in.gpu_kind[k] || k == in.runtime_kind) && in.corr[i] != 0) ? in.corr[i] : -1;
   }
-  int64_t corr(size_t j) const { return corr_of(pos[j]); }
+  // The join key of HTA row j: its rank and correlation.
+  CorrTable::Key key(size_t j) const { return {rank(j), corr_of(pos[j])}; }
 };
 
 // HTA's last-step filter: the HTA rows it keeps, in its order. CPU rows before their rank's
@@ -217,16 +219,15 @@ std::vector<uint32_t> last_step_rows(const Work& w) {
     }
     if (w.ts[j] < cached_limit) cpu_kept.push_back(static_cast<uint32_t>(j));
   }
-  auto key = [&w](uint32_t j) { return std::make_pair(w.rank(j), w.corr(j)); };
-  CorrTable count(cpu_kept, key);
+  CorrTable count(cpu_kept, [&w](uint32_t j) { return w.key(j); });
   for (uint32_t j : cpu_kept) {
-    int32_t& c = count.at(key(j));
+    int32_t& c = count.at(w.key(j));
     c = c == CorrTable::kNone ? 1 : c + 1;
   }
   std::vector<uint32_t> sel;
   for (size_t j = 0; j < m; ++j) {
     if (!w.gpu(j)) continue;
-    const int32_t c = count.get(key(static_cast<uint32_t>(j)));
+    const int32_t c = count.get(w.key(j));
     if (c != CorrTable::kNone) {
       sel.insert(sel.end(), static_cast<size_t>(c), static_cast<uint32_t>(j));
     }
@@ -298,9 +299,8 @@ HtaRowsOut hta_rows(const HtaRowsIn& in) {
   // Each GPU row's launch: the aligned ts of the last CPU row (in row order) with its rank and
   // correlation. Without one but with a correlation: HTA's index_correlation 0 reads the file's
   // first row (when HTA kept it).
-  auto key = [&w](uint32_t j) { return std::make_pair(w.rank(j), w.corr(j)); };
-  CorrTable last_cpu(cpu_linked, key);
-  for (uint32_t j : cpu_linked) last_cpu.at(key(j)) = static_cast<int32_t>(j);
+  CorrTable last_cpu(cpu_linked, [&w](uint32_t j) { return w.key(j); });
+  for (uint32_t j : cpu_linked) last_cpu.at(w.key(j)) = static_cast<int32_t>(j);
   std::unordered_map<int32_t, double> row0_ts;
   for (const HtaRankFact& f : in.facts) {
     if (f.has_row0) {

@@ -185,8 +185,8 @@ def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: b
         _int_column(ev["lane"], np.int32, -1),
         _int_column(ev["correlation"], np.int64, 0),
         codes,
-        _HTA_KIND.astype(np.uint8),
-        _GPU_KIND.astype(np.uint8),
+        _HTA_KIND,
+        _GPU_KIND,
         KIND_ID["runtime"],
         np.array([n in SYNC_NAMES for n in listed], dtype=np.uint8),
         np.array(["ProfilerStep" in n for n in listed], dtype=np.uint8),
@@ -219,9 +219,10 @@ def _int_column(col: pl.Series, dtype: type[np.integer[Any]], null: int) -> np.n
 
 _NEEDED = ("rank", "kind", "name", "start_ns", "end_ns", "lane", "correlation")
 _MARK_COLS = ("rank", "name", "detail")
-# By kind code: whether HTA has such rows; whether the kind is GPU activity.
-_HTA_KIND = ~kind_mask(NOT_HTA_KINDS)
-_GPU_KIND = kind_mask(GPU_KINDS)
+# By kind code, 0 / 1 (the tables _core.hta_rows takes): whether HTA has such rows; whether the
+# kind is GPU activity.
+_HTA_KIND = (~kind_mask(NOT_HTA_KINDS)).astype(np.uint8)
+_GPU_KIND = kind_mask(GPU_KINDS).astype(np.uint8)
 
 
 _KIND_NAMES = pl.Series(KINDS, dtype=pl.String)
