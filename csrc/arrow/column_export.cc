@@ -44,20 +44,35 @@ void make_view(uint8_t* view, std::string_view s, int32_t blob, int32_t offset) 
   }
 }
 
+struct SchemaPrivate {
+  std::shared_ptr<const Column> col;
+  ArrowSchema dictionary{};  // a dictionary column's (unless the consumer moved it out)
+};
+
 struct ArrayPrivate {
   std::shared_ptr<const Column> col;
   std::vector<const void*> buffers;
   std::vector<int64_t> blob_sizes;  // "vu": the last buffer
+  ArrowArray dictionary{};
 };
 
 void release_schema(ArrowSchema* s) {
-  delete static_cast<std::shared_ptr<const Column>*>(s->private_data);
+  auto* priv = static_cast<SchemaPrivate*>(s->private_data);
+  if (priv->dictionary.release != nullptr) priv->dictionary.release(&priv->dictionary);
+  delete priv;
   s->release = nullptr;
 }
 
 void release_array(ArrowArray* a) {
-  delete static_cast<ArrayPrivate*>(a->private_data);
+  auto* priv = static_cast<ArrayPrivate*>(a->private_data);
+  if (priv->dictionary.release != nullptr) priv->dictionary.release(&priv->dictionary);
+  delete priv;
   a->release = nullptr;
+}
+
+void put_i32(std::string* out, size_t v) {
+  const auto x = static_cast<int32_t>(v);
+  out->append(reinterpret_cast<const char*>(&x), 4);  // native byte order, as Arrow says
 }
 
 }  // namespace
@@ -217,16 +232,57 @@ std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& tab
   return col;
 }
 
+std::shared_ptr<const Column> polars_enum(std::shared_ptr<const Column> codes,
+                                          const std::vector<std::string>& categories) {
+  if (codes->format != "C" || codes->null_count != 0) {
+    throw std::invalid_argument("enum column: codes must be uint8 without nulls");
+  }
+  if (categories.empty() || categories.size() > 256) {
+    throw std::invalid_argument("enum column: 1 to 256 categories");
+  }
+  const auto* c = static_cast<const uint8_t*>(codes->values_data());
+  uint8_t top = 0;
+  for (int64_t i = 0; i < codes->length; ++i) top = std::max(top, c[i]);
+  if (codes->length != 0 && top >= categories.size()) {
+    throw std::invalid_argument("enum column: a code past the categories");
+  }
+  auto col = std::make_shared<Column>();
+  col->format = "C";
+  col->name = codes->name;
+  col->length = codes->length;
+  col->null_count = 0;  // codes with nulls are not an Enum of these categories
+  col->shared_values = codes->values_data();
+  col->shared_owner = codes;  // keeps the codes' storage alive
+  std::vector<int64_t> all(categories.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  col->dictionary = gather_strings(categories, all.data(), all.size(), "");
+  std::string values;
+  for (const std::string& v : categories) {
+    values += std::to_string(v.size());
+    values += ';';
+    values += v;
+  }
+  static constexpr std::string_view kKey = "_PL_ENUM_VALUES2";
+  put_i32(&col->metadata, 1);
+  put_i32(&col->metadata, kKey.size());
+  col->metadata.append(kKey);
+  put_i32(&col->metadata, values.size());
+  col->metadata.append(values);
+  return col;
+}
+
 void export_column(const std::shared_ptr<const Column>& col, ArrowSchema* schema,
                    ArrowArray* array) {
   *schema = ArrowSchema{};
   schema->format = col->format.c_str();
   schema->name = col->name.c_str();
   schema->flags = ARROW_FLAG_NULLABLE;
+  if (!col->metadata.empty()) schema->metadata = col->metadata.data();
+  auto* spriv = new SchemaPrivate{col, {}};
+  schema->private_data = spriv;
   schema->release = &release_schema;
-  schema->private_data = new std::shared_ptr<const Column>(col);
 
-  auto* priv = new ArrayPrivate{col, {}, {}};
+  auto* priv = new ArrayPrivate{col, {}, {}, {}};
   priv->buffers.push_back(col->null_count != 0 ? col->validity.data() : nullptr);
   priv->buffers.push_back(col->values_data());
   if (col->format == "vu") {
@@ -237,6 +293,11 @@ void export_column(const std::shared_ptr<const Column>& col, ArrowSchema* schema
     priv->buffers.push_back(priv->blob_sizes.data());
   }
   *array = ArrowArray{};
+  if (col->dictionary != nullptr) {
+    export_column(col->dictionary, &spriv->dictionary, &priv->dictionary);
+    schema->dictionary = &spriv->dictionary;
+    array->dictionary = &priv->dictionary;
+  }
   array->length = col->length;
   array->null_count = col->null_count;
   array->n_buffers = static_cast<int64_t>(priv->buffers.size());

@@ -45,6 +45,10 @@ struct Column {
   // Fixed-width values owned elsewhere (shared, no copy): used instead of `values` when set.
   std::shared_ptr<const void> shared_owner;
   const void* shared_values = nullptr;
+  // Dictionary-encoded: `values` (or the shared ones) are the codes, this column the values
+  // they index.
+  std::shared_ptr<const Column> dictionary;
+  std::string metadata;  // the field's key / value pairs, Arrow's binary encoding; empty: none
 
   const void* values_data() const {
     return shared_values != nullptr ? shared_values : values.data();
@@ -99,6 +103,13 @@ class ViewBuilder {
 // 12 bytes are stored once; each row is a view into them.
 std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& table,
                                              const int64_t* codes, size_t n, std::string name);
+
+// A Polars Enum column: `codes` (a "C" column: uint8, each below categories.size(), which is
+// at most 256) indexing a dictionary of `categories`, with the field metadata Polars reads back
+// as an Enum of exactly these categories (key _PL_ENUM_VALUES2: "<bytes>;<value>" per category).
+// Polars without that key sees a Categorical. invalid_argument for a code past the table.
+std::shared_ptr<const Column> polars_enum(std::shared_ptr<const Column> codes,
+                                          const std::vector<std::string>& categories);
 
 // Fills `schema` and `array` (the consumer releases them); each export holds a reference.
 void export_column(const std::shared_ptr<const Column>& col, ArrowSchema* schema,

@@ -120,6 +120,15 @@ ArrowColumn strings(const std::vector<std::string>& table,
   return ArrowColumn{std::move(col)};
 }
 
+ArrowColumn enum_column(const py::array& codes, const std::vector<std::string>& categories,
+                        std::string name) {
+  if (codes.dtype().kind() != 'u' || codes.dtype().itemsize() != 1) {
+    throw py::type_error("arrow_enum: codes must be a uint8 array");
+  }
+  ArrowColumn c = from_numpy(codes, std::move(name));
+  return ArrowColumn{arrow::polars_enum(c.col, categories)};  // invalid_argument: ValueError
+}
+
 // (codes, first rows) of a string column given as any object with __arrow_c_stream__ (a Polars
 // Series): see arrow::StringCoder.
 py::tuple string_codes(const py::object& column) {
@@ -192,6 +201,10 @@ void bind_arrow(py::module_& m) {
         "A copy of a 1-D contiguous NumPy array (bool, int, uint, float) as an ArrowColumn.");
   m.def("arrow_strings", &strings, py::arg("table"), py::arg("codes"), py::arg("name") = "",
         "Row i = table[codes[i]] (null where the code is negative) as a UTF-8 view column.");
+  m.def("arrow_enum", &enum_column, py::arg("codes"), py::arg("categories"), py::arg("name") = "",
+        "uint8 codes into `categories` as a dictionary column that Polars reads as "
+        "pl.Enum(categories) (its field metadata); the codes are shared when the array is the "
+        "extension's own read-only storage, else copied.");
   m.def("string_codes", &string_codes, py::arg("column"),
         "(codes uint32, first_rows int64) of a string column (a Polars Series): equal strings "
         "share a code, codes count from 0 in order of first appearance, null counts as \"\"; "

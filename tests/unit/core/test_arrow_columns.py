@@ -62,6 +62,46 @@ def test_a_series_outlives_its_arrow_column() -> None:
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    cats=st.lists(TEXT, min_size=1, max_size=40, unique=True),
+    picks=st.lists(st.integers(0, 39), max_size=80),
+)
+def test_enum_columns_equal_polars_own_enum(cats: list[str], picks: list[int]) -> None:
+    codes = np.array([p % len(cats) for p in picks], dtype=np.uint8)
+    dtype = pl.Enum(cats)
+    got = _arrow.enum(codes, cats, dtype, "e")
+    want = pl.Series("e", [cats[c] for c in codes], dtype=dtype)
+    assert got.dtype == dtype
+    assert got.name == "e"
+    assert got.null_count() == 0
+    assert got.equals(want, check_names=True)
+    assert got.to_physical().to_list() == codes.tolist()
+
+
+def test_enum_columns_share_read_only_codes_and_outlive_them() -> None:
+    # kineto_convert's kind codes: the extension's read-only storage, shared with the column.
+    from stallscope._schema import KIND, KINDS
+
+    codes = np.arange(len(KINDS) * 3, dtype=np.uint8) % len(KINDS)
+    col = _core.arrow_enum(codes, list(KINDS), "kind")
+    s = pl.Series(col)
+    del col, codes
+    gc.collect()
+    assert s.dtype == KIND
+    assert s.to_list() == list(KINDS) * 3
+    assert s.filter(s == "kernel").len() == 3  # compares as an Enum, not as strings
+
+
+def test_enum_columns_fall_back_to_a_gather(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Polars that does not read the dictionary column as this Enum: the gather instead.
+    monkeypatch.setattr(_core, "arrow_enum", lambda c, cats, name: _core.arrow_numeric(c, name))
+    cats = ["a", "b", "c"]
+    got = _arrow.enum(np.array([2, 0, 1], np.uint8), cats, pl.Enum(cats), "x")
+    assert got.dtype == pl.Enum(cats)
+    assert got.to_list() == ["c", "a", "b"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     table=st.lists(TEXT, max_size=12),
@@ -122,6 +162,12 @@ def test_bad_input_is_refused_with_a_reason() -> None:
         _core.kineto_detail(
             np.zeros(2, np.int32), ["c"], np.zeros(1, np.int64), np.zeros(2, np.int32), []
         )
+    with pytest.raises(ValueError, match="past the categories"):
+        _core.arrow_enum(np.array([0, 2], np.uint8), ["a", "b"])
+    with pytest.raises(ValueError, match="1 to 256 categories"):
+        _core.arrow_enum(np.zeros(1, np.uint8), [])
+    with pytest.raises(TypeError, match="uint8"):
+        _core.arrow_enum(np.zeros(1, np.int64), ["a"])
     with pytest.raises(ValueError, match="requested schema"):
         _core.arrow_numeric(np.arange(3)).__arrow_c_array__(object())
 
