@@ -39,4 +39,18 @@ pybind11::array_t<T> owned_array(std::vector<T>&& v, bool writeable = true) {
   return out;
 }
 
+// A read-only NumPy array of the n values at `data`, inside storage that `owner` keeps alive
+// (no copy; shareable with Polars like owned_array's).
+template <typename T>
+pybind11::array_t<T> frozen_view(std::shared_ptr<const void> owner, const T* data, size_t n) {
+  auto* buf = new arrow::SharedBuffer{std::move(owner), reinterpret_cast<const uint8_t*>(data),
+                                      n * sizeof(T)};
+  pybind11::capsule cap(buf, kSharedBufferCapsule,
+                        [](void* p) { delete static_cast<arrow::SharedBuffer*>(p); });
+  pybind11::array_t<T> out(static_cast<pybind11::ssize_t>(n), data, cap);
+  pybind11::detail::array_proxy(out.ptr())->flags &=
+      ~pybind11::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return out;
+}
+
 }  // namespace stallscope::bindings

@@ -125,7 +125,8 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
                  const In<int64_t>& name_step, const In<uint8_t>& name_gpu_cat,
                  const In<uint8_t>& kind_gpu, const In<uint8_t>& kind_order,
                  const std::vector<int32_t>& ranks, const std::vector<int64_t>& bases,
-                 const std::vector<size_t>& sizes, int32_t mark_cat0, int32_t mark_name) {
+                 const std::vector<size_t>& sizes, int32_t mark_cat0, int32_t mark_name,
+                 int threads) {
   if (ranks.size() != bases.size() || ranks.size() != sizes.size()) {
     throw py::value_error("kineto_convert: ranks, bases and sizes differ in length");
   }
@@ -163,7 +164,7 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
   kineto::RowsOut r;
   {
     py::gil_scoped_release nogil;
-    r = kineto::convert_rows(in, t, files, kind_order.data(), mark_cat0, mark_name);
+    r = kineto::convert_rows(in, t, files, kind_order.data(), mark_cat0, mark_name, threads);
   }
   py::dict out;
   out["rank"] = to_frozen(std::move(r.rank));
@@ -171,12 +172,12 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
   out["kind"] = to_frozen(std::move(r.kind));
   out["category"] = to_frozen(std::move(r.category));
   out["name"] = to_frozen(std::move(r.name));
-  out["start_ns"] = to_frozen(std::move(r.start));
-  out["end_ns"] = to_frozen(std::move(r.end));
+  out["start_ns"] = frozen_view<int64_t>(r.wide, r.start, r.rows);
+  out["end_ns"] = frozen_view<int64_t>(r.wide, r.end, r.rows);
   out["lane"] = to_frozen(std::move(r.lane));
   out["device"] = to_frozen(std::move(r.device));
-  out["correlation"] = to_frozen(std::move(r.correlation));
-  out["bytes"] = to_frozen(std::move(r.bytes));
+  out["correlation"] = frozen_view<int64_t>(r.wide, r.correlation, r.rows);
+  out["bytes"] = frozen_view<int64_t>(r.wide, r.bytes, r.rows);
   out["cat"] = to_frozen(std::move(r.cat));
   out["ext"] = to_frozen(std::move(r.ext));
   out["sync_kind"] = to_frozen(std::move(r.sync));
@@ -304,10 +305,12 @@ void bind_kineto(py::module_& m) {
   m.def("kineto_convert", &convert, py::arg("cols"), py::arg("cat_kind"), py::arg("cat_drop"),
         py::arg("name_step"), py::arg("name_gpu_cat"), py::arg("kind_gpu"), py::arg("kind_order"),
         py::arg("ranks"), py::arg("bases"), py::arg("sizes"), py::arg("mark_cat0"),
-        py::arg("mark_name"),
+        py::arg("mark_name"), py::arg("threads") = 2,
         "Scanner columns of every file (file order) -> event-schema columns sorted by rank, "
         "start, event index, file, with one trace mark per file; rows of the categories cat_drop "
-        "marks are left out (csrc/kineto/row_convert.h).");
+        "marks are left out (csrc/kineto/row_convert.h). threads: 1, or 2 to write the columns "
+        "with a second thread from kineto_convert_threads_min rows on.");
+  m.attr("kineto_convert_threads_min") = kineto::kConvertThreadsMin;
 }
 
 }  // namespace stallscope::bindings

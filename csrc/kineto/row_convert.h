@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace stallscope::kineto {
@@ -55,18 +56,32 @@ struct FileIn {
 // Sorted output columns (length: rows kept + files). Marks: kind mark, name `mark_name`, cat
 // `mark_cat0 + file` (the caller's code for the file's mark detail), start = end = the first
 // start of the file's rank (its base when the rank has no row), ext kNull, sync -1, index -1.
+// start, end, correlation and bytes lie in one block (`wide`, `rows` values each), whose pages
+// first held the sort's working arrays: a fresh page costs a page fault (3-4 µs on this
+// project's VM), so the sort borrows the memory the output needs anyway.
 struct RowsOut {
   std::vector<int32_t> rank, pid, lane, cat, name, sync;
   std::vector<uint8_t> kind, category, kind_order;
   std::vector<int16_t> device;
-  std::vector<int64_t> start, end, correlation, bytes, ext, index;
+  std::vector<int64_t> ext, index;
+  std::shared_ptr<void> wide;  // malloc'd: 4 x rows int64
+  size_t rows = 0;
+  int64_t* start = nullptr;  // into `wide`
+  int64_t* end = nullptr;
+  int64_t* correlation = nullptr;
+  int64_t* bytes = nullptr;
   std::vector<int64_t> out_row;    // input row -> its output row, -1 when dropped
   std::vector<int64_t> file_row0;  // per file: start of its event 0 when kept, else kNull
   std::vector<int64_t> file_kept;  // per file: its rows kept (dropped ones left out)
 };
 
+// Imports of at least this many rows write their output columns with two threads.
+constexpr size_t kConvertThreadsMin = size_t{1} << 15;
+
 // kind_order: Kind -> its rank among the kinds' names (ties of the general reader's sort).
+// threads: 1 or 2 (two only from kConvertThreadsMin rows on).
 RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn>& files,
-                     const uint8_t* kind_order, int32_t mark_cat0, int32_t mark_name);
+                     const uint8_t* kind_order, int32_t mark_cat0, int32_t mark_name,
+                     int threads = 2);
 
 }  // namespace stallscope::kineto

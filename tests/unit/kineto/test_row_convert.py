@@ -42,12 +42,14 @@ def _convert(
     ranks: list[int],
     sizes: list[int],
     cat_drop: np.ndarray[Any, Any] = CAT_DROP,
+    threads: int = 2,
+    cat_kind: np.ndarray[Any, Any] = CAT_KIND,
 ) -> Any:
     from stallscope import _core
 
     return _core.kineto_convert(
         rows,
-        CAT_KIND,
+        cat_kind,
         cat_drop,
         NAME_STEP,
         NAME_GPU,
@@ -58,6 +60,7 @@ def _convert(
         sizes,
         mark_cat0=4,
         mark_name=4,
+        threads=threads,
     )
 
 
@@ -140,6 +143,47 @@ def test_inconsistent_input_is_refused_not_read_out_of_bounds() -> None:
         _convert(rows, [0], [1], cat_drop=CAT_DROP[:2])
     with pytest.raises(IndexError, match="outside its dictionary"):
         _convert(bad, [0], [1])
+    # kind step comes from the step rule alone: a table saying otherwise is refused
+    step_cat = CAT_KIND.copy()
+    step_cat[0] = KIND_ID["step"]
+    with pytest.raises(ValueError, match="not a category kind"):
+        _convert(
+            _rows(dict(cat=0, name=0, index=0, ts_ns=1, dur_ns=1)), [0], [1], cat_kind=step_cat
+        )
+
+
+def test_two_threads_write_what_one_writes() -> None:
+    # From kineto_convert_threads_min rows on, a second thread writes half of the columns.
+    from stallscope import _core
+
+    rng = np.random.default_rng(7)
+    n = 2 * _core.kineto_convert_threads_min  # a quarter are dropped (cat 3): still enough kept
+
+    def pick(*values: int) -> np.ndarray[Any, Any]:
+        return rng.choice(np.array(values, dtype=np.int64), n)
+
+    rows = {
+        "cat": rng.integers(0, 4, n).astype(np.int32),
+        "name": rng.integers(0, 4, n).astype(np.int32),
+        "sync_kind": rng.integers(-1, 3, n).astype(np.int32),
+        "index": np.arange(n, dtype=np.int64),
+        "ts_ns": rng.integers(0, 10**6, n),
+        "dur_ns": rng.integers(0, 100, n),
+        "pid": rng.integers(0, 3, n),
+        "tid": rng.integers(0, 9, n),
+        "stream": pick(NULL, 7),
+        "device": pick(NULL, 0, 1),
+        "correlation": np.where(rng.random(n) < 0.5, NULL, np.arange(n)),
+        "bytes": pick(NULL, -5, 4096),
+        "ext": np.where(rng.random(n) < 0.5, NULL, np.arange(n)),
+    }
+    half = n // 2
+    one = _convert(rows, [0, 1], [half, n - half], threads=1)
+    two = _convert(rows, [0, 1], [half, n - half], threads=2)
+    assert one.keys() == two.keys()
+    for k in one:
+        assert one[k].dtype == two[k].dtype, k
+        assert np.array_equal(one[k], two[k]), k
 
 
 def test_converted_columns_reach_polars_without_a_copy_and_cannot_change_under_it() -> None:
