@@ -8,6 +8,7 @@ checked against HTA itself in test_hta_views.py."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -212,3 +213,26 @@ def test_codes_outside_the_tables_are_refused() -> None:
 )
 def test_kernel_types_are_htas(name: str, kernel_type: str) -> None:
     assert hta_kernel_type_of(name) == kernel_type
+    assert _hta_regex_type(name) == kernel_type
+
+
+def _hta_regex_type(name: str) -> str:
+    """HTA 0.5.0's own rule: its regexes, applied with re.match as it does."""
+    if re.match(r"^nccl.*Kernel", name):
+        return "COMMUNICATION"
+    if re.match(r"(^Memcpy)|(^Memset)|(^dma)", name):
+        return "MEMORY"
+    if not re.match(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)", name):
+        return "COMPUTATION"
+    return "OTHER"
+
+
+PIECES = st.sampled_from(
+    ["nccl", "Kernel", "Memcpy", "Memset", "dma", "Sync", "\n", "\r", " ", "x", "ncc", "Kern"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(PIECES, max_size=8).map("".join))
+def test_kernel_types_equal_htas_regexes_on_generated_names(name: str) -> None:
+    assert hta_kernel_type_of(name) == _hta_regex_type(name)
