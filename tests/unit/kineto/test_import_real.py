@@ -136,3 +136,24 @@ def test_every_reader_gives_the_same_events(
     monkeypatch.setattr(_parse, "FAST_SCHEMA", {"traceEvents": pl.Int64()})  # forces orjson
     orjson_reader = _read(kineto_data / name).events
     assert orjson_reader.equals(fast)
+
+
+def test_the_detail_thread_gives_the_inline_detail_and_raises_its_errors(
+    kineto_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large imports build the detail column on a second thread: the same column, and an error
+    there reaches the caller instead of being lost with the thread."""
+    from stallscope import _core
+    from stallscope._kineto import _native
+
+    path = kineto_data / "param_dlrm_8rank"
+    inline = _read(path).events
+    monkeypatch.setattr(_native, "DETAIL_THREAD_MIN", 0)
+    assert _read(path).events.equals(inline)
+
+    def broken(*args: object) -> object:
+        raise IndexError("kineto_detail: a code past its table's end")
+
+    monkeypatch.setattr(_core, "kineto_detail", broken)
+    with pytest.raises(IndexError, match="past its table"):
+        _read(path)
