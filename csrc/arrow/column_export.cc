@@ -250,7 +250,6 @@ std::shared_ptr<const Column> polars_enum(std::shared_ptr<const Column> codes,
   col->format = "C";
   col->name = codes->name;
   col->length = codes->length;
-  col->null_count = 0;  // codes with nulls are not an Enum of these categories
   col->shared_values = codes->values_data();
   col->shared_owner = codes;  // keeps the codes' storage alive
   std::vector<int64_t> all(categories.size());

@@ -172,12 +172,12 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
   out["kind"] = to_frozen(std::move(r.kind));
   out["category"] = to_frozen(std::move(r.category));
   out["name"] = to_frozen(std::move(r.name));
-  out["start_ns"] = frozen_view<int64_t>(r.wide, r.start, r.rows);
-  out["end_ns"] = frozen_view<int64_t>(r.wide, r.end, r.rows);
+  out["start_ns"] = shared_array<int64_t>(r.wide, r.start, r.rows, false);
+  out["end_ns"] = shared_array<int64_t>(r.wide, r.end, r.rows, false);
   out["lane"] = to_frozen(std::move(r.lane));
   out["device"] = to_frozen(std::move(r.device));
-  out["correlation"] = frozen_view<int64_t>(r.wide, r.correlation, r.rows);
-  out["bytes"] = frozen_view<int64_t>(r.wide, r.bytes, r.rows);
+  out["correlation"] = shared_array<int64_t>(r.wide, r.correlation, r.rows, false);
+  out["bytes"] = shared_array<int64_t>(r.wide, r.bytes, r.rows, false);
   out["cat"] = to_frozen(std::move(r.cat));
   out["ext"] = to_frozen(std::move(r.ext));
   out["sync_kind"] = to_frozen(std::move(r.sync));

@@ -228,9 +228,9 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
       out.rank[o] = rank;
     }
     fill(out.start, start_of, [&](uint32_t f) { return mark_start[f]; });
-    fill(
-        out.end, [&](uint32_t p) { return start_of(p) + in.dur[r[p]]; },
-        [&](uint32_t f) { return mark_start[f]; });
+    for (size_t o = 0; o < total; ++o) {  // a mark ends where it starts
+      out.end[o] = out.start[o] + (ord[o] < kept ? in.dur[r[ord[o]]] : 0);
+    }
     gather(out.index, [&](uint32_t p) { return in.index[r[p]]; }, is(int64_t{-1}));
     gather(
         out.pid,

@@ -80,8 +80,7 @@ def hta_kernel_type_of(name: str) -> str:
     OTHER, with its exact rules and order (quirks included: a name that merely contains
     "Memcpy" or "Sync" is OTHER)."""
     line = name.partition("\n")[0]
-    comm = line.startswith("nccl") and line.find("Kernel", 4) >= 0
-    if comm:
+    if line.startswith("nccl") and line.find("Kernel", 4) >= 0:
         return "COMMUNICATION"
     if name.startswith(("Memcpy", "Memset", "dma")):
         return "MEMORY"
