@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import polars as pl
@@ -225,39 +225,54 @@ def _schema_frame(
     column (C++, without the GIL) is built by a second thread while this one makes the rest."""
     from stallscope import _core
 
-    n = len(out["rank"])
-    args = (out["cat"], details, out["ext"], out["sync_kind"], t.args_clean)
-    worker = None
-    box: list[Any] = []
-    if n < DETAIL_THREAD_MIN:
-        box.append(_core.kineto_detail(*args))
+    def detail() -> Any:
+        return _core.kineto_detail(out["cat"], details, out["ext"], out["sync_kind"], t.args_clean)
+
+    if len(out["rank"]) < DETAIL_THREAD_MIN:
+        columns, text = _columns(out, names), detail()
     else:
+        columns, text = _beside(lambda: _columns(out, names), detail)
+    return pl.DataFrame([*columns, pl.Series(text)])
 
-        def build() -> None:
-            try:
-                box.append(_core.kineto_detail(*args))
-            except BaseException as e:  # raised in the caller's thread, below
-                box.append(e)
 
-        worker = threading.Thread(target=build, name="stallscope-detail")
-        worker.start()
+def _columns(out: dict[str, np.ndarray[Any, Any]], names: list[str]) -> list[pl.Series]:
+    """Every schema column but detail."""
+    return [
+        _arrow.series(out["rank"], "rank"),
+        _arrow.series(out["pid"], "pid"),
+        _arrow.enum(out["kind"], KINDS, KIND, "kind"),
+        _arrow.enum(out["category"], CATEGORIES, CATEGORY, "category"),
+        _arrow.strings(names, out["name"], "name"),
+        *(_arrow.series(out[k], k) for k in ("start_ns", "end_ns", "lane", "device")),
+        *(_arrow.series(out[k], k) for k in ("correlation", "bytes")),
+        # all null (pl.repeat: 1-7 ms in a fresh process)
+        _NULL_VALUE.new_from_index(0, len(out["rank"])),
+    ]
+
+
+_A = TypeVar("_A")
+_B = TypeVar("_B")
+
+
+def _beside(here: Callable[[], _A], there: Callable[[], _B]) -> tuple[_A, _B]:
+    """(here(), there()), `there` run by a second thread meanwhile; its error is raised here."""
+    got: list[Any] = []
+
+    def run() -> None:
+        try:
+            got.append(there())
+        except BaseException as e:  # raised in the caller's thread, below
+            got.append(e)
+
+    worker = threading.Thread(target=run, name="stallscope-detail")
+    worker.start()
     try:
-        columns = [
-            _arrow.series(out["rank"], "rank"),
-            _arrow.series(out["pid"], "pid"),
-            _arrow.enum(out["kind"], KINDS, KIND, "kind"),
-            _arrow.enum(out["category"], CATEGORIES, CATEGORY, "category"),
-            _arrow.strings(names, out["name"], "name"),
-            *(_arrow.series(out[k], k) for k in ("start_ns", "end_ns", "lane", "device")),
-            *(_arrow.series(out[k], k) for k in ("correlation", "bytes")),
-            _NULL_VALUE.new_from_index(0, n),  # all null (pl.repeat: 1-7 ms in a fresh process)
-        ]
+        mine = here()
     finally:
-        if worker is not None:
-            worker.join()
-    if isinstance(box[0], BaseException):
-        raise box[0]
-    return pl.DataFrame([*columns, pl.Series(box[0])])
+        worker.join()
+    if isinstance(got[0], BaseException):
+        raise got[0]
+    return mine, got[0]
 
 
 # Rows from which the detail column is built by a thread of its own (about 1 ms of work per
