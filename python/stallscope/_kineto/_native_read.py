@@ -25,12 +25,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
+from types import ModuleType
 from typing import Any, BinaryIO, Final
 
 import orjson
 
 from stallscope._kineto._fastjson import META_KEYS
 from stallscope.exceptions import TraceImportError
+
+# ISA-L's gzip reader, loaded with this module (a dependency of the package; ~1 ms to import):
+# an import's first gzip file otherwise paid for it. None where it is missing.
+_isal_zlib: ModuleType | None
+try:
+    from isal import isal_zlib as _isal_zlib
+except ImportError:  # pragma: no cover - isal is a dependency; the standard library reads then
+    _isal_zlib = None
 
 _PIECE: Final = 1 << 18  # bytes of text per piece the gunzip thread hands over
 _INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzipped inline, no thread
@@ -73,15 +82,12 @@ def _gzip_readinto(
     broken gzip. ISA-L's reader inflates straight into the caller's buffer (no bytes object
     per piece: on the V100 trace 13 ms against 40 ms for a decompressor's 16 KiB pieces, in a
     fresh process); the standard library's reader where ISA-L is missing."""
-    try:
-        from isal import isal_zlib
-
-        reader = isal_zlib._GzipReader(f)  # what isal.igzip's files read through
-        isal_error: type[BaseException] = getattr(isal_zlib, "IsalError", OSError)
+    if _isal_zlib is not None and hasattr(_isal_zlib, "_GzipReader"):
+        reader = _isal_zlib._GzipReader(f)  # what isal.igzip's files read through
+        isal_error: type[BaseException] = getattr(_isal_zlib, "IsalError", OSError)
         return reader.readinto, (EOFError, OSError, isal_error)
-    except (ImportError, AttributeError):
-        gz = gzip.GzipFile(fileobj=f, mode="rb")
-        return gz.readinto, (EOFError, OSError, zlib.error)
+    gz = gzip.GzipFile(fileobj=f, mode="rb")
+    return gz.readinto, (EOFError, OSError, zlib.error)
 
 
 def _gzip_error(path: Path, why: object) -> TraceImportError:

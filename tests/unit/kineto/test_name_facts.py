@@ -18,6 +18,7 @@ _PIECES = [
     "ProfilerStep", "#", " ", "\t", "\n", "\x1c", "\u3000", "12", "007", "\u0661",
     "99999999999999999999", "9223372036854775807", "nccl", "rccl", "Kernel", "DevKernel",
     "ncclKernel", "Memcpy", "Memset", "dma", "hip", "Sync", "Stream Sync", "Event", "_",
+    "Stream Wait Event", "Stream Wait", " Event",
     "\u0301", "\u203f", "\u200d", "\u00bd", "\u00b2", "a", "Z",
 ]  # fmt: skip
 _name = st.lists(st.sampled_from(_PIECES), max_size=6).map("".join)
