@@ -25,17 +25,14 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
-OTHERS_LIMIT = 0.1  # cores, as kineto_vs_hta.py
 PHASES = ("import", "views", "stall", "all")
 INSTALLED = "installed"
 
@@ -89,43 +86,23 @@ def child(target: str, trace_dir: str) -> dict[str, Any]:
     import warnings
 
     import stallscope
-    from stallscope import _core  # noqa: F401  (part of the imports, as in the headline bench)
-    from stallscope.analysis import (
-        idle_time_breakdown,
-        kernel_breakdown,
-        kernel_type_breakdown,
-        stall_table,
-        temporal_breakdown,
-    )
+    import stallscope.analysis  # the imports, before the wait and the timing
+    from stallscope import _core  # noqa: F401
 
     if target != INSTALLED and not stallscope.__file__.startswith(target):
         raise RuntimeError(f"imported {stallscope.__file__}, not the build in {target}")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from kineto_vs_hta import _settle
+    from kineto_vs_hta import _settle, stallscope_work
 
     warnings.simplefilter("ignore")
     _settle()
-
-    def faults() -> int:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-    f0, t0 = faults(), time.perf_counter()
-    events = stallscope.import_kineto(trace_dir)
-    f1, t1 = faults(), time.perf_counter()
-    temporal_breakdown(events)
-    idle_time_breakdown(events)
-    kernel_type_breakdown(events)
-    kernel_breakdown(events)
-    t2 = time.perf_counter()
-    stall_table(events)
-    t3 = time.perf_counter()
+    work = stallscope_work(trace_dir)
+    ms = {ph: work[ph] * 1e3 for ph in ("import", "views", "stall")}
     return {
-        "import": (t1 - t0) * 1e3,
-        "views": (t2 - t1) * 1e3,
-        "stall": (t3 - t2) * 1e3,
-        "all": (t3 - t0) * 1e3,
-        "import_faults": f1 - f0,
-        "faults": faults() - f0,
+        **ms,
+        "all": sum(ms.values()),
+        "import_faults": work["import_faults"],
+        "faults": work["faults"],
     }
 
 
@@ -163,10 +140,9 @@ def summarize(
         for ph in PHASES
     }
     for ph in PHASES:  # paired per round over the summed sets, then the median over rounds
-        rounds = len(quiet)
         total[ph]["paired_diff_ms"] = statistics.median(
             sum(by["head"][r][ph] - by["base"][r][ph] for by in runs.values())
-            for r in range(rounds)
+            for r in range(len(quiet))
         )
     return {"per_set": per_set, "total": total, "quiet_rounds": sum(quiet), "rounds": len(quiet)}
 
@@ -189,14 +165,10 @@ def main() -> None:
         ap.error("BASE is required: the git revision of the code before")
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
-    data = a.data or next(
-        (
-            p / "shared" / "data" / "kineto"
-            for p in ROOT.parents
-            if (p / "shared" / "data" / "kineto" / "MANIFEST.json").is_file()
-        ),
-        None,
-    )
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from kineto_vs_hta import OTHERS_LIMIT, default_data
+
+    data = a.data or default_data()
     if data is None or not data.is_dir():
         _fail("no trace folder: pass --data (the folder of trace sets, one folder each)")
     sets = sorted(p for p in data.iterdir() if p.is_dir())

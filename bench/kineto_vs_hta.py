@@ -100,11 +100,12 @@ def child_hta(trace_dir: str, settle: bool = True) -> dict[str, float]:
     }
 
 
-def child_stallscope(trace_dir: str, settle: bool = True) -> dict[str, float]:
-    import warnings
-
+def stallscope_work(trace_dir: str) -> dict[str, float]:
+    """stallscope's timed work on one trace folder, by phase: seconds of the import, of the
+    four HTA views, of the stall table (stallscope's own table: HTA has no equivalent, so this
+    is extra work); and the page faults of the import and of all of it. stallscope is the one
+    the caller imported (the side-by-side bench picks a build)."""
     import stallscope
-    from stallscope import _core  # noqa: F401  (the native scanner: part of the imports)
     from stallscope.analysis import (
         idle_time_breakdown,
         kernel_breakdown,
@@ -113,19 +114,40 @@ def child_stallscope(trace_dir: str, settle: bool = True) -> dict[str, float]:
         temporal_breakdown,
     )
 
-    warnings.simplefilter("ignore")
-    settle_s = _settle() if settle else 0.0  # the imports' threads idle before timing
-    base, base_anon = (x / 1024.0 for x in _mem_kib(os.getpid()))  # after the imports
-    t0 = time.perf_counter()
+    def faults() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+    f0, t0 = faults(), time.perf_counter()
     events = stallscope.import_kineto(trace_dir)
+    f1, t1 = faults(), time.perf_counter()
     temporal_breakdown(events)
     idle_time_breakdown(events)
     kernel_type_breakdown(events)
     kernel_breakdown(events)
-    stall_table(events)  # stallscope's own table too: HTA has no equivalent, so this is extra work
-    secs = time.perf_counter() - t0
+    t2 = time.perf_counter()
+    stall_table(events)
+    t3 = time.perf_counter()
     return {
-        "seconds": secs,
+        "import": t1 - t0,
+        "views": t2 - t1,
+        "stall": t3 - t2,
+        "import_faults": f1 - f0,
+        "faults": faults() - f0,
+    }
+
+
+def child_stallscope(trace_dir: str, settle: bool = True) -> dict[str, float]:
+    import warnings
+
+    import stallscope.analysis  # noqa: F401  (the imports, before the wait and the timing)
+    from stallscope import _core  # noqa: F401  (the native scanner: part of the imports)
+
+    warnings.simplefilter("ignore")
+    settle_s = _settle() if settle else 0.0  # the imports' threads idle before timing
+    base, base_anon = (x / 1024.0 for x in _mem_kib(os.getpid()))  # after the imports
+    work = stallscope_work(trace_dir)
+    return {
+        "seconds": work["import"] + work["views"] + work["stall"],
         "peak_rss_mib": _peak_rss_mib(),
         "baseline_rss_mib": base,
         "baseline_anon_mib": base_anon,
@@ -171,6 +193,18 @@ def _tree_mem_kib(pid: int) -> tuple[int, int]:
         rss, anon = rss + r, anon + a
         todo += _children(p)
     return rss, anon
+
+
+def default_data() -> Path | None:
+    """The project's trace sets (../shared/data/kineto beside the checkout), None if absent."""
+    return next(
+        (
+            p / "shared" / "data" / "kineto"
+            for p in ROOT.parents
+            if (p / "shared" / "data" / "kineto" / "MANIFEST.json").is_file()
+        ),
+        None,
+    )
 
 
 def _run(python: str, which: str, trace_dir: Path, settle: bool = True) -> dict[str, float]:
@@ -224,13 +258,9 @@ def main() -> None:
         res = child(trace_dir, settle=not a.no_settle)
         print(json.dumps(res))
         return
-    data = a.data
+    data = a.data or default_data()
     if data is None:
-        data = next(
-            p / "shared" / "data" / "kineto"
-            for p in ROOT.parents
-            if (p / "shared" / "data" / "kineto" / "MANIFEST.json").is_file()
-        )
+        ap.error("no trace folder found: pass --data (the folder of trace sets)")
     sets = sorted(p for p in data.iterdir() if p.is_dir())
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _guard import check  # the project's noisy-neighbour guard
