@@ -307,6 +307,16 @@ HtaRowsOut hta_rows(const HtaRowsIn& in) {
       row0_ts[f.rank] = hta_times(f.row0_ns - f.base_ns, 0, f.ts_float).first - shift;
     }
   }
+  if (in.gpu_only) {  // the chosen rows with a stream, in their order
+    if (!filtered) {
+      sel.resize(m);
+      for (size_t j = 0; j < m; ++j) sel[j] = static_cast<uint32_t>(j);
+      filtered = true;
+    }
+    sel.erase(std::remove_if(sel.begin(), sel.end(),
+                             [&w](uint32_t j) { return w.stream(w.pos[j]) == -1; }),
+              sel.end());
+  }
   const size_t k = filtered ? sel.size() : m;
   o.row.resize(k);
   o.rank.resize(k);

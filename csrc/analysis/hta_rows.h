@@ -40,6 +40,9 @@ struct HtaRowsIn {
   size_t n_names = 0;
   std::vector<HtaRankFact> facts;  // one per rank with a trace mark; others: base 0, floats
   bool include_last_step = false;  // false: HTA's default last-step filter
+  // Only the rows with a stream (GPU activity kinds), in the same order: what HTA's kernel
+  // views read. Their values are the same as in the whole output.
+  bool gpu_only = false;
 };
 
 // One entry per HTA row, in HTA's order (a row repeats where HTA's merge repeats it).

@@ -37,7 +37,7 @@ py::dict hta_rows(const In<uint8_t>& kind, const In<int32_t>& rank, const In<int
                   const In<uint32_t>& name, const In<uint8_t>& hta_kind,
                   const In<uint8_t>& gpu_kind, uint8_t runtime_kind, const In<uint8_t>& name_sync,
                   const In<uint8_t>& name_step, const std::vector<Fact>& facts,
-                  bool include_last_step) {
+                  bool include_last_step, bool gpu_only) {
   analysis::HtaRowsIn in;
   in.n = static_cast<size_t>(kind.size());
   in.kind = rows_of(kind, in.n, "kind");
@@ -61,6 +61,7 @@ py::dict hta_rows(const In<uint8_t>& kind, const In<int32_t>& rank, const In<int
     in.facts.push_back({r, base, ts_float, row0.has_value(), row0.value_or(0)});
   }
   in.include_last_step = include_last_step;
+  in.gpu_only = gpu_only;
   analysis::HtaRowsOut o;
   {
     py::gil_scoped_release nogil;
@@ -86,9 +87,10 @@ void bind_analysis(py::module_& m) {
   m.def("hta_rows", &hta_rows, py::arg("kind"), py::arg("rank"), py::arg("start"), py::arg("end"),
         py::arg("lane"), py::arg("correlation"), py::arg("name"), py::arg("hta_kind"),
         py::arg("gpu_kind"), py::arg("runtime_kind"), py::arg("name_sync"), py::arg("name_step"),
-        py::arg("facts"), py::arg("include_last_step"),
+        py::arg("facts"), py::arg("include_last_step"), py::arg("gpu_only") = false,
         "HTA's rows of an events frame's columns (csrc/analysis/hta_rows.h): a dict of NumPy "
-        "arrays row, rank, kind, name, stream, correlation, is_gpu, ts, end, runtime.");
+        "arrays row, rank, kind, name, stream, correlation, is_gpu, ts, end, runtime; gpu_only: "
+        "only the rows with a stream.");
 }
 
 }  // namespace stallscope::bindings

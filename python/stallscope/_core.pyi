@@ -190,4 +190,5 @@ def hta_rows(
     name_step: npt.NDArray[np.uint8],
     facts: list[tuple[int, int, bool, int | None]],
     include_last_step: bool,
+    gpu_only: bool = False,
 ) -> dict[str, npt.NDArray[Any]]: ...

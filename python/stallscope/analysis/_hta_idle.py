@@ -30,7 +30,7 @@ def idle_time_breakdown(
     """rank, stream, idle_category (host_wait / kernel_wait / other), idle_time_ns,
     idle_time_ratio (share of the stream's idle time). `consecutive_kernel_delay` is in µs
     (trace units) as in HTA."""
-    rows = hta_arrays(events)
+    rows = hta_arrays(events, gpu_only=True)
     op = np.flatnonzero((rows.stream != -1) & _OP_KIND[rows.kind])
     return idle_from_arrays(
         rows.rank[op],

@@ -45,7 +45,7 @@ def kernel_type_breakdown(
     types = _types(include_memory_kernels)
     # One sweep over every type's merged intervals (bit i for types[i]): the running bit sum
     # labels each stretch.
-    _, label, dur = sweep(*merge_by_type(hta_arrays(events), types))
+    _, label, dur = sweep(*merge_by_type(hta_arrays(events, gpu_only=True), types))
     per_label = np.bincount(label, weights=dur, minlength=1 << len(types))
     labels = _labels(types)
     present = [v for v in labels if np.any(label == v)]
@@ -77,7 +77,7 @@ def kernel_breakdown(
     within a (rank, type) names by sum, largest first (ties by name), the running sum and its
     `duration_ratio` quantile (linear) decide which names fold into "others"."""
     types = _types(include_memory_kernels)
-    rows = hta_arrays(events)
+    rows = hta_arrays(events, gpu_only=True)
     gpu = rows.gpu()
     ktype = rows.kernel_type[gpu]
     sel = gpu[ktype < len(types)]  # TYPES lead KERNEL_TYPES in the same order

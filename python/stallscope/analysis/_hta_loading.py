@@ -19,6 +19,7 @@ Native captures (no trace mark) are treated as a ns-resolution Kineto export of 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,12 +39,12 @@ SYNC_NAMES = ("Event Sync", "Context Sync")
 _Fact = tuple[int, int, bool, int | None]  # rank, base_ns, ts_float, row0_ns
 
 
-def _trace_facts(marks: pl.DataFrame) -> dict[int, _Fact]:
+def _trace_facts(marks: Iterable[tuple[int, str | None, str | None]]) -> dict[int, _Fact]:
     """rank -> (rank, base_ns, ts_float, row0_ns) from the importer's trace marks (`marks`:
-    rows of kind mark with rank, name, detail; the first mark of a rank counts). Native runs
-    have none: base 0, float timestamps."""
+    (rank, name, detail) of the rows of kind mark, in row order; the first trace mark of a rank
+    counts). Native runs have none: base 0, float timestamps."""
     out: dict[int, _Fact] = {}
-    for rank, name, detail in marks.select("rank", "name", "detail").iter_rows():
+    for rank, name, detail in marks:
         if name != TRACE_MARK or rank in out:
             continue
         d: dict[str, str] = {}
@@ -75,7 +76,9 @@ class HtaRows:
     - ``kernel_type`` (computed from ``names``): HTA's, a position in KERNEL_TYPES, on rows with
       a stream (-1 elsewhere: no view reads it there).
 
-    ``frame()`` gives them as the frame `hta_rows` returns."""
+    ``frame()`` gives them as the frame `hta_rows` returns. With ``gpu_only`` the arrays hold only
+    the rows with a stream, in the same order (what the kernel views read); there is no frame
+    then."""
 
     row: np.ndarray[Any, Any]
     rank: np.ndarray[Any, Any]
@@ -91,6 +94,8 @@ class HtaRows:
     name_column: pl.Series  # the events' name column (`row` indexes it)
     kernel_type: np.ndarray[Any, Any] = field(init=False)
     _frame: pl.DataFrame | None = field(default=None, repr=False)
+    gpu_only: bool = False
+    _gpu: HtaRows | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # HTA's kernel type of each row with a stream, classified once per distinct name there.
@@ -104,9 +109,34 @@ class HtaRows:
         """Positions of the rows with a stream (HTA's GPU kernel rows)."""
         return np.flatnonzero(self.stream != -1)
 
+    def gpu_rows(self) -> HtaRows:
+        """The rows with a stream, in their order (``gpu_only``); made once."""
+        if self.gpu_only:
+            return self
+        if self._gpu is None:
+            g = self.gpu()
+            self._gpu = HtaRows(
+                self.row[g],
+                self.rank[g],
+                self.kind[g],
+                self.name[g],
+                self.names,
+                self.stream[g],
+                self.correlation[g],
+                self.is_gpu[g],
+                self.ts[g],
+                self.end[g],
+                self.runtime[g],
+                self.name_column,
+                gpu_only=True,
+            )
+        return self._gpu
+
     def frame(self) -> pl.DataFrame:
         """rank, kind, name, ts, dur, end (µs, float64), stream, correlation, is_gpu,
         kernel_type (KERNEL_TYPE; null off GPU rows), ts_runtime (null when none); built once."""
+        if self.gpu_only:
+            raise ValueError("these HTA rows hold the GPU rows only: use hta_arrays(events)")
         if self._frame is None:
             gpu = self.stream != -1
             kt = _arrow.series(np.where(gpu, self.kernel_type, 0), dtype=pl.UInt32)
@@ -138,52 +168,71 @@ def hta_rows(
 
 
 def hta_arrays(
-    events: pl.DataFrame | pl.LazyFrame, *, include_last_profiler_step: bool = False
+    events: pl.DataFrame | pl.LazyFrame,
+    *,
+    include_last_profiler_step: bool = False,
+    gpu_only: bool = False,
 ) -> HtaRows:
-    """The rows HTA analyses (`HtaRows`). Memoised for the last few DataFrames seen (by
-    identity, while they live), so the views called one after another on one events frame share
-    this work."""
-    key = (id(events), include_last_profiler_step)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0]() is events:
-        return hit[1]
-    out = _hta_rows(events, include_last_profiler_step)
-    if isinstance(events, pl.DataFrame):
-        if len(_CACHE) >= 4:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = (weakref.ref(events), out)
+    """The rows HTA analyses (`HtaRows`); with `gpu_only`, only those with a stream (HTA's
+    kernel views read no others: on the V100 trace 18 k of 99 k rows). Memoised for the last
+    few DataFrames seen (by identity, while they live), so the views called one after another
+    on one events frame share this work; a GPU-only request takes the GPU rows of a whole
+    result already made."""
+    whole = _cached(events, include_last_profiler_step, False)
+    if whole is not None and gpu_only:
+        return whole.gpu_rows()
+    out = whole or _cached(events, include_last_profiler_step, gpu_only)
+    if out is None:
+        out = _hta_rows(events, include_last_profiler_step, gpu_only)
+        if isinstance(events, pl.DataFrame):
+            if len(_CACHE) >= 4:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[(id(events), include_last_profiler_step, gpu_only)] = (
+                weakref.ref(events),
+                out,
+            )
     return out
 
 
-_CACHE: dict[tuple[int, bool], tuple[weakref.ref[Any], HtaRows]] = {}
+def _cached(events: Any, include_last_profiler_step: bool, gpu_only: bool) -> HtaRows | None:
+    hit = _CACHE.get((id(events), include_last_profiler_step, gpu_only))
+    return hit[1] if hit is not None and hit[0]() is events else None
 
 
-def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool) -> HtaRows:
+_CACHE: dict[tuple[int, bool, bool], tuple[weakref.ref[Any], HtaRows]] = {}
+
+
+def _hta_rows(
+    events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: bool, gpu_only: bool
+) -> HtaRows:
     """The rows, computed in one C++ pass over the events' columns (`_core.hta_rows`,
     csrc/analysis/hta_rows.h, the rules of this module's docstring); names are tested once
-    per distinct name (their codes from `_core.string_codes`)."""
+    per distinct name (their codes from `_core.string_codes`). A DataFrame's columns are taken
+    as they are (no query: a Polars query's first use in a process costs milliseconds)."""
     from stallscope import _core
 
-    if isinstance(events, pl.DataFrame):
-        ev = events.select(_NEEDED)
-        kind_all = ev["kind"].cast(KIND).to_physical().to_numpy()
-        mark_rows = _arrow.series(np.flatnonzero(kind_all == KIND_ID["mark"]))
-        marks = events.select(_MARK_COLS)[mark_rows]
-    else:
-        ev = events.select(_NEEDED).collect()
-        kind_all = ev["kind"].cast(KIND).to_physical().to_numpy()
-        marks = events.filter(pl.col("kind") == "mark").select(_MARK_COLS).collect()
-    name_column = ev["name"]
+    if isinstance(events, pl.LazyFrame):
+        events = events.select(*_NEEDED, "detail").collect()
+    col = events.get_column
+    kind = col("kind")
+    kind_all = (kind if kind.dtype == KIND else kind.cast(KIND)).to_physical().to_numpy()
+    rank = _int_column(col("rank"), np.int32, 0)
+    name_column = col("name")
     codes, first_rows = _core.string_codes(name_column)
     names = name_column.gather(_arrow.series(first_rows)).fill_null("")
     listed = names.to_list()
+    detail = col("detail")
+    marks = (
+        (int(rank[i]), listed[codes[i]], detail[int(i)])
+        for i in np.flatnonzero(kind_all == KIND_ID["mark"])
+    )
     out = _core.hta_rows(
         kind_all.astype(np.uint8, copy=False),
-        _int_column(ev["rank"], np.int32, 0),
-        _int_column(ev["start_ns"], np.int64, 0),
-        _int_column(ev["end_ns"], np.int64, 0),
-        _int_column(ev["lane"], np.int32, -1),
-        _int_column(ev["correlation"], np.int64, 0),
+        rank,
+        _int_column(col("start_ns"), np.int64, 0),
+        _int_column(col("end_ns"), np.int64, 0),
+        _int_column(col("lane"), np.int32, -1),
+        _int_column(col("correlation"), np.int64, 0),
         codes,
         _HTA_KIND,
         _GPU_KIND,
@@ -192,6 +241,7 @@ def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: b
         np.array(["ProfilerStep" in n for n in listed], dtype=np.uint8),
         list(_trace_facts(marks).values()),
         include_last_profiler_step,
+        gpu_only,
     )
     return HtaRows(
         out["row"],
@@ -206,6 +256,7 @@ def _hta_rows(events: pl.DataFrame | pl.LazyFrame, include_last_profiler_step: b
         out["end"],
         out["runtime"],
         name_column,
+        gpu_only=gpu_only,
     )
 
 
@@ -218,7 +269,6 @@ def _int_column(col: pl.Series, dtype: type[np.integer[Any]], null: int) -> np.n
 
 
 _NEEDED = ("rank", "kind", "name", "start_ns", "end_ns", "lane", "correlation")
-_MARK_COLS = ("rank", "name", "detail")
 # By kind code, 0 / 1 (the tables _core.hta_rows takes): whether HTA has such rows; whether the
 # kind is GPU activity.
 _HTA_KIND = (~kind_mask(NOT_HTA_KINDS)).astype(np.uint8)

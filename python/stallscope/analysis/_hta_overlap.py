@@ -17,7 +17,7 @@ def comm_comp_overlap(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank: rank, overlap_ns (time with communication and computation kernels both
     running), comm_time_ns (merged communication time), overlap_pct (HTA's
     comp_comm_overlap_pctg; NaN when the rank ran no communication kernel)."""
-    rows = hta_arrays(events)
+    rows = hta_arrays(events, gpu_only=True)
     ranks = distinct(rows.rank[rows.gpu()])
     # Bit 0 communication, bit 1 computation: ties sort communication first, as HTA's
     # concatenation of the two boundary lists.

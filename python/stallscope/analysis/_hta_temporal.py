@@ -46,7 +46,7 @@ def temporal_breakdown(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank: rank, kernel_time_ns, idle_time_ns, compute_time_ns,
     non_compute_time_ns, idle_pct, compute_pct, non_compute_pct (HTA's
     get_temporal_breakdown; times are HTA's µs x 1000)."""
-    rank, ts, end, kt = gpu_arrays(hta_arrays(events))
+    rank, ts, end, kt = gpu_arrays(hta_arrays(events, gpu_only=True))
     ranks, first, last, run_time = _per_rank(rank, ts, end)
     comp = kt == KERNEL_TYPES.index("COMPUTATION")
     c_ranks, _, _, c_time = _per_rank(rank[comp], ts[comp], end[comp])

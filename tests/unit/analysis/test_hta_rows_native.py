@@ -28,6 +28,7 @@ def _call(
     rows: list[Row],
     facts: list[tuple[int, int, bool, int | None]] | None = None,
     include_last_step: bool = False,
+    gpu_only: bool = False,
 ) -> dict[str, np.ndarray[Any, Any]]:
     names = sorted({r[6] for r in rows}) or [""]
     code = {n: i for i, n in enumerate(names)}
@@ -47,6 +48,7 @@ def _call(
         np.array(["ProfilerStep" in n for n in names], np.uint8),
         facts or [],
         include_last_step,
+        gpu_only,
     )
 
 
@@ -143,6 +145,33 @@ def test_launch_is_the_last_cpu_partner_else_the_files_first_row(
         else:
             want = math.nan
         assert (math.isnan(got) and math.isnan(want)) or got == want, (j, got, want)
+
+
+mixed_rows = st.lists(
+    st.tuples(
+        st.sampled_from(["runtime", "kernel", "memcpy", "region"]),  # kind
+        st.integers(0, 1),  # rank
+        st.integers(0, 20),  # ts, µs
+        st.sampled_from([-1, 0, 7]),  # lane: a GPU kind's stream (-1: none)
+        st.sampled_from([0, 1, 2, 2**40]),  # correlation (0: none)
+        st.sampled_from(["ProfilerStep#1", "ProfilerStep#2", "k", "Event Sync"]),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(mixed_rows, st.booleans())
+def test_gpu_only_gives_the_rows_with_a_stream(
+    raw: list[tuple[str, int, int, int, int, str]], include_last_step: bool
+) -> None:
+    rows: list[Row] = [(k, r, t * 1000, t * 1000 + 500, ln, c, n) for k, r, t, ln, c, n in raw]
+    whole = _call(rows, include_last_step=include_last_step)
+    gpu = _call(rows, include_last_step=include_last_step, gpu_only=True)
+    keep = whole["stream"] != -1
+    assert set(gpu) == set(whole)
+    for key, value in whole.items():
+        np.testing.assert_array_equal(gpu[key], value[keep], err_msg=key)  # NaN equals NaN
 
 
 def test_float_and_integer_traces_get_htas_microseconds() -> None:

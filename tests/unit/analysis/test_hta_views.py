@@ -167,3 +167,24 @@ def test_queue_length_matches_hta(name: str) -> None:
         assert math.isclose(g["mean"], w["mean"], rel_tol=0.05, abs_tol=0.02), key
         if w["std"] is not None:
             assert math.isclose(g["std"], w["std"], rel_tol=0.05, abs_tol=0.02), key
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_gpu_only_rows_are_the_whole_rows_with_a_stream(name: str) -> None:
+    """The kernel views read HTA's rows with a stream only (hta_arrays(gpu_only=True)): made on
+    their own, they equal the whole rows' GPU part, array for array, in the same order."""
+    from stallscope.analysis._hta_loading import _hta_rows
+
+    events, _ = _case(name)
+    for last_step in (False, True):
+        alone = _hta_rows(events, last_step, True)
+        part = _hta_rows(events, last_step, False).gpu_rows()
+        assert alone.gpu_only and part.gpu_only
+        assert alone.row.size == part.row.size > 0
+        for field in ("row", "rank", "kind", "name", "stream", "correlation", "is_gpu"):
+            assert (getattr(alone, field) == getattr(part, field)).all(), field
+        for field in ("ts", "end", "runtime", "kernel_type"):
+            a, b = getattr(alone, field), getattr(part, field)
+            assert ((a == b) | (a != a) & (b != b)).all(), field  # NaN where both are NaN
+        with pytest.raises(ValueError, match="GPU rows only"):
+            alone.frame()
