@@ -45,7 +45,10 @@ std::string_view view_string(const uint8_t* view, const ArrowArray& array) {
 
 uint32_t StringCoder::by_content(std::string_view s, int64_t row) {
   auto [it, added] = content_.try_emplace(s, static_cast<uint32_t>(first_rows_.size()));
-  if (added) first_rows_.push_back(row);
+  if (added) {
+    first_rows_.push_back(row);
+    values_.push_back(s);
+  }
   return it->second;
 }
 

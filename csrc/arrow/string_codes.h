@@ -23,6 +23,8 @@ class StringCoder {
 
   // code -> the row (counted over all chunks added) where it first appears
   const std::vector<int64_t>& first_rows() const { return first_rows_; }
+  // code -> its string ("" for null), a view into the chunk where it first appears
+  const std::vector<std::string_view>& values() const { return values_; }
 
  private:
   struct Slot {
@@ -45,6 +47,7 @@ class StringCoder {
   bool by_views_ = true;
   std::unordered_map<std::string_view, uint32_t> content_;
   std::vector<int64_t> first_rows_;
+  std::vector<std::string_view> values_;
   int64_t rows_ = 0;  // rows added so far
 };
 

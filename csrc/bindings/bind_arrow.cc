@@ -182,7 +182,14 @@ py::tuple string_codes(const py::object& column) {
   const std::vector<int64_t>& first = coder.first_rows();
   py::array_t<int64_t> first_rows(static_cast<py::ssize_t>(first.size()));
   std::copy(first.begin(), first.end(), first_rows.mutable_data());
-  return py::make_tuple(codes, first_rows);
+  py::list values(coder.values().size());
+  size_t i = 0;
+  for (std::string_view v : coder.values()) {  // the chunks are still held: the views are valid
+    PyObject* str = PyUnicode_DecodeUTF8(v.data(), static_cast<py::ssize_t>(v.size()), "strict");
+    if (str == nullptr) throw py::error_already_set();
+    PyList_SET_ITEM(values.ptr(), static_cast<py::ssize_t>(i++), str);
+  }
+  return py::make_tuple(codes, first_rows, values);
 }
 
 }  // namespace
@@ -206,9 +213,10 @@ void bind_arrow(py::module_& m) {
         "pl.Enum(categories) (its field metadata); the codes are shared when the array is the "
         "extension's own read-only storage, else copied.");
   m.def("string_codes", &string_codes, py::arg("column"),
-        "(codes uint32, first_rows int64) of a string column (a Polars Series): equal strings "
-        "share a code, codes count from 0 in order of first appearance, null counts as \"\"; "
-        "first_rows[code] is the row where the code first appears.");
+        "(codes uint32, first_rows int64, values list[str]) of a string column (a Polars "
+        "Series): equal strings share a code, codes count from 0 in order of first appearance, "
+        "null counts as \"\"; first_rows[code] is the row where the code first appears, "
+        "values[code] its string.");
 }
 
 }  // namespace stallscope::bindings

@@ -174,7 +174,9 @@ def arrow_strings(
 def arrow_enum(
     codes: npt.NDArray[np.uint8], categories: list[str], name: str = ""
 ) -> ArrowColumn: ...
-def string_codes(column: object) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]: ...
+def string_codes(
+    column: object,
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64], list[str]]: ...
 def hta_rows(
     kind: npt.NDArray[np.uint8],
     rank: npt.NDArray[np.int32],

@@ -48,19 +48,21 @@ def kernel_type_breakdown(
     _, label, dur = sweep(*merge_by_type(hta_arrays(events, gpu_only=True), types))
     per_label = np.bincount(label, weights=dur, minlength=1 << len(types))
     labels = _labels(types)
-    present = [v for v in labels if np.any(label == v)]
-    sums = pl.DataFrame(
-        {
-            "kernel_type": [labels[v] for v in present],
-            "time": pl.Series([per_label[v] for v in present], dtype=pl.Float64),
-        },
-        schema={"kernel_type": pl.String, "time": pl.Float64},
-    ).sort("time", "kernel_type", descending=[True, False])
-    total = sums["time"].sum()
-    pct = _arrow.series(np.round(sums["time"].to_numpy() / total * 100, 1)) if total else None
-    return sums.select(
-        "kernel_type", time_ns=(pl.col("time") * 1000.0).round(0).cast(pl.Int64)
-    ).with_columns(percentage=sums["time"] * 0 if pct is None else pct)
+    # Largest first, ties by label (made here: the frame's own sort and expressions would each
+    # be a Polars query, and a query's first use in a process costs milliseconds).
+    present = sorted(
+        (v for v in labels if np.any(label == v)), key=lambda v: (-per_label[v], labels[v])
+    )
+    time = np.array([per_label[v] for v in present], dtype=np.float64)
+    total = time.sum()  # as pandas sums for HTA
+    pct = np.round(time / total * 100, 1) if total else time * 0
+    return pl.DataFrame(
+        [
+            pl.Series("kernel_type", [labels[v] for v in present], pl.String),
+            _arrow.series(np.round(time * 1000.0).astype(np.int64), "time_ns", pl.Int64),
+            _arrow.series(pct, "percentage", pl.Float64),
+        ]
+    )
 
 
 def kernel_breakdown(
@@ -86,9 +88,10 @@ def kernel_breakdown(
     cols = ("sum", "max", "min", "mean", "std")
     if sel.size == 0:
         return pl.DataFrame(schema={**empty, **{f"{c}_ns": pl.Float64 for c in cols}})
-    # Name codes renumbered in the names' sorted order, so sorting by code sorts by name.
-    by_name = rows.names.arg_sort().to_numpy()
-    names = rows.names.gather(_arrow.series(by_name))
+    # Name codes renumbered in the names' sorted order, so sorting by code sorts by name (the
+    # names are distinct; Python's code point order is UTF-8's byte order, Polars' string order).
+    by_name = np.array(sorted(range(len(rows.names)), key=rows.names.__getitem__), np.int64)
+    names = [rows.names[i] for i in by_name]
     position = np.empty(by_name.size, np.int64)
     position[by_name] = np.arange(by_name.size)
     code = position[rows.name[sel]]
@@ -135,15 +138,20 @@ def kernel_breakdown(
         out_name += ["others"] * fh.size
         out_rank = np.concatenate((out_rank, g_rank[fh]))
         out_kt = np.concatenate((out_kt, g_kt[fh]))
-    frame = pl.DataFrame(
+    # Sorted by kernel type, name and rank (unique together), here rather than by a Polars query.
+    out_type = [types[int(k)] for k in out_kt]
+    order = np.array(
+        sorted(range(len(out_name)), key=lambda i: (out_type[i], out_name[i], out_rank[i])),
+        np.int64,
+    )
+    return pl.DataFrame(
         [
-            pl.Series("kernel_type", [types[int(k)] for k in out_kt], pl.String),
-            pl.Series("name", out_name, pl.String),
-            _arrow.series(out_rank, "rank", pl.Int32),
-            *(_arrow.series(out[c] * 1000.0, f"{c}_ns", pl.Float64) for c in cols),
+            pl.Series("kernel_type", [out_type[i] for i in order], pl.String),
+            pl.Series("name", [out_name[i] for i in order], pl.String),
+            _arrow.series(out_rank[order], "rank", pl.Int32),
+            *(_arrow.series(out[c][order] * 1000.0, f"{c}_ns", pl.Float64) for c in cols),
         ]
     )
-    return frame.sort("kernel_type", "name", "rank")
 
 
 def _segment_stats(values: np.ndarray, head: np.ndarray) -> dict[str, np.ndarray]:

@@ -84,7 +84,7 @@ class HtaRows:
     rank: np.ndarray[Any, Any]
     kind: np.ndarray[Any, Any]
     name: np.ndarray[Any, Any]
-    names: pl.Series
+    names: list[str]
     stream: np.ndarray[Any, Any]
     correlation: np.ndarray[Any, Any]
     is_gpu: np.ndarray[Any, Any]
@@ -218,12 +218,10 @@ def _hta_rows(
     kind_all = (kind if kind.dtype == KIND else kind.cast(KIND)).to_physical().to_numpy()
     rank = _int_column(col("rank"), np.int32, 0)
     name_column = col("name")
-    codes, first_rows = _core.string_codes(name_column)
-    names = name_column.gather(_arrow.series(first_rows)).fill_null("")
-    listed = names.to_list()
+    codes, _, names = _core.string_codes(name_column)  # names[code]; a null name reads ""
     detail = col("detail")
     marks = (
-        (int(rank[i]), listed[codes[i]], detail[int(i)])
+        (int(rank[i]), names[codes[i]], detail[int(i)])
         for i in np.flatnonzero(kind_all == KIND_ID["mark"])
     )
     out = _core.hta_rows(
@@ -237,8 +235,8 @@ def _hta_rows(
         _HTA_KIND,
         _GPU_KIND,
         KIND_ID["runtime"],
-        np.array([n in SYNC_NAMES for n in listed], dtype=np.uint8),
-        np.array(["ProfilerStep" in n for n in listed], dtype=np.uint8),
+        np.array([n in SYNC_NAMES for n in names], dtype=np.uint8),
+        np.array(["ProfilerStep" in n for n in names], dtype=np.uint8),
         list(_trace_facts(marks).values()),
         include_last_profiler_step,
         gpu_only,

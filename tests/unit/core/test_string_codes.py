@@ -30,11 +30,13 @@ def _reference(values: list[str | None]) -> tuple[list[int], list[int]]:
 
 
 def _check(column: object, values: list[str | None]) -> None:
-    codes, first = _core.string_codes(column)
+    codes, first, distinct = _core.string_codes(column)
     want_codes, want_first = _reference(values)
     assert codes.dtype == np.uint32 and first.dtype == np.int64
     assert codes.tolist() == want_codes
     assert first.tolist() == want_first
+    # values[code]: the code's string, "" for null
+    assert distinct == [values[i] or "" for i in want_first]
 
 
 # Short (inline in a view: up to 12 bytes) and long strings, multi-byte characters, the 12/13
