@@ -24,7 +24,6 @@ Columns (time is int64 ns; sizes are bytes):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -147,9 +146,21 @@ def parse_detail(detail: pl.Expr, key: str, dtype: pl.DataType | None = None) ->
 
 
 def detail_value(detail: str | None, key: str) -> str | None:
-    """`parse_detail` of one detail string (the same pattern, by Python's re)."""
-    m = re.search(_detail_re(key), detail) if detail is not None else None
-    return m.group(1) if m else None
+    """`parse_detail` of one detail string: the value of the first ``key=`` at the start or
+    after a ``;``, up to the next ``;``. String methods, not re (a pattern's first compile in a
+    process costs ~0.3 ms)."""
+    if detail is None:
+        return None
+    head = key + "="
+    if detail.startswith(head):
+        i = len(head)
+    else:
+        i = detail.find(";" + head)
+        if i < 0:
+            return None
+        i += len(head) + 1
+    j = detail.find(";", i)
+    return detail[i:] if j < 0 else detail[i:j]
 
 
 def format_detail(pairs: dict[str, object]) -> str:

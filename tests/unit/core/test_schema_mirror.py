@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stallscope import _core
 from stallscope._schema import (
@@ -12,6 +14,7 @@ from stallscope._schema import (
     KINDS,
     SCHEMA,
     conform,
+    detail_value,
     format_detail,
     parse_detail,
 )
@@ -61,3 +64,18 @@ def test_detail_round_trip() -> None:
     )
     assert got["n"].to_list() == [2, None]
     assert got["g"].to_list() == ["pg0", None]
+
+
+# Detail strings built from pieces that make the edge cases likely: the key at the start, after
+# a ';', inside another key ("xgroup="), twice, empty values, values with '='.
+_pieces = st.sampled_from(["group=", "xgroup=", ";", "=", "a", "pg0", "group", ";group=b", "\n"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.none() | st.lists(_pieces, max_size=8).map("".join))
+def test_detail_value_equals_parse_detail(detail: str | None) -> None:
+    """One string's value (detail_value, Python) is the column expression's (parse_detail)."""
+    want = pl.DataFrame({"d": [detail]}, schema={"d": pl.String}).select(
+        parse_detail(pl.col("d"), "group")
+    )
+    assert detail_value(detail, "group") == want.item()
