@@ -319,14 +319,15 @@ HtaRowsOut hta_rows(const HtaRowsIn& in) {
     }
   }
   if (in.gpu_only) {  // the chosen rows with a stream, in their order
-    if (!filtered) {
-      sel.resize(m);
-      for (size_t j = 0; j < m; ++j) sel[j] = static_cast<uint32_t>(j);
+    const auto no_stream = [&w](uint32_t j) { return w.stream(w.pos[j]) == -1; };
+    if (filtered) {
+      sel.erase(std::remove_if(sel.begin(), sel.end(), no_stream), sel.end());
+    } else {
+      for (uint32_t j = 0; j < m; ++j) {
+        if (!no_stream(j)) sel.push_back(j);
+      }
       filtered = true;
     }
-    sel.erase(std::remove_if(sel.begin(), sel.end(),
-                             [&w](uint32_t j) { return w.stream(w.pos[j]) == -1; }),
-              sel.end());
   }
   const size_t k = filtered ? sel.size() : m;
   o.row.resize(k);

@@ -181,7 +181,7 @@ def hta_arrays(
     whole = _cached(events, include_last_profiler_step, False)
     if whole is not None and gpu_only:
         return whole.gpu_rows()
-    out = whole or _cached(events, include_last_profiler_step, gpu_only)
+    out = whole if whole is not None else _cached(events, include_last_profiler_step, gpu_only)
     if out is None:
         out = _hta_rows(events, include_last_profiler_step, gpu_only)
         if isinstance(events, pl.DataFrame):
