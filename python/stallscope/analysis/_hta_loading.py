@@ -179,18 +179,16 @@ def hta_arrays(
     on one events frame share this work; a GPU-only request takes the GPU rows of a whole
     result already made."""
     whole = _cached(events, include_last_profiler_step, False)
-    if whole is not None and gpu_only:
-        return whole.gpu_rows()
-    out = whole if whole is not None else _cached(events, include_last_profiler_step, gpu_only)
-    if out is None:
-        out = _hta_rows(events, include_last_profiler_step, gpu_only)
-        if isinstance(events, pl.DataFrame):
-            if len(_CACHE) >= 4:
-                _CACHE.pop(next(iter(_CACHE)))
-            _CACHE[(id(events), include_last_profiler_step, gpu_only)] = (
-                weakref.ref(events),
-                out,
-            )
+    if whole is not None:
+        return whole.gpu_rows() if gpu_only else whole
+    out = _cached(events, include_last_profiler_step, True) if gpu_only else None
+    if out is not None:
+        return out
+    out = _hta_rows(events, include_last_profiler_step, gpu_only)
+    if isinstance(events, pl.DataFrame):
+        if len(_CACHE) >= 4:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[(id(events), include_last_profiler_step, gpu_only)] = (weakref.ref(events), out)
     return out
 
 
