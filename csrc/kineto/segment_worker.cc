@@ -93,7 +93,6 @@ size_t StreamScanner::parse_split(const char* begin, size_t size) {
   // kEvent, checkpoint after the ',' with only whitespace up to `at` (inside an event, the
   // checkpoint would be that event's '{').
   if (state_ == kEvent && std::all_of(begin + used, at, is_ws)) {
-    flush_batch();  // this thread's events first: the worker appends its own after them
     worker_->take();
     pending_ = true;  // the rest is the worker's: taken at the next feed() or end_file()
     return size;
@@ -146,7 +145,6 @@ size_t StreamScanner::scan_events(const char* begin, size_t size) {
   } catch (const NeedMore&) {
   } catch (const Unsupported&) {  // the owner reads this event again and says why
   }
-  flush_batch();  // every committed event lies within `used` (hand_over reads the columns)
   return used;
 }
 
@@ -160,7 +158,6 @@ void StreamScanner::clear_events() {
   ts_flags_.clear();
   dur_flags_.clear();
   flow_ts_flags_.clear();
-  batch_.n = 0;
   events_ = 0;
   ts_any_float_ = dur_any_float_ = false;
   seg_ts_float_ = seg_dur_float_ = false;

@@ -203,7 +203,6 @@ bool StreamScanner::end_file(FileResult* out) {
     return false;
   }
   rank_.finish();
-  flush_batch();
   FileResult& r = staged_;
   r.events = events_;
 
@@ -559,21 +558,18 @@ void StreamScanner::commit(const Event& ev) {
   int64_t index = events_++;
   FileResult& r = staged_;
   if (ev.ph == 1) {
-    Batch& b = batch_;
-    const int k = b.n;
-    for (int c = 0; c < kNumRowInt; ++c) b.ints[c][k] = ev.ints[c];
-    b.ints[kRowIndex][k] = index;
-    b.ints[kRowTs][k] = ev.ts.bits;
-    b.ints[kRowDur][k] = ev.dur.bits;
-    b.ts_flags[k] = ev.ts.flags;
-    b.dur_flags[k] = ev.dur.flags;
-    for (int c = 0; c < kNumRowStr; ++c) b.strs[c][k] = ev.strs[c];
+    for (int c = 0; c < kNumRowInt; ++c) r.rows[c].push_back(ev.ints[c]);
+    r.rows[kRowIndex].back() = index;
+    r.rows[kRowTs].back() = ev.ts.bits;
+    r.rows[kRowDur].back() = ev.dur.bits;
+    ts_flags_.push_back(ev.ts.flags);
+    dur_flags_.push_back(ev.dur.flags);
+    for (int c = 0; c < kNumRowStr; ++c) r.strs[c].push_back(ev.strs[c]);
     if (ev.nccl_strs[kNcclColl] >= 0) {
       for (int c = 0; c < kNumNcclInt; ++c) r.nccl[c].push_back(ev.nccl[c]);
       r.nccl[kNcclIndex].back() = index;
       for (int c = 0; c < kNumNcclStr; ++c) r.nccl_strs[c].push_back(ev.nccl_strs[c]);
     }
-    if (++b.n == Batch::kRows) flush_batch();
   } else if (ev.ph == 2) {
     r.flows[kFlowPid].push_back(ev.ints[kRowPid]);
     r.flows[kFlowTid].push_back(ev.ints[kRowTid]);
@@ -582,18 +578,6 @@ void StreamScanner::commit(const Event& ev) {
     flow_ts_flags_.push_back(ev.ts.flags);
     r.flow_cat.push_back(ev.strs[kRowCat]);
   }
-}
-
-void StreamScanner::flush_batch() {
-  Batch& b = batch_;
-  const int n = b.n;
-  if (n == 0) return;
-  FileResult& r = staged_;
-  for (int c = 0; c < kNumRowInt; ++c) r.rows[c].insert(r.rows[c].end(), b.ints[c], b.ints[c] + n);
-  for (int c = 0; c < kNumRowStr; ++c) r.strs[c].insert(r.strs[c].end(), b.strs[c], b.strs[c] + n);
-  ts_flags_.insert(ts_flags_.end(), b.ts_flags, b.ts_flags + n);
-  dur_flags_.insert(dur_flags_.end(), b.dur_flags, b.dur_flags + n);
-  b.n = 0;
 }
 
 }  // namespace stallscope::kineto

@@ -166,9 +166,6 @@ class StreamScanner {
   void str_field(Dict& dict, int32_t* out);
   void time_field(Time* t, bool* any_float);
   void commit(const Event& ev);
-  // Appends the batched complete events to the columns (staged_, ts_flags_, dur_flags_): before
-  // anything reads or appends to those (end_file, a hand-over either way).
-  void flush_batch();
 
   Cursor cur_;
   State state_ = kStart;
@@ -191,17 +188,6 @@ class StreamScanner {
   // rows[kRowTs], rows[kRowDur] and flows[kFlowTs] hold Time::bits; their flags are here.
   FileResult staged_;
   std::vector<uint8_t> ts_flags_, dur_flags_, flow_ts_flags_;
-  // Complete events committed since the last flush_batch(), column by column: a commit stores
-  // into fixed arrays (no capacity check per column: 15 push_backs cost ~290 instructions an
-  // event, ~11 % of the scan), and a flush appends each column in one copy.
-  struct Batch {
-    static constexpr int kRows = 256;
-    int64_t ints[kNumRowInt][kRows];
-    int32_t strs[kNumRowStr][kRows];
-    uint8_t ts_flags[kRows], dur_flags[kRows];
-    int n = 0;
-  };
-  Batch batch_;
 
   Dict cats_, names_, args_;
 
