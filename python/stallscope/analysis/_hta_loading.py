@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -73,8 +73,8 @@ class HtaRows:
       ``is_gpu``;
     - ``ts``, ``end`` (HTA's µs, float64), ``runtime`` (the aligned ts of the CPU row with the same
       correlation, NaN when none: GPU rows only);
-    - ``kernel_type`` (computed from ``names``): HTA's, a position in KERNEL_TYPES, on rows with
-      a stream (-1 elsewhere: no view reads it there).
+    - ``kernel_type`` (computed from ``names`` unless given): HTA's, a position in KERNEL_TYPES,
+      on rows with a stream (-1 elsewhere: no view reads it there).
 
     ``frame()`` gives them as the frame `hta_rows` returns. With ``gpu_only`` the arrays hold only
     the rows with a stream, in the same order (what the kernel views read); there is no frame
@@ -96,8 +96,12 @@ class HtaRows:
     _frame: pl.DataFrame | None = field(default=None, repr=False)
     gpu_only: bool = False
     _gpu: HtaRows | None = field(default=None, repr=False)
+    kernel_types: InitVar[np.ndarray[Any, Any] | None] = None  # given: kernel_type, not computed
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, kernel_types: np.ndarray[Any, Any] | None) -> None:
+        if kernel_types is not None:  # a subset's, taken from the rows it came from
+            self.kernel_type = kernel_types
+            return
         # HTA's kernel type of each row with a stream, classified once per distinct name there.
         gpu = self.stream != -1
         type_of_name = np.full(len(self.names), -1, np.int8)
@@ -129,6 +133,7 @@ class HtaRows:
                 self.runtime[g],
                 self.name_column,
                 gpu_only=True,
+                kernel_types=self.kernel_type[g],
             )
         return self._gpu
 
