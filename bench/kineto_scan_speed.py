@@ -33,12 +33,13 @@ CHUNK = 1 << 20  # bytes of text per feed()
 
 
 def data_dir() -> Path:
-    """The shared Kineto traces: the first shared/data/kineto above the checkout."""
-    for p in ROOT.parents:
-        d = p / "shared" / "data" / "kineto"
-        if (d / "MANIFEST.json").is_file():
-            return d
-    raise SystemExit("no shared/data/kineto above the checkout: name the trace files")
+    """The shared Kineto traces (kineto_vs_hta.default_data), or exit naming the fix."""
+    from kineto_vs_hta import default_data  # beside this script: on sys.path
+
+    found = default_data()
+    if found is None:
+        raise SystemExit("no shared/data/kineto above the checkout: name the trace files")
+    return found
 
 
 def load_core(path: str | None) -> Any:
