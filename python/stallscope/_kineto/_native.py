@@ -176,6 +176,7 @@ def convert_all(
         sizes.append(len(rows["index"]))
         for k, v in rows.items():
             parts.setdefault(k, []).append(v)
+    del rows, v  # the loop's last file: its columns must not outlive `cols` below
     cols = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in parts.items()}
     del parts  # each column is held once from here on
     from stallscope import _core

@@ -287,3 +287,47 @@ def test_freed_scan_columns_go_back_to_the_os_only_past_the_kept_amount(
     assert calls == []
     _native.trim_heap(small + 1)
     assert calls == [1]
+
+
+@pytest.mark.parametrize("files", [1, 3])
+def test_scan_columns_are_freed_before_the_frame_is_built(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, files: int
+) -> None:
+    # The import's peak memory: the scan's columns (~90 bytes an event) must be gone before
+    # the schema frame (names, details) is made, not held until the import returns. A single
+    # file once kept them alive through the conversion's loop variable.
+    import gc
+    import json
+    import weakref
+
+    import stallscope
+
+    alive: list[weakref.ref[Any]] = []
+    end = _native_read.Session._end
+
+    def watched_end(self: Any, path: Any, ok: bool) -> Any:
+        fs = end(self, path, ok)
+        alive.extend(weakref.ref(a) for a in fs.res["rows"].values())
+        return fs
+
+    seen: list[int] = []
+    frame = _native._schema_frame
+
+    def watched_frame(*a: Any) -> Any:
+        gc.collect()  # only references, not cycles, may keep a column: this changes nothing
+        seen.append(sum(r() is not None for r in alive))
+        return frame(*a)
+
+    monkeypatch.setattr(_native_read.Session, "_end", watched_end)
+    monkeypatch.setattr(_native, "_schema_frame", watched_frame)
+    for f in range(files):
+        events = [
+            {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+            for i in range(50)
+        ]
+        doc = {"distributedInfo": {"rank": f}, "traceEvents": events}
+        (tmp_path / f"rank{f}.json").write_text(json.dumps(doc))
+    out = stallscope.import_kineto(tmp_path)
+    assert out.height == 51 * files  # 50 events and a trace mark per file: read natively
+    assert len(alive) == 13 * files  # the scanner's columns, watched
+    assert seen == [0]
