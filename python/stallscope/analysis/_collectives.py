@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from stallscope._schema import detail_value, parse_detail
+from stallscope._schema import KIND, KIND_ID, detail_value, parse_detail
 from stallscope._sorted import segment_starts
 
 Array = np.ndarray[Any, Any]
@@ -90,7 +90,11 @@ def instances(comm: pl.DataFrame) -> Instances:
     at = np.array([parsed[d] for d in details], dtype=np.int64).reshape(n, 2)
     group, nnodes = at[:, 0], nn[at[:, 1]].astype(np.int64)
     # op_key: the name for kind collective, "" for p2p (a null name is a value of its own).
-    is_coll = (comm["kind"].cast(pl.String) == "collective").to_list()
+    kind = comm["kind"]
+    if kind.dtype == KIND:  # the schema's Enum: its codes, no string column
+        is_coll = (kind.to_physical().to_numpy() == KIND_ID["collective"]).tolist()
+    else:
+        is_coll = (kind.cast(pl.String) == "collective").to_list()
     ops: dict[str | None, int] = {}
     op = np.array(
         [
@@ -100,8 +104,10 @@ def instances(comm: pl.DataFrame) -> Instances:
         dtype=np.int64,
     )
     seq = comm["correlation"]
-    seq_null = seq.is_null().to_numpy()
-    seq_v = seq.fill_null(0).to_numpy().astype(np.int64)
+    if seq.null_count():
+        seq_null, seq_v = seq.is_null().to_numpy(), seq.fill_null(0).to_numpy().astype(np.int64)
+    else:
+        seq_null, seq_v = np.zeros(n, bool), seq.to_numpy().astype(np.int64)
     order = np.lexsort((seq_v, seq_null, op, group))
     inst = np.empty(n, np.int64)
     inst[order] = np.cumsum(segment_starts(*(k[order] for k in (group, op, seq_null, seq_v)))) - 1

@@ -28,19 +28,44 @@ _CODES: Final = len(CATEGORIES) + 1  # category codes per kind in the label tabl
 
 
 @dataclass
+class Rows:
+    """The NEEDED columns a small frame's passes read, as NumPy (no nulls: rows with a null
+    rank, kind, start or end are gone): kind and category codes (a null category as
+    _NULL_CAT), rank, start_ns, end_ns."""
+
+    kind: Array
+    category: Array
+    rank: Array
+    start: Array
+    end: Array
+
+
+@dataclass
 class Columns:
     """The events' columns the table reads (rows with a null rank, kind, start or end dropped:
-    they can lie in no step): ``frame`` holds the NEEDED columns; ``gpu``: whether any row is
-    GPU activity; ``comm``: the collective / p2p / bucket rows with name, detail and bytes.
-    Whole-column passes stay in Polars (all threads; the 10 M-event runs need them), only the
-    few rows that need it become NumPy (`take`)."""
+    they can lie in no step): ``frame`` holds the NEEDED columns (small frames: the events
+    themselves, which hold them); ``gpu``: whether any row is GPU activity; ``comm``: the
+    collective / p2p / bucket rows with name, detail and bytes, None when there are none;
+    ``rows``: frames below PARALLEL_ROWS as NumPy (`Rows`), None for larger ones, whose
+    whole-column passes stay in Polars (all threads; the 10 M-event runs need them). Only
+    the few rows that need it become NumPy there (`take`)."""
 
     frame: pl.DataFrame
     gpu: bool
-    comm: pl.DataFrame
+    comm: pl.DataFrame | None
+    rows: Rows | None = None
+
+    def comm_kind(self) -> Array:
+        """The kind codes of `comm`'s rows (none: empty)."""
+        if self.comm is None:
+            return np.zeros(0, np.uint8)
+        out: Array = self.comm["kind"].to_physical().to_numpy()
+        return out
 
     def take(self, rows: Array) -> tuple[Array, Array, Array]:
         """rank, start_ns, end_ns of the rows (indices)."""
+        if self.rows is not None:
+            return self.rows.rank[rows], self.rows.start[rows], self.rows.end[rows]
         df = self.frame[_arrow.series(rows)]
         return df["rank"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy()
 
@@ -67,15 +92,27 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
         df = df.drop_nulls(required)
     if df.height < PARALLEL_ROWS:  # NumPy: no per-query cost
         kind = df["kind"].to_physical().to_numpy()
-        comm = df.select(*NEEDED, *comm_cols)[_arrow.series(np.flatnonzero(_COMM_KIND[kind]))]
-        return Columns(frame=df.select(NEEDED), gpu=bool(_GPU_KIND[kind].any()), comm=comm)
+        cat_s = df["category"].to_physical()
+        cat = cat_s.fill_null(_NULL_CAT).to_numpy() if cat_s.null_count() else cat_s.to_numpy()
+        rows = Rows(
+            kind=kind,
+            category=cat,
+            rank=df["rank"].to_numpy(),
+            start=df["start_ns"].to_numpy(),
+            end=df["end_ns"].to_numpy(),
+        )
+        at = np.flatnonzero(_COMM_KIND[kind])
+        comm = df.select(*NEEDED, *comm_cols)[_arrow.series(at)] if at.size else None
+        return Columns(frame=df, gpu=bool(_GPU_KIND[kind].any()), comm=comm, rows=rows)
     gpu, comm = pl.collect_all(
         [
             df.lazy().select(pl.col("kind").is_in(GPU_KINDS).any()),
             df.lazy().filter(is_comm).select(*NEEDED, *comm_cols),
         ]
     )
-    return Columns(frame=df.select(NEEDED), gpu=bool(gpu.item()), comm=comm)
+    return Columns(
+        frame=df.select(NEEDED), gpu=bool(gpu.item()), comm=comm if comm.height else None
+    )
 
 
 PARALLEL_ROWS: Final = 1_000_000
@@ -142,10 +179,7 @@ def label_expr(gpu: bool) -> pl.Expr:
     return pl.lit(pl.Series(_TABLES[gpu].tolist(), dtype=pl.Int8)).gather(code)
 
 
-def labels(frame: pl.DataFrame, gpu: bool) -> Array:
+def labels(rows: Rows, gpu: bool) -> Array:
     """`label_expr` in NumPy (int32), for frames below PARALLEL_ROWS."""
-    kind = frame["kind"].to_physical().to_numpy().astype(np.intp)
-    cat_s = frame["category"].to_physical()
-    cat = cat_s.fill_null(_NULL_CAT).to_numpy() if cat_s.null_count() else cat_s.to_numpy()
-    out: Array = _TABLES[gpu][kind * _CODES + cat]
+    out: Array = _TABLES[gpu][rows.kind.astype(np.intp) * _CODES + rows.category]
     return out

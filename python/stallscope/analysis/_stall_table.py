@@ -67,20 +67,19 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._schema import parse_detail
+from stallscope._schema import kind_mask, parse_detail
 from stallscope.analysis._collectives import instances
 from stallscope.analysis._intervals import Union, exclusive, exclusive_arrays
 from stallscope.analysis._stall_sources import (
     ATTRIBUTED,
     COMM_TRANSFER,
-    PARALLEL_ROWS,
     Columns,
     P,
     columns,
     label_expr,
     labels,
 )
-from stallscope.analysis._steps import assign_steps, window_arrays
+from stallscope.analysis._steps import Windows, assign_steps, window_arrays
 
 STALL_CATEGORIES: Final[tuple[str, ...]] = (*ATTRIBUTED, "host")
 """Every stall category, in priority order; ``host`` takes what no interval claims."""
@@ -89,6 +88,7 @@ STALL_COLUMNS: Final[tuple[str, ...]] = tuple(f"{c}_ns" for c in STALL_CATEGORIE
 """The per-category columns of the stall table (ns); they sum to ``step_ns``."""
 
 Array = np.ndarray[Any, Any]
+_COLL_KIND: Final = kind_mask(("collective", "p2p"))
 
 
 def _blocked(comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
@@ -147,21 +147,23 @@ def _blocked(comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
     return pl.concat([sync_calls, waits])
 
 
-def _cpu_compute(c: Columns, windows: pl.DataFrame, rows: Array) -> tuple[Array, ...]:
+def _cpu_compute(c: Columns, windows: Windows, rows: Array) -> tuple[Array, ...]:
     """CPU runs: rank, start_ns, end_ns of the compute regions (`rows`: their indices) minus
     the time their thread (lane) is blocked on communication (`_blocked`); regions on other
     threads keep all of their time. One sweep per affected thread, vectorised: where at least
     one compute region and no blocked span is active."""
-    if c.comm.height == 0:  # nothing to block on (and no query to plan: ~10 ms cold)
+    if c.comm is None:  # nothing to block on (and no query to plan: ~10 ms cold)
         return c.take(rows)
     comm = c.comm.lazy()
-    blocked = _blocked(comm, windows).filter(pl.col("end_ns") > pl.col("start_ns")).collect()
+    blocked = (
+        _blocked(comm, windows.frame()).filter(pl.col("end_ns") > pl.col("start_ns")).collect()
+    )
     if blocked.height == 0:
         return c.take(rows)
     regions = (
-        c.frame[_arrow.series(rows)]
+        c.frame.select("rank", "lane", "start_ns", "end_ns")[_arrow.series(rows)]
         .lazy()
-        .select("rank", pl.col("lane").fill_null(0), "start_ns", "end_ns")
+        .with_columns(pl.col("lane").fill_null(0))
     )
     keys = blocked.lazy().select("rank", "lane").unique()
     free = regions.join(keys, on=["rank", "lane"], how="anti")
@@ -225,13 +227,42 @@ def _collective_intervals(comm: pl.DataFrame) -> tuple[tuple[Array, ...], Array]
 
 
 @dataclass
+class _FlatWindows:
+    """The step windows and where they lie on the flat timeline (ranks laid end to end)."""
+
+    steps: Windows  # sorted by rank, then start
+    offset: Array  # rank * span - start of the run: flat = ns + offset
+
+    @property
+    def height(self) -> int:
+        return len(self.steps.rank)
+
+    @property
+    def start(self) -> Array:  # flat
+        out: Array = self.steps.start + self.offset
+        return out
+
+    @property
+    def end(self) -> Array:  # flat
+        out: Array = self.steps.end + self.offset
+        return out
+
+    def frame(self) -> pl.DataFrame:
+        """rank, step, start_ns, end_ns, step_ns, offset, start, end (flat), one row each."""
+        return self.steps.frame().with_columns(
+            offset=_arrow.series(self.offset, dtype=pl.Int64),
+            start=_arrow.series(self.start, dtype=pl.Int64),
+            end=_arrow.series(self.end, dtype=pl.Int64),
+        )
+
+
+@dataclass
 class _Prepared:
     """Intervals on the flat timeline (ranks laid end to end, clipped to their steps)."""
 
     compute: Union  # the union of the intervals of priority 0: the bulk of the events
     rest: tuple[Array, Array, Array]  # label, start, end of priorities 1.., sorted by start
-    windows: pl.DataFrame  # rank, step, start_ns, end_ns, step_ns, offset, start, end (flat)
-    # sorted by start (flat), which is by rank, then start_ns
+    windows: _FlatWindows  # sorted by start (flat), which is by rank, then start_ns
 
 
 Flat = Callable[[Array, Array, Array], tuple[Array, Array, Array]]
@@ -291,12 +322,13 @@ def _bulk(
 
 def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     c = columns(events)
-    win = window_arrays(c.frame)
-    windows = win.frame()
+    rw = c.rows
+    win = window_arrays(c.frame, None if rw is None else (rw.kind, rw.rank, rw.start, rw.end))
     none = np.zeros(0, np.int64)
-    if windows.height == 0:
-        w = windows.with_columns(offset=pl.lit(0, pl.Int64), start="start_ns", end="end_ns")
-        return _Prepared(Union(none, none), (none.astype(np.int32), none, none), w)
+    if len(win.rank) == 0:
+        return _Prepared(
+            Union(none, none), (none.astype(np.int32), none, none), _FlatWindows(win, none)
+        )
     gpu = c.gpu  # GPU activity: then only GPU rows compute (module docstring)
     lo_all, hi_all = int(win.start.min()), int(win.end.max())
     span = hi_all - lo_all + 1
@@ -320,10 +352,9 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         e += shift
         return s, e, e > s
 
-    if c.frame.height < PARALLEL_ROWS:  # the same steps in NumPy: no per-query cost
-        label = labels(c.frame, gpu)
-        rank_all = c.frame["rank"].to_numpy()
-        st, en = c.frame["start_ns"].to_numpy(), c.frame["end_ns"].to_numpy()
+    if rw is not None:  # the same steps in NumPy: no per-query cost
+        label = labels(rw, gpu)
+        rank_all, st, en = rw.rank, rw.start, rw.end
         rows = np.flatnonzero(label == P["compute"])
         union = _flat_union(flat, rank_all[rows], st[rows], en[rows]) if gpu else None
         oth = np.flatnonzero((label > P["compute"]) & (en > st))
@@ -331,12 +362,13 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     else:
         union, rows, (lab, rank, start, end) = _bulk(c, gpu, span, lo_all, hi_all)
     if union is None:  # CPU runs: compute regions minus the time their thread is blocked
-        union = _flat_union(flat, *_cpu_compute(c, windows, rows))
-    coll_kinds = c.comm["kind"].is_in(("collective", "p2p"))
+        union = _flat_union(flat, *_cpu_compute(c, win, rows))
     multi = np.zeros(0, np.int64)
     parts = []
-    if coll_kinds.any():
-        (k_rank, k_label, k_start, k_end), multi = _collective_intervals(c.comm.filter(coll_kinds))
+    coll = np.flatnonzero(_COLL_KIND[c.comm_kind()])
+    if c.comm is not None and coll.size:
+        comm = c.comm if coll.size == c.comm.height else c.comm[_arrow.series(coll)]
+        (k_rank, k_label, k_start, k_end), multi = _collective_intervals(comm)
         parts.append((k_label, *flat(k_rank, k_start, k_end)))
     # Comm kernels, buckets, comm regions: transfer, network when any collective of the
     # rank spans more than one node.
@@ -350,12 +382,7 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     re_ = np.concatenate([p[2][p[3]] for p in parts])
     order = np.argsort(rs, kind="stable")
     offset = win.rank.astype(np.int64) * span - lo_all
-    w = windows.with_columns(
-        offset=_arrow.series(offset),
-        start=_arrow.series(win.start + offset),
-        end=_arrow.series(win.end + offset),
-    )
-    return _Prepared(union, (rl[order], rs[order], re_[order]), w)
+    return _Prepared(union, (rl[order], rs[order], re_[order]), _FlatWindows(win, offset))
 
 
 def _empty_table() -> pl.DataFrame:
@@ -411,7 +438,7 @@ def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     # that each carry the highest priority active over them (and never cross a step boundary);
     # a segment of priority k counts for category k where U_0 does not cover it. Every length
     # of U_0 needed (inside each step, inside each segment) comes from U_0.before.
-    ws, we = w["start"].to_numpy(), w["end"].to_numpy()
+    ws, we = w.start, w.end
     label, ss, se = exclusive_arrays(*p.rest, len(ATTRIBUTED), np.concatenate((ws, we)))
     seg_w = _locate_arrays(ss, ws, we)
     inside = seg_w >= 0
@@ -421,14 +448,32 @@ def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     sums = np.zeros(w.height * nl, np.int64)  # (window, category) -> ns
     sums[0::nl] = u0.before(we) - u0.before(ws)
     np.add.at(sums, seg_w * nl + label, (se - ss) - (u0.before(se) - u0.before(ss)))
-    grid = sums.reshape(-1, nl)
-    per = _arrow.frame({f"{c}_ns": grid[:, j] for j, c in enumerate(ATTRIBUTED)})
-    claimed = pl.sum_horizontal([pl.col(f"{c}_ns") for c in ATTRIBUTED])
-    return (
-        pl.concat([w, per], how="horizontal")
-        .with_columns(host_ns=pl.col("step_ns") - claimed)
-        .select("rank", "step", "start_ns", "end_ns", "step_ns", *STALL_COLUMNS)
-        .sort("rank", "step")
+    return _table(w.steps, sums.reshape(-1, nl))
+
+
+def _table(win: Windows, grid: Array) -> pl.DataFrame:
+    """stall_table's frame from the windows (by rank, then start) and each one's time per
+    ATTRIBUTED category (a row per window): host is the rest of the step. Rows sorted by rank,
+    then step (a null step first), windows of equal rank and step by start."""
+    step_ns = win.end - win.start
+    host = step_ns - grid.sum(axis=1)
+    null = win.step_null if win.step_null is not None and win.step_null.any() else None
+    not_null = np.ones(len(win.rank), bool) if null is None else ~null
+    order = np.lexsort((win.step, not_null, win.rank))
+    step = _arrow.series(win.step[order], "step", pl.Int64)
+    if null is not None:
+        step = step.scatter(np.flatnonzero(null[order]), None)
+    per = {f"{c}_ns": grid[order, j] for j, c in enumerate(ATTRIBUTED)}
+    return _arrow.frame(
+        {
+            "rank": win.rank[order].astype(np.int32),
+            "step": step,
+            "start_ns": win.start[order],
+            "end_ns": win.end[order],
+            "step_ns": step_ns[order],
+            **per,
+            "host_ns": host[order],
+        }
     )
 
 
@@ -438,7 +483,6 @@ def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     steps exactly and never cross a step boundary; their lengths summed per rank, step and
     category give stall_table."""
     p = _prepare(events)
-    w = p.windows
     schema = {
         "rank": pl.Int32(),
         "step": pl.Int64(),
@@ -446,8 +490,9 @@ def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         "start_ns": pl.Int64(),
         "end_ns": pl.Int64(),
     }
-    if w.height == 0:
+    if p.windows.height == 0:
         return pl.DataFrame(schema=schema)
+    w = p.windows.frame()
     windows = w.lazy().select("start", "end").with_row_index("_w")
     cuts = pl.concat([windows.select(t="start"), windows.select(t="end")])
     host = len(ATTRIBUTED)

@@ -26,33 +26,41 @@ def step_windows(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     return window_arrays(events).frame()
 
 
-def window_arrays(events: pl.DataFrame | pl.LazyFrame) -> Windows:
-    """step_windows as arrays (`Windows`: the stall table's form)."""
+def window_arrays(
+    events: pl.DataFrame | pl.LazyFrame, rows: tuple[Array, Array, Array, Array] | None = None
+) -> Windows:
+    """step_windows as arrays (`Windows`: the stall table's form). `rows`: the events' kind
+    codes, rank, start_ns and end_ns as NumPy, with no nulls, when the caller has them (the
+    stall table's small frames): only the markers' correlation is then read from `events`."""
     cols = ("rank", "correlation", "start_ns", "end_ns")
-    if isinstance(events, pl.DataFrame) and events.schema.get("kind") == KIND:
-        # The markers by their kind code, eagerly: a lazy query's planning costs more than
-        # the few rows it selects.
-        kind = events["kind"].to_physical().to_numpy()
-        m = events.select(cols)[_arrow.series(np.flatnonzero(kind == KIND_ID["step"]))]
-        if any(m[c].null_count() for c in ("rank", "start_ns", "end_ns")):
-            m = m.drop_nulls(("rank", "start_ns", "end_ns"))
+    if rows is not None and isinstance(events, pl.DataFrame):
+        kind, rank, start, end = rows
+        at = np.flatnonzero(kind == KIND_ID["step"])
+        r, s, e = rank[at], start[at], end[at]
+        corr = events["correlation"]
+        if not corr.null_count():
+            return windows(r.astype(np.int32, copy=False), corr.to_numpy()[at], s, e)
+        corr = corr.gather(at)
     else:
-        m = (
-            events.lazy()
-            .filter(pl.col("kind") == "step")
-            .select(cols)
-            .drop_nulls(("rank", "start_ns", "end_ns"))
-            .collect()
-        )
-    corr = m["correlation"]
+        if isinstance(events, pl.DataFrame) and events.schema.get("kind") == KIND:
+            # The markers by their kind code, eagerly: a lazy query's planning costs more than
+            # the few rows it selects.
+            kind = events["kind"].to_physical().to_numpy()
+            m = events.select(cols)[_arrow.series(np.flatnonzero(kind == KIND_ID["step"]))]
+            if any(m[c].null_count() for c in ("rank", "start_ns", "end_ns")):
+                m = m.drop_nulls(("rank", "start_ns", "end_ns"))
+        else:
+            m = (
+                events.lazy()
+                .filter(pl.col("kind") == "step")
+                .select(cols)
+                .drop_nulls(("rank", "start_ns", "end_ns"))
+                .collect()
+            )
+        corr = m["correlation"]
+        r, s, e = m["rank"].to_numpy(), m["start_ns"].to_numpy(), m["end_ns"].to_numpy()
     null = corr.is_null().to_numpy() if corr.null_count() else None
-    return windows(
-        m["rank"].to_numpy().astype(np.int32, copy=False),
-        corr.fill_null(0).to_numpy(),
-        m["start_ns"].to_numpy(),
-        m["end_ns"].to_numpy(),
-        null,
-    )
+    return windows(r.astype(np.int32, copy=False), corr.fill_null(0).to_numpy(), s, e, null)
 
 
 @dataclass

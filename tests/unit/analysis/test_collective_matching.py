@@ -136,3 +136,26 @@ def test_details_are_parsed_per_row_whatever_repeats() -> None:
     assert got["group_size"].to_list() == [2, None, 4, 2, None, 2]
     assert got["nnodes"].to_list() == [1, None, 2, 1, 3, 1]
     assert got["kind"].to_list()[4] == "p2p"
+
+
+def test_instances_read_the_kind_enum_or_plain_strings_alike() -> None:
+    # The stall table hands instances() schema frames (kind: the Enum, read by its codes);
+    # other callers may pass kind as plain strings. p2p rows match by (group, seq) only,
+    # collectives by the name too.
+    from stallscope.analysis._collectives import instances
+
+    rows = [
+        _coll(0, "send", 0, 0, 4, group="p", size=2, kind="p2p"),
+        _coll(1, "recv", 0, 1, 4, group="p", size=2, kind="p2p"),
+        _coll(0, "all_reduce", 0, 0, 4),
+        _coll(1, "all_gather", 0, 0, 4),
+        _coll(2, "all_reduce", 0, 2, 4),
+    ]
+    enum = conform(pl.DataFrame(rows)).collect()
+    plain = enum.with_columns(pl.col("kind").cast(pl.String))
+    got = [instances(f).instance.tolist() for f in (enum, plain)]
+    assert got[0] == got[1]
+    inst = got[0]
+    assert inst[0] == inst[1]  # send and recv: one transfer
+    assert inst[2] == inst[4] != inst[3]  # all_gather #0 is another operation
+    assert len({inst[0], inst[2], inst[3]}) == 3

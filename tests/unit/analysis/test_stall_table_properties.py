@@ -213,12 +213,9 @@ def test_bulk_path_matches_oracle(rows: list[dict[str, Any]]) -> None:
     # the same table. The threshold is lowered to 0 so that small frames take that path.
     from unittest import mock
 
-    from stallscope.analysis import _stall_sources, _stall_table
+    from stallscope.analysis import _stall_sources
 
-    with (
-        mock.patch.object(_stall_sources, "PARALLEL_ROWS", 0),
-        mock.patch.object(_stall_table, "PARALLEL_ROWS", 0),
-    ):
+    with mock.patch.object(_stall_sources, "PARALLEL_ROWS", 0):
         check(rows)
 
 
