@@ -47,6 +47,18 @@ def enum(
     return pl.Series(name, categories, dtype=dtype).gather(series(codes, dtype=pl.UInt32))
 
 
+def enum_codes(s: pl.Series, null_code: int = 0) -> np.ndarray[Any, Any]:
+    """The physical codes of an Enum Series (each row's position in its categories) as NumPy:
+    uint8 up to 256 categories, else uint32; `null_code` where null. Read through the Arrow C
+    stream, not `to_physical()`: that is a Polars query, and a process's first one costs ~3 ms
+    (the analysis of a small trace can then run without any). TypeError for other dtypes."""
+    dtype = s.dtype
+    if not isinstance(dtype, pl.Enum):
+        raise TypeError(f"enum_codes: expected an Enum Series, got {dtype}")
+    out: np.ndarray[Any, Any] = _core.dictionary_codes(s, len(dtype.categories), null_code)
+    return out
+
+
 def frame(columns: Mapping[str, np.ndarray[Any, Any] | pl.Series]) -> pl.DataFrame:
     """A DataFrame from NumPy arrays and Series (arrays converted with `series`)."""
     return pl.DataFrame(

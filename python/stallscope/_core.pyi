@@ -174,6 +174,9 @@ def arrow_strings(
 def arrow_enum(
     codes: npt.NDArray[np.uint8], categories: list[str], name: str = ""
 ) -> ArrowColumn: ...
+def dictionary_codes(
+    column: object, categories: int, null_code: int = 0
+) -> npt.NDArray[np.uint8] | npt.NDArray[np.uint32]: ...
 def string_codes(
     column: object,
 ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64], list[str]]: ...

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from stallscope import _arrow
 from stallscope._schema import KIND, KIND_ID, detail_value, parse_detail
 from stallscope._sorted import segment_starts
 
@@ -86,13 +87,14 @@ def instances(comm: pl.DataFrame) -> Instances:
         parsed[d] = (-1 if g is None else groups.setdefault(g, len(groups)), len(nnodes_text))
         nnodes_text.append(detail_value(d, "nnodes"))
     # parse_detail's cast (strict: a value that is no Int32 raises as it does there).
-    nn = pl.Series(nnodes_text, dtype=pl.String).cast(pl.Int32).fill_null(1).to_numpy()
+    cast = pl.Series(nnodes_text, dtype=pl.String).cast(pl.Int32).to_list()
+    nn = np.array([1 if v is None else v for v in cast], dtype=np.int64)
     at = np.array([parsed[d] for d in details], dtype=np.int64).reshape(n, 2)
     group, nnodes = at[:, 0], nn[at[:, 1]].astype(np.int64)
     # op_key: the name for kind collective, "" for p2p (a null name is a value of its own).
     kind = comm["kind"]
     if kind.dtype == KIND:  # the schema's Enum: its codes, no string column
-        is_coll = (kind.to_physical().to_numpy() == KIND_ID["collective"]).tolist()
+        is_coll = (_arrow.enum_codes(kind) == KIND_ID["collective"]).tolist()
     else:
         is_coll = (kind.cast(pl.String) == "collective").to_list()
     ops: dict[str | None, int] = {}

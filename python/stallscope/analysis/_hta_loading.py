@@ -21,7 +21,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable
 from dataclasses import InitVar, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import polars as pl
@@ -218,7 +218,8 @@ def _hta_rows(
         events = events.select(*_NEEDED, "detail").collect()
     col = events.get_column
     kind = col("kind")
-    kind_all = (kind if kind.dtype == KIND else kind.cast(KIND)).to_physical().to_numpy()
+    # A null kind reads as counter: a kind HTA has no rows of.
+    kind_all = _arrow.enum_codes(kind if kind.dtype == KIND else kind.cast(KIND), _NULL_KIND)
     rank = _int_column(col("rank"), np.int32, 0)
     name_column = col("name")
     codes, _, names = _core.string_codes(name_column)  # names[code]; a null name reads ""
@@ -269,6 +270,7 @@ def _int_column(col: pl.Series, dtype: type[np.integer[Any]], null: int) -> np.n
     return col.to_numpy().astype(dtype, copy=False)
 
 
+_NULL_KIND: Final = KIND_ID["counter"]
 _NEEDED = ("rank", "kind", "name", "start_ns", "end_ns", "lane", "correlation")
 # By kind code, 0 / 1 (the tables _core.hta_rows takes): whether HTA has such rows; whether the
 # kind is GPU activity.

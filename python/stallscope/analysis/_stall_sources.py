@@ -59,8 +59,7 @@ class Columns:
         """The kind codes of `comm`'s rows (none: empty)."""
         if self.comm is None:
             return np.zeros(0, np.uint8)
-        out: Array = self.comm["kind"].to_physical().to_numpy()
-        return out
+        return _arrow.enum_codes(self.comm["kind"])
 
     def take(self, rows: Array) -> tuple[Array, Array, Array]:
         """rank, start_ns, end_ns of the rows (indices)."""
@@ -91,18 +90,21 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
     if any(df[c].null_count() for c in required):
         df = df.drop_nulls(required)
     if df.height < PARALLEL_ROWS:  # NumPy: no per-query cost
-        kind = df["kind"].to_physical().to_numpy()
-        cat_s = df["category"].to_physical()
-        cat = cat_s.fill_null(_NULL_CAT).to_numpy() if cat_s.null_count() else cat_s.to_numpy()
+        # Enum codes through Arrow, not to_physical(): a small trace's whole analysis then runs
+        # without a Polars query (a process's first one costs ~3 ms).
+        kind = _arrow.enum_codes(df["kind"])
         rows = Rows(
             kind=kind,
-            category=cat,
+            category=_arrow.enum_codes(df["category"], _NULL_CAT),
             rank=df["rank"].to_numpy(),
             start=df["start_ns"].to_numpy(),
             end=df["end_ns"].to_numpy(),
         )
         at = np.flatnonzero(_COMM_KIND[kind])
-        comm = df.select(*NEEDED, *comm_cols)[_arrow.series(at)] if at.size else None
+        comm = None
+        if at.size:  # a frame of the columns (no query), then their rows
+            comm = pl.DataFrame([df.get_column(c) for c in (*NEEDED, *comm_cols)])
+            comm = comm[_arrow.series(at)]
         return Columns(frame=df, gpu=bool(_GPU_KIND[kind].any()), comm=comm, rows=rows)
     gpu, comm = pl.collect_all(
         [

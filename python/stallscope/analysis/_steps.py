@@ -45,7 +45,7 @@ def window_arrays(
         if isinstance(events, pl.DataFrame) and events.schema.get("kind") == KIND:
             # The markers by their kind code, eagerly: a lazy query's planning costs more than
             # the few rows it selects.
-            kind = events["kind"].to_physical().to_numpy()
+            kind = _arrow.enum_codes(events["kind"])
             m = events.select(cols)[_arrow.series(np.flatnonzero(kind == KIND_ID["step"]))]
             if any(m[c].null_count() for c in ("rank", "start_ns", "end_ns")):
                 m = m.drop_nulls(("rank", "start_ns", "end_ns"))

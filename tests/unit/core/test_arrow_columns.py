@@ -149,6 +149,28 @@ def test_kineto_detail_matches_the_general_readers_rule(
     assert got == want
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    cats=st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=300, unique=True),
+    picks=st.lists(st.one_of(st.none(), st.integers(0, 299)), max_size=60),
+    cut=st.integers(0, 60),
+    null_code=st.integers(0, 255),
+)
+def test_enum_codes_are_the_physical_codes_whatever_the_chunks(
+    cats: list[str], picks: list[int | None], cut: int, null_code: int
+) -> None:
+    # Read through Arrow, not to_physical() (a Polars query); chunked and sliced Series too.
+    values = [None if p is None else cats[p % len(cats)] for p in picks]
+    whole = pl.Series("e", values, dtype=pl.Enum(cats))
+    cut = min(cut, len(values))
+    chunked = pl.concat([whole[:cut], whole[cut:]], rechunk=False)
+    for s in (whole, chunked, whole[cut // 2 :]):
+        got = _arrow.enum_codes(s, null_code)
+        want = s.to_physical().fill_null(null_code).to_numpy()
+        assert got.dtype == (np.uint8 if len(cats) <= 256 else np.uint32)
+        assert got.tolist() == want.tolist()
+
+
 def test_bad_input_is_refused_with_a_reason() -> None:
     with pytest.raises(ValueError, match="1-D"):
         _core.arrow_numeric(np.zeros((2, 2)))
@@ -170,6 +192,14 @@ def test_bad_input_is_refused_with_a_reason() -> None:
         _core.arrow_enum(np.zeros(1, np.int64), ["a"])
     with pytest.raises(ValueError, match="requested schema"):
         _core.arrow_numeric(np.arange(3)).__arrow_c_array__(object())
+    with pytest.raises(TypeError, match="expected an Enum"):
+        _arrow.enum_codes(pl.Series([1, 2]))
+    with pytest.raises(TypeError, match="dictionary column"):
+        _core.dictionary_codes(pl.Series([1, 2]), 2)
+    with pytest.raises(ValueError, match="out of range"):
+        _arrow.enum_codes(pl.Series(["a"], dtype=pl.Enum(["a"])), 256)
+    with pytest.raises(RuntimeError, match="not the categories"):
+        _core.dictionary_codes(pl.Series(["a"], dtype=pl.Enum(["a", "b"])), 3)
 
 
 def test_import_and_views_do_not_load_numpy_ma(kineto_data: Path) -> None:
@@ -185,3 +215,32 @@ def test_import_and_views_do_not_load_numpy_ma(kineto_data: Path) -> None:
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_import_and_views_of_a_small_trace_make_no_polars_query(kineto_data: Path) -> None:
+    # A process's first Polars query costs ~3 ms (its engine's first use), each later one
+    # ~0.1-0.3 ms: the import, the HTA views and the stall table of a trace below the stall
+    # table's PARALLEL_ROWS take their columns as arrays and build frames without one.
+    code = "\n".join(
+        [
+            "import sys, warnings",
+            "warnings.simplefilter('ignore')",
+            "import stallscope, stallscope.analysis as a",
+            "seen = []",
+            "def hook(frame, event, arg):",
+            "    if event == 'c_call' and 'PyLazyFrame' in repr(arg):",  # a query runs
+            "        while frame and 'stallscope' not in frame.f_code.co_filename:",
+            "            frame = frame.f_back",
+            "        seen.append(frame and f'{frame.f_code.co_filename}:{frame.f_lineno}')",
+            "sys.setprofile(hook)",
+            f"ev = stallscope.import_kineto({str(kineto_data / 'hta_a100_rank0_of2_ncclmeta')!r})",
+            "for f in (a.temporal_breakdown, a.idle_time_breakdown, a.kernel_type_breakdown,",
+            "          a.kernel_breakdown, a.stall_table):",
+            "    f(ev)",
+            "sys.setprofile(None)",
+            "print(seen)",
+        ]
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "[]"
