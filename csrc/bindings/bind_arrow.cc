@@ -132,26 +132,36 @@ ArrowColumn enum_column(const py::array& codes, const std::vector<std::string>& 
   return ArrowColumn{arrow::polars_enum(c.col, categories)};  // invalid_argument: ValueError
 }
 
+// The stream of a column with __arrow_c_stream__ (a Polars Series), checked.
+ArrowArrayStream* column_stream(const py::object& column, py::object* cap, const char* who) {
+  if (!py::hasattr(column, "__arrow_c_stream__")) {
+    throw py::type_error(std::string(who) +
+                         ": expected a column with __arrow_c_stream__ (a Polars Series)");
+  }
+  *cap = column.attr("__arrow_c_stream__")();
+  auto* stream =
+      static_cast<ArrowArrayStream*>(PyCapsule_GetPointer(cap->ptr(), "arrow_array_stream"));
+  if (stream == nullptr) throw py::error_already_set();
+  return stream;
+}
+
+// The stream's error for a failed call: "<who>: <what> failed (<rc>): <its last error>".
+[[noreturn]] void stream_fail(ArrowArrayStream* stream, const char* who, const char* what, int rc) {
+  const char* why = stream->get_last_error != nullptr ? stream->get_last_error(stream) : nullptr;
+  throw std::runtime_error(std::string(who) + ": " + what + " failed (" + std::to_string(rc) +
+                           "): " + (why != nullptr ? why : "no message"));
+}
+
 // (codes, first rows) of a string column given as any object with __arrow_c_stream__ (a Polars
 // Series): see arrow::StringCoder.
 py::tuple string_codes(const py::object& column) {
-  if (!py::hasattr(column, "__arrow_c_stream__")) {
-    throw py::type_error(
-        "string_codes: expected a string column with __arrow_c_stream__ "
-        "(a Polars Series)");
-  }
   const auto n = static_cast<size_t>(py::len(column));
-  py::object cap = column.attr("__arrow_c_stream__")();
-  auto* stream =
-      static_cast<ArrowArrayStream*>(PyCapsule_GetPointer(cap.ptr(), "arrow_array_stream"));
-  if (stream == nullptr) throw py::error_already_set();
-  auto fail = [&](const char* what, int rc) {
-    const char* why = stream->get_last_error != nullptr ? stream->get_last_error(stream) : nullptr;
-    throw std::runtime_error(std::string("string_codes: ") + what + " failed (" +
-                             std::to_string(rc) + "): " + (why != nullptr ? why : "no message"));
-  };
+  py::object cap;
+  ArrowArrayStream* stream = column_stream(column, &cap, "string_codes");
   ArrowSchema schema{};
-  if (int rc = stream->get_schema(stream, &schema); rc != 0) fail("get_schema", rc);
+  if (int rc = stream->get_schema(stream, &schema); rc != 0) {
+    stream_fail(stream, "string_codes", "get_schema", rc);
+  }
   const std::string format = schema.format != nullptr ? schema.format : "";
   schema.release(&schema);
   // Every chunk stays alive until the coder is done: its distinct strings are views into them.
@@ -170,7 +180,9 @@ py::tuple string_codes(const py::object& column) {
   size_t done = 0;
   for (;;) {
     ArrowArray next{};
-    if (int rc = stream->get_next(stream, &next); rc != 0) fail("get_next", rc);
+    if (int rc = stream->get_next(stream, &next); rc != 0) {
+      stream_fail(stream, "string_codes", "get_next", rc);
+    }
     if (next.release == nullptr) break;
     chunks.push_back(next);
     const auto len = static_cast<size_t>(next.length);
@@ -193,19 +205,6 @@ py::tuple string_codes(const py::object& column) {
     PyList_SET_ITEM(values.ptr(), static_cast<py::ssize_t>(i++), str);
   }
   return py::make_tuple(codes, first_rows, values);
-}
-
-// The stream of a column with __arrow_c_stream__ (a Polars Series), checked.
-ArrowArrayStream* column_stream(const py::object& column, py::object* cap, const char* who) {
-  if (!py::hasattr(column, "__arrow_c_stream__")) {
-    throw py::type_error(std::string(who) +
-                         ": expected a column with __arrow_c_stream__ (a Polars Series)");
-  }
-  *cap = column.attr("__arrow_c_stream__")();
-  auto* stream =
-      static_cast<ArrowArrayStream*>(PyCapsule_GetPointer(cap->ptr(), "arrow_array_stream"));
-  if (stream == nullptr) throw py::error_already_set();
-  return stream;
 }
 
 // Index i of a dictionary array's indices buffer (format: one of c C s S i I l L).
@@ -236,17 +235,14 @@ int64_t dict_index(char format, const void* data, int64_t i) {
 template <typename T>
 py::array_t<T> read_codes(ArrowArrayStream* stream, char format, size_t n, int64_t null_code,
                           int64_t categories) {
-  auto fail = [&](const char* what, int rc) {
-    const char* why = stream->get_last_error != nullptr ? stream->get_last_error(stream) : nullptr;
-    throw std::runtime_error(std::string("dictionary_codes: ") + what + " failed (" +
-                             std::to_string(rc) + "): " + (why != nullptr ? why : "no message"));
-  };
   py::array_t<T> codes(static_cast<py::ssize_t>(n));
   T* out = codes.mutable_data();
   size_t done = 0;
   for (;;) {
     ArrowArray a{};
-    if (int rc = stream->get_next(stream, &a); rc != 0) fail("get_next", rc);
+    if (int rc = stream->get_next(stream, &a); rc != 0) {
+      stream_fail(stream, "dictionary_codes", "get_next", rc);
+    }
     if (a.release == nullptr) break;
     struct Release {
       ArrowArray& a;
@@ -286,7 +282,7 @@ py::array dictionary_codes(const py::object& column, int64_t categories, int64_t
   ArrowArrayStream* stream = column_stream(column, &cap, "dictionary_codes");
   ArrowSchema schema{};
   if (int rc = stream->get_schema(stream, &schema); rc != 0) {
-    throw std::runtime_error("dictionary_codes: get_schema failed (" + std::to_string(rc) + ")");
+    stream_fail(stream, "dictionary_codes", "get_schema", rc);
   }
   const std::string format = schema.format != nullptr ? schema.format : "";
   const bool is_dict = schema.dictionary != nullptr;
