@@ -59,6 +59,15 @@ def enum_codes(s: pl.Series, null_code: int = 0) -> np.ndarray[Any, Any]:
     return out
 
 
+def int_values(s: pl.Series, dtype: type[np.integer[Any]], null: int) -> np.ndarray[Any, Any]:
+    """An integer Series as a NumPy array of `dtype` (no copy when it is one already and has
+    no nulls), its nulls read as `null` (the fill only where there are any)."""
+    if s.null_count():
+        s = s.fill_null(null)
+    out: np.ndarray[Any, Any] = s.to_numpy().astype(dtype, copy=False)
+    return out
+
+
 def frame(columns: Mapping[str, np.ndarray[Any, Any] | pl.Series]) -> pl.DataFrame:
     """A DataFrame from NumPy arrays and Series (arrays converted with `series`)."""
     return pl.DataFrame(

@@ -90,7 +90,7 @@ def instances(comm: pl.DataFrame) -> Instances:
     cast = pl.Series(nnodes_text, dtype=pl.String).cast(pl.Int32).to_list()
     nn = np.array([1 if v is None else v for v in cast], dtype=np.int64)
     at = np.array([parsed[d] for d in details], dtype=np.int64).reshape(n, 2)
-    group, nnodes = at[:, 0], nn[at[:, 1]].astype(np.int64)
+    group, nnodes = at[:, 0], nn[at[:, 1]]
     # op_key: the name for kind collective, "" for p2p (a null name is a value of its own).
     kind = comm["kind"]
     if kind.dtype == KIND:  # the schema's Enum: its codes, no string column
@@ -106,10 +106,8 @@ def instances(comm: pl.DataFrame) -> Instances:
         dtype=np.int64,
     )
     seq = comm["correlation"]
-    if seq.null_count():
-        seq_null, seq_v = seq.is_null().to_numpy(), seq.fill_null(0).to_numpy().astype(np.int64)
-    else:
-        seq_null, seq_v = np.zeros(n, bool), seq.to_numpy().astype(np.int64)
+    seq_null = seq.is_null().to_numpy() if seq.null_count() else np.zeros(n, bool)
+    seq_v = _arrow.int_values(seq, np.int64, 0)
     order = np.lexsort((seq_v, seq_null, op, group))
     inst = np.empty(n, np.int64)
     inst[order] = np.cumsum(segment_starts(*(k[order] for k in (group, op, seq_null, seq_v)))) - 1

@@ -220,7 +220,7 @@ def _hta_rows(
     kind = col("kind")
     # A null kind reads as counter: a kind HTA has no rows of.
     kind_all = _arrow.enum_codes(kind if kind.dtype == KIND else kind.cast(KIND), _NULL_KIND)
-    rank = _int_column(col("rank"), np.int32, 0)
+    rank = _arrow.int_values(col("rank"), np.int32, 0)
     name_column = col("name")
     codes, _, names = _core.string_codes(name_column)  # names[code]; a null name reads ""
     detail = col("detail")
@@ -231,10 +231,10 @@ def _hta_rows(
     out = _core.hta_rows(
         kind_all.astype(np.uint8, copy=False),
         rank,
-        _int_column(col("start_ns"), np.int64, 0),
-        _int_column(col("end_ns"), np.int64, 0),
-        _int_column(col("lane"), np.int32, -1),
-        _int_column(col("correlation"), np.int64, 0),
+        _arrow.int_values(col("start_ns"), np.int64, 0),
+        _arrow.int_values(col("end_ns"), np.int64, 0),
+        _arrow.int_values(col("lane"), np.int32, -1),
+        _arrow.int_values(col("correlation"), np.int64, 0),
         codes,
         _HTA_KIND,
         _GPU_KIND,
@@ -260,14 +260,6 @@ def _hta_rows(
         name_column,
         gpu_only=gpu_only,
     )
-
-
-def _int_column(col: pl.Series, dtype: type[np.integer[Any]], null: int) -> np.ndarray[Any, Any]:
-    """An integer column as a NumPy array of `dtype` (no copy when it is one already), its
-    nulls read as `null`."""
-    if col.null_count():
-        col = col.fill_null(null)
-    return col.to_numpy().astype(dtype, copy=False)
 
 
 _NULL_KIND: Final = KIND_ID["counter"]

@@ -60,7 +60,7 @@ def window_arrays(
         corr = m["correlation"]
         r, s, e = m["rank"].to_numpy(), m["start_ns"].to_numpy(), m["end_ns"].to_numpy()
     null = corr.is_null().to_numpy() if corr.null_count() else None
-    return windows(r.astype(np.int32, copy=False), corr.fill_null(0).to_numpy(), s, e, null)
+    return windows(r.astype(np.int32, copy=False), _arrow.int_values(corr, np.int64, 0), s, e, null)
 
 
 @dataclass
