@@ -331,13 +331,16 @@ class Cursor {
         // Plain strings and integers (record_shapes' "Input type" / "Input Dims" lists) here,
         // without a call per element; anything else through skip_value().
         ws();
-        int64_t v;
-        std::string_view text;
         char e = peek();
-        bool quick = depth < kMaxDepth &&  // else skip_value() refuses the element's depth
-                     ((e == '"' && plain_str().data() != nullptr) ||
-                      (is_digit(e) && e_ - p_ >= 32 && integer_swar(&v, &text)));
-        if (!quick) skip_value(depth + 1);
+        if (depth >= kMaxDepth) {  // skip_value() refuses the element's depth
+          skip_value(depth + 1);
+        } else if (e == '"') {
+          if (plain_str().data() == nullptr) str();
+        } else if (is_digit(e) || e == '-') {
+          skip_number();
+        } else {
+          skip_value(depth + 1);
+        }
         ws();
         char d = next();
         if (d == ']') return;
@@ -350,11 +353,40 @@ class Cursor {
     } else if (c == 'n') {
       literal("null");
     } else {
-      int64_t v;
-      bool is_int;
-      std::string_view text;
-      integer(&v, &is_int, &text);  // integers (most numbers) 8 digits per step; else number()
+      skip_number();
     }
+  }
+
+  // A JSON number at p_, its grammar checked and its value not computed: 8 digits per step
+  // where the span has kSkipMargin bytes left and the number fits in them; number() otherwise
+  // (which also refuses what is not a number).
+  void skip_number() {
+    const char* q = p_ + (*p_ == '-');
+    if (e_ - p_ < kSkipMargin || !is_digit(*q)) return skip_number_bytewise();
+    if (*q == '0') {
+      ++q;  // a leading zero is the whole integer part ("01": the caller finds '1' next)
+    } else {
+      unsigned n = digit_run(load8(q));
+      q += n;
+      for (int words = 1; n == 8; ++words) {
+        if (words == 3) return skip_number_bytewise();  // over 24 digits
+        n = digit_run(load8(q));
+        q += n;
+      }
+    }
+    if (*q == '.') {
+      ++q;
+      unsigned n = digit_run(load8(q));
+      if (n == 0) return skip_number_bytewise();  // number() refuses it
+      q += n;
+      for (int words = 1; n == 8; ++words) {
+        if (words == 3) return skip_number_bytewise();
+        n = digit_run(load8(q));
+        q += n;
+      }
+    }
+    if (*q == 'e' || *q == 'E') return skip_number_bytewise();
+    p_ = q;
   }
 
   // Bytes left in the span, and unchecked access for callers that checked them.
@@ -432,6 +464,15 @@ class Cursor {
     *v = *p_ == '-' ? -static_cast<int64_t>(x) : static_cast<int64_t>(x);
     p_ = r;
     return true;
+  }
+
+  // Bytes skip_number() needs left in the span: a sign, 24 integer digits, the point, 24
+  // fraction digits and the 8-byte word loaded at the last of them stay inside it.
+  static constexpr ptrdiff_t kSkipMargin = 64;
+
+  [[gnu::noinline]] void skip_number_bytewise() {
+    bool is_int;
+    number(&is_int);
   }
 
   void digits() {

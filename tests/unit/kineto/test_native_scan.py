@@ -260,9 +260,13 @@ def test_fast_paths_match_bytewise_reads_at_every_cut() -> None:
         b"0", b"7", b"-0", b"-12", b"12345678", b"123456789", b"1234567890123456",
         b"-1669783687464181", b"123456789012345678",
     ]  # fmt: skip
+    # Skipped numbers (args the importer does not keep, list elements) are checked 8 digits per
+    # step where 64 bytes are left; past 24 digits in a part, or with an exponent, bytewise.
     others = [
         b"1234567890123456789", b"99999999999999999999", b"1.5", b"12345678.25", b"-2E-2",
-        b"1234567890123456.5", b"12e1", b"1234567890123456E2",
+        b"1234567890123456.5", b"12e1", b"1234567890123456E2", b"-0.25",
+        b"3.14159265358979", b"123456789012345678901234", b"1234567890123456789012345",
+        b"0.123456789012345678901234", b"0.1234567890123456789012345", b"1.5e+300",
     ]  # fmt: skip
     events = []
     for i, n in enumerate(ints):
@@ -294,6 +298,18 @@ def test_fast_paths_match_bytewise_reads_at_every_cut() -> None:
         one += b'"pid": ' + m + b"}]}"
         for chunk in (1, len(one)):
             assert isinstance(_scan(one, chunk), str), m
+
+
+@pytest.mark.parametrize(
+    "number", [b"01", b"-01", b"1.", b"1.x", b"-", b"+1", b".5", b"1.e5", b"1e", b"0x1", b"--1"]
+)
+def test_malformed_numbers_in_skipped_values_are_declined(number: bytes) -> None:
+    # A number the importer does not keep is still checked (JSON's grammar, as the general
+    # reader's decoder does): in an arg, in a list, near the chunk's end or far from it.
+    for where in (b'"Ev Idx": ' + number, b'"grid": [1, ' + number + b", 1]"):
+        doc = b'{"traceEvents": [{"ph": "X", "args": {' + where + b"}}" + b" " * 80 + b"]}"
+        for chunk in (3, len(doc)):
+            assert isinstance(_scan(doc, chunk), str), (where, chunk)
 
 
 @pytest.mark.parametrize("inner", [b'"a"', b"7", b"123456789", b'"\\u00e9"', b"[]"])
