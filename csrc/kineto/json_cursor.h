@@ -328,8 +328,9 @@ class Cursor {
         return;
       }
       for (;;) {
-        // Plain strings and integers (record_shapes' "Input type" / "Input Dims" lists) here,
-        // without a call per element; anything else through skip_value().
+        // Plain strings and numbers (record_shapes' "Input type" / "Input Dims" lists, the
+        // grid and block of kernels) here, without a call per element; anything else
+        // through skip_value().
         ws();
         char e = peek();
         if (depth >= kMaxDepth) {  // skip_value() refuses the element's depth
@@ -358,32 +359,20 @@ class Cursor {
   }
 
   // A JSON number at p_, its grammar checked and its value not computed: 8 digits per step
-  // where the span has kSkipMargin bytes left and the number fits in them; number() otherwise
-  // (which also refuses what is not a number).
+  // where the span has kSkipMargin bytes left and each part has at most 24 digits; number()
+  // otherwise (which also refuses what is not a number).
   void skip_number() {
     const char* q = p_ + (*p_ == '-');
     if (e_ - p_ < kSkipMargin || !is_digit(*q)) return skip_number_bytewise();
     if (*q == '0') {
       ++q;  // a leading zero is the whole integer part ("01": the caller finds '1' next)
-    } else {
-      unsigned n = digit_run(load8(q));
-      q += n;
-      for (int words = 1; n == 8; ++words) {
-        if (words == 3) return skip_number_bytewise();  // over 24 digits
-        n = digit_run(load8(q));
-        q += n;
-      }
+    } else if ((q = digit_span(q)) == nullptr) {
+      return skip_number_bytewise();
     }
     if (*q == '.') {
-      ++q;
-      unsigned n = digit_run(load8(q));
-      if (n == 0) return skip_number_bytewise();  // number() refuses it
-      q += n;
-      for (int words = 1; n == 8; ++words) {
-        if (words == 3) return skip_number_bytewise();
-        n = digit_run(load8(q));
-        q += n;
-      }
+      const char* f = digit_span(q + 1);
+      if (f == nullptr || f == q + 1) return skip_number_bytewise();  // none: number() refuses
+      q = f;
     }
     if (*q == 'e' || *q == 'E') return skip_number_bytewise();
     p_ = q;
@@ -469,6 +458,17 @@ class Cursor {
   // Bytes skip_number() needs left in the span: a sign, 24 integer digits, the point, 24
   // fraction digits and the 8-byte word loaded at the last of them stay inside it.
   static constexpr ptrdiff_t kSkipMargin = 64;
+
+  // The end of the run of ASCII digits at q (none: q itself), or nullptr past 24 digits. Reads
+  // up to 24 bytes after q: skip_number() calls it with kSkipMargin bytes left.
+  static const char* digit_span(const char* q) {
+    for (int words = 0; words < 3; ++words) {
+      unsigned n = digit_run(load8(q));
+      q += n;
+      if (n < 8) return q;
+    }
+    return nullptr;
+  }
 
   [[gnu::noinline]] void skip_number_bytewise() {
     bool is_int;
