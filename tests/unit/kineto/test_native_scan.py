@@ -314,7 +314,7 @@ def test_malformed_numbers_in_skipped_values_are_declined(number: bytes) -> None
 
 @pytest.mark.parametrize("inner", [b'"a"', b"7", b"123456789", b'"\\u00e9"', b"[]"])
 def test_nesting_limit_holds_for_quickly_skipped_list_elements(inner: bytes) -> None:
-    # Plain strings and integers in a skipped list are read without a call per element; they
+    # Plain strings and numbers in a skipped list are read without a call per element; they
     # still count as one level deeper than their list (512 levels at most, then the general
     # reader takes the file), whatever the chunking.
     for n, ok in ((511, True), (512, False)):
