@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import tempfile
 import warnings
 from pathlib import Path
@@ -298,6 +299,37 @@ def test_fast_paths_match_bytewise_reads_at_every_cut() -> None:
         one += b'"pid": ' + m + b"}]}"
         for chunk in (1, len(one)):
             assert isinstance(_scan(one, chunk), str), m
+
+
+def test_float_times_are_the_general_readers_to_the_ns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Float times of up to 19 digits whose digits as an integer are at most 2^53 are divided by
+    # their power of ten in one step (exact, then rounded once); others go through from_chars.
+    # At µs values above ~4.5e12 one ulp is over a ns, so a value one ulp off shows in the ns.
+    rng = random.Random(20261124)
+    shapes = [
+        "9007199254740.992", "9007199254740.993", "900719925474.0991", "4458676522690.655",
+        "0.5", "0.000000000000000001", "1.0000000000000000001", "123456789012345678.9",
+        "1234567890123456.7", "99999999999999.99999", "7.25", "1669783687493694.5",
+    ]  # fmt: skip
+    for _ in range(3000):
+        ni = rng.randint(1, 17)
+        nf = rng.randint(1, 20 - min(ni, 19))
+        whole = str(rng.randint(10 ** (ni - 1) if ni > 1 else 0, 10**ni - 1))
+        shapes.append(whole + "." + "".join(rng.choice("0123456789") for _ in range(nf)))
+    events = [
+        f'{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": {ts}, '
+        f'"dur": {shapes[-1 - i]}, "args": {{"External id": {i}}}}}'
+        for i, ts in enumerate(shapes)
+    ]
+    path = tmp_path / "floats.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}")
+    general, native = _both(path, monkeypatch)
+    assert not isinstance(native, str), native
+    _same(general, native)
+    # Times beyond the importer's range are dropped (and counted) by both; the rest are kept.
+    assert 2000 < native.events.height < len(shapes)
 
 
 @pytest.mark.parametrize(
