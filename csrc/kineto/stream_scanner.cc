@@ -410,72 +410,73 @@ void StreamScanner::time_field(Time* t, bool* any_float) {
 void StreamScanner::args(Event& ev) {
   if (cur_.null_here()) return;
   if (cur_.next() != '{') throw Unsupported{"args not an object"};
-  cur_.ws();
-  if (cur_.peek() == '}') {
-    cur_.next();
-    return;
-  }
   uint32_t seen = 0;
   int64_t ignored = 0;
-  for (;;) {
-    cur_.ws();
-    std::string_view k;
-    if (cur_.peek() == '"') k = cur_.plain_str();  // most keys: one SSE2 run
-    if (k.data() == nullptr) k = cur_.str();
-    if (cur_.left() >= 2 && (cur_.word16() == 0x203a)) {  // ": " little-endian
-      cur_.skip(2);
+  // Layout class: the event's category (its code; 0 for none): each lays its args out alike.
+  Gap* gaps = args_gaps_.row(static_cast<unsigned>(ev.strs[kRowCat] + 1));
+  for (unsigned pos = 0;; ++pos) {
+    const char* gap = cur_.pos();
+    Gap* g = pos < args_gaps_.positions() ? gaps + pos : nullptr;
+    int which;  // the kArgKeys entry of the key, -1 for keys the importer does not read
+    if (g != nullptr && cur_.left() > static_cast<ptrdiff_t>(Gap::kMax) && g->matches(gap) &&
+        (g->key == kGapEnd || static_cast<unsigned char>(gap[g->len]) > 0x20)) {
+      cur_.skip(g->len);
+      if (g->key == kGapEnd) return;
+      which = g->key;
     } else {
       cur_.ws();
-      cur_.expect(':');
+      if (pos > 0 || cur_.peek() == '}') {
+        char d = cur_.next();
+        if (d == '}') {
+          if (g != nullptr) g->learn(gap, cur_.pos(), kGapEnd);
+          return;
+        }
+        if (d != ',') throw Unsupported{"malformed JSON"};
+        cur_.ws();
+      }
+      std::string_view k;
+      if (cur_.peek() == '"') k = cur_.plain_str();  // most keys: one SSE2 run
+      if (k.data() == nullptr) k = cur_.str();
+      if (cur_.left() >= 2 && (cur_.word16() == 0x203a)) {  // ": " little-endian
+        cur_.skip(2);
+      } else {
+        cur_.ws();
+        cur_.expect(':');
+      }
+      cur_.ws();
+      which = arg_index(k);
+      if (g != nullptr && cur_.left() > 0) g->learn(gap, cur_.pos(), which);
     }
-    cur_.ws();
-    int which = arg_index(k);
     if (which < 0) {
       cur_.skip_value(1);
-    } else {
-      if (seen & (1u << which)) throw Unsupported{"duplicate arg"};
-      seen |= 1u << which;
-      const ArgKey& a = kArgKeys[which];
-      switch (a.kind) {
-        case kArgRow:
-          int_field(&ev.ints[a.field]);
-          break;
-        case kArgSync:
-          str_field(args_, &ev.strs[kRowSyncKind]);
-          break;
-        case kArgNcclInt:
-          int_field(&ev.nccl[a.field]);
-          break;
-        case kArgNcclStr:
-          str_field(args_, &ev.nccl_strs[a.field]);
-          break;
-        case kArgCheckedInt:
-          int_field(&ignored);
-          break;
-        case kArgScalar: {
-          char c = cur_.peek();
-          if (c == '{' || c == '[' || c == 't' || c == 'f') throw Unsupported{"non-scalar arg"};
-          cur_.skip_value(1);
-          break;
-        }
+      continue;
+    }
+    if (seen & (1u << which)) throw Unsupported{"duplicate arg"};
+    seen |= 1u << which;
+    const ArgKey& a = kArgKeys[which];
+    switch (a.kind) {
+      case kArgRow:
+        int_field(&ev.ints[a.field]);
+        break;
+      case kArgSync:
+        str_field(args_, &ev.strs[kRowSyncKind]);
+        break;
+      case kArgNcclInt:
+        int_field(&ev.nccl[a.field]);
+        break;
+      case kArgNcclStr:
+        str_field(args_, &ev.nccl_strs[a.field]);
+        break;
+      case kArgCheckedInt:
+        int_field(&ignored);
+        break;
+      case kArgScalar: {
+        char c = cur_.peek();
+        if (c == '{' || c == '[' || c == 't' || c == 'f') throw Unsupported{"non-scalar arg"};
+        cur_.skip_value(1);
+        break;
       }
     }
-    // `,"` and `, "` (Kineto's separators within a line): straight on to the next key.
-    if (cur_.left() >= 8) {
-      uint64_t w = cur_.word();
-      if ((w & 0xFFFF) == 0x222c) {  // `,"` little-endian
-        cur_.skip(1);
-        continue;
-      }
-      if ((w & 0xFFFFFF) == 0x22202c) {  // `, "`
-        cur_.skip(2);
-        continue;
-      }
-    }
-    cur_.ws();
-    char d = cur_.next();
-    if (d == '}') return;
-    if (d != ',') throw Unsupported{"malformed JSON"};
   }
 }
 
@@ -483,28 +484,45 @@ void StreamScanner::event() {
   if (cur_.next() != '{') throw Unsupported{"event not an object"};
   Event& ev = ev_;
   ev.clear();
-  cur_.ws();
-  if (cur_.peek() == '}') {
-    cur_.next();
-    commit(ev);
-    return;
-  }
   uint32_t seen = 0;
-  for (;;) {
-    cur_.ws();
-    size_t len = 0;
-    int quick = cur_.left() >= 8 ? quick_event_key(cur_.word(), &len) : -1;
+  // Layout class (layout_memo.h): 0 until ph is read, then 1 + ev.ph.
+  Gap* gaps = event_gaps_.row(0);
+  for (unsigned pos = 0;; ++pos) {
+    // The gap to the next value (or the end), in one compare where this layout had it before.
+    const char* gap = cur_.pos();
+    Gap* g = pos < event_gaps_.positions() ? gaps + pos : nullptr;
     EvKey k;
-    if (quick >= 0) {  // Kineto's spelling: "key": in one masked compare (and its blank)
-      k = static_cast<EvKey>(quick);
-      cur_.skip(len + (((cur_.word() >> (8 * len)) & 0xFF) == ' '));
-    } else {
-      std::string_view key = cur_.short_key();
-      k = event_key(key.empty() ? cur_.str() : key);
+    if (g != nullptr && cur_.left() > static_cast<ptrdiff_t>(Gap::kMax) && g->matches(gap) &&
+        (g->key == kGapEnd || static_cast<unsigned char>(gap[g->len]) > 0x20)) {
+      cur_.skip(g->len);
+      if (g->key == kGapEnd) break;
+      k = static_cast<EvKey>(g->key);
+    } else {  // token by token: the separator (none before the first key), the key, its colon
       cur_.ws();
-      cur_.expect(':');
+      if (pos > 0 || cur_.peek() == '}') {
+        char d = cur_.next();
+        if (d == '}') {
+          if (g != nullptr) g->learn(gap, cur_.pos(), kGapEnd);
+          break;
+        }
+        if (d != ',') throw Unsupported{"malformed JSON"};
+        cur_.ws();
+      }
+      size_t len = 0;
+      int quick = cur_.left() >= 8 ? quick_event_key(cur_.word(), &len) : -1;
+      if (quick >= 0) {  // Kineto's spelling: "key": in one masked compare (and its blank)
+        k = static_cast<EvKey>(quick);
+        cur_.skip(len + (((cur_.word() >> (8 * len)) & 0xFF) == ' '));
+      } else {
+        std::string_view key = cur_.short_key();
+        k = event_key(key.empty() ? cur_.str() : key);
+        cur_.ws();
+        cur_.expect(':');
+      }
+      cur_.ws();
+      // Kept only whole: the value's first byte in the span (the blanks before it all read).
+      if (g != nullptr && cur_.left() > 0) g->learn(gap, cur_.pos(), k);
     }
-    cur_.ws();
     if (k != kEvOther) {
       if (seen & (1u << k)) throw Unsupported{"duplicate event key"};
       seen |= 1u << k;
@@ -516,6 +534,7 @@ void StreamScanner::event() {
         std::string_view ph = cur_.plain_str();
         if (ph.data() == nullptr) ph = cur_.str();
         ev.ph = same(ph, "X") ? 1 : (same(ph, "s") || same(ph, "f") || same(ph, "t")) ? 2 : 0;
+        gaps = event_gaps_.row(1 + static_cast<unsigned>(ev.ph));
         break;
       }
       case kEvCat:
@@ -552,15 +571,6 @@ void StreamScanner::event() {
         cur_.skip_value(1);
         break;
     }
-    // `, "` (Kineto's separator within a line): straight on to the next key.
-    if (cur_.left() >= 8 && (cur_.word() & 0xFFFFFF) == 0x22202c) {  // ", \"" little-endian
-      cur_.skip(2);
-      continue;
-    }
-    cur_.ws();
-    char d = cur_.next();
-    if (d == '}') break;
-    if (d != ',') throw Unsupported{"malformed JSON"};
   }
   commit(ev);
 }

@@ -24,6 +24,7 @@
 
 #include "kineto/dict.h"
 #include "kineto/json_cursor.h"
+#include "kineto/layout_memo.h"
 #include "kineto/rank_search.h"
 
 namespace stallscope::kineto {
@@ -190,6 +191,11 @@ class StreamScanner {
   std::vector<uint8_t> ts_flags_, dur_flags_, flow_ts_flags_;
 
   Dict cats_, names_, args_;
+  // The gaps before each key of an event (by its ph) and of its args (by its category), as
+  // this file laid them out last (layout_memo.h): the key stepped over in one compare.
+  static constexpr int kGapEnd = 127;  // a gap's key: the object's closing brace
+  LayoutMemo<4, 16> event_gaps_;
+  LayoutMemo<16, 24> args_gaps_;
 
   size_t split_min_;
   std::unique_ptr<SegmentWorker> worker_;  // made at the first split

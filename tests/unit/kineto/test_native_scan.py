@@ -301,6 +301,69 @@ def test_fast_paths_match_bytewise_reads_at_every_cut() -> None:
             assert isinstance(_scan(one, chunk), str), m
 
 
+def test_layouts_seen_before_read_as_any_other_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scanner keeps the bytes between values that each layout (ph; args: category) had
+    # last time, and steps over them in one compare where they come again. Traps: the same gap
+    # with more blanks after it, other values after it, a duplicate key that only the memo's
+    # positions reach, escaped keys, gaps over 32 bytes, empty objects, more categories than
+    # memo rows, args before cat. Every cut (so each memo state) must read the same, and as the
+    # general reader does.
+    pad = " " * 40
+    events = [
+        b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 2, "ts": 10, "dur": 5, '
+        b'"args": {"External id": 1, "Ev Idx": 7}}',
+        b'{"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 2, "ts": 11, "dur": 5, '
+        b'"args": {"External id": 2, "Ev Idx": 8}}',
+        b'{"ph": "X", "cat":  "cpu_op", "name":"c", "pid": 1, "tid": 2, "ts": 12, "dur": 5, '
+        b'"args": {"External id":  3, "Ev Idx": [1, 2]}}',
+        b'{"ph": "X", "cat": null, "name": "d", "pid": "Spans", "tid": 2, "ts": 13, "dur": 5, '
+        b'"args": {"External id": null, "Ev Idx": {"x": 1}}}',
+        b'{"ph": "X", "c\\u0061t": "kernel", "name": "e", "pid": 1, "tid": 3, "ts": 14, '
+        b'"dur": 5, "args": {"correlation": 4, "stream": 7}}',
+        b'{"ph": "X", "c\\u0061t": "kernel", "name": "f", "pid": 1, "tid": 3, "ts": 15, '
+        b'"dur": 5, "args": {"correlation": 5, "stream": 7}}',
+        b'{"ph": "X", "cat": "kernel", "name": "g",' + pad.encode() + b'"pid": 1, "tid": 3, '
+        b'"ts": 16, "dur": 5, "args": {' + pad.encode() + b'"correlation": 6}}',
+        b'{"ph": "X", "cat": "kernel", "name": "h",' + pad.encode() + b'"pid": 1, "tid": 3, '
+        b'"ts": 17, "dur": 5, "args": {' + pad.encode() + b'"correlation": 7}}',
+        b'{"ph": "s", "id": 4, "pid": 1, "tid": 2, "ts": 10, "cat": "ac2g", "name": "ac2g"}',
+        b'{"ph": "f", "id": 4, "pid": 1, "tid": 3, "ts": 14, "cat": "ac2g", "name": "ac2g", '
+        b'"bp": "e"}',
+        b"{}",
+        b'{"ph": "X", "args": {}, "cat": "cpu_op", "name": "i", "ts": 18, "dur": 1}',
+        b'{"ph": "X", "args": {}, "cat": "cpu_op", "name": "j", "ts": 19, "dur": 1}',
+        b'{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "ts": 20, '
+        b'"args": {"Bytes": 5, "Total Allocated": 6}}',
+    ]
+    # More categories than the args memo has rows: codes 16 apart share one.
+    events += [
+        b'{"ph": "X", "cat": "c' + str(i).encode() + b'", "name": "k", "ts": ' + str(30 + i).encode()
+        + b', "dur": 1, "args": {"device": ' + str(i).encode() + b', "bytes": 8}}'
+        for i in range(20)
+    ]  # fmt: skip
+    doc = b'{"traceEvents": [\n  ' + b",\n  ".join(events * 2) + b"\n]}"
+    whole = _plain(_scan(doc, len(doc)))
+    assert isinstance(whole, dict), whole
+    # Rows: the X events with a category (not the flows, {}, the instant event, cat null).
+    assert len(whole["rows"]["index"]) == 2 * (len(events) - 5)
+    from stallscope import _core
+
+    for cut in range(len(doc) + 1):
+        sc = _core.KinetoScanner(0)  # one thread: each chunk read as it comes
+        sc.begin_file()
+        sc.feed(doc[:cut])
+        sc.feed(doc[cut:])
+        assert _plain(sc.end_file()) == whole, cut
+    path = tmp_path / "layouts.json"
+    path.write_bytes(doc)
+    _same(*_both(path, monkeypatch))
+    # A key repeated where the memo's positions meet it: declined (the general reader decides).
+    dup = events[0] + b", " + events[0].replace(b'"tid": 2', b'"pid": 2', 1)
+    assert isinstance(_scan(b'{"traceEvents": [' + dup + b"]}", 1 << 20), str)
+
+
 def test_float_times_are_the_general_readers_to_the_ns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
