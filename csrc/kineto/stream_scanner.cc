@@ -371,8 +371,10 @@ void StreamScanner::int_field(int64_t* out) {
 }
 
 void StreamScanner::str_field(Dict& dict, int32_t* out) {
-  if (cur_.null_here()) return;
-  if (cur_.peek() != '"') throw Unsupported{"non-string in a string field"};
+  if (cur_.peek() != '"') {
+    if (cur_.null_here()) return;
+    throw Unsupported{"non-string in a string field"};
+  }
   std::string_view v = cur_.plain_str();  // most names: one SSE2 run to the closing quote
   *out = dict.intern(v.data() != nullptr ? v : cur_.str());
 }

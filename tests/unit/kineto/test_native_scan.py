@@ -364,6 +364,31 @@ def test_layouts_seen_before_read_as_any_other_text(
     assert isinstance(_scan(b'{"traceEvents": [' + dup + b"]}", 1 << 20), str)
 
 
+def test_names_that_differ_in_one_byte_keep_their_own_codes() -> None:
+    # The string dictionaries compare a name's length and its first and last 8 bytes (all of
+    # it up to 16 bytes), then the rest: names that differ in one byte anywhere, of every length
+    # around those edges, each keep a code of their own, and a name read again gets its code.
+    names = [""]
+    for n in range(1, 41):
+        base = "a" * n
+        names += [base] + [base[:i] + "b" + base[i + 1 :] for i in range(n)]
+    order = names + names[::-1]
+    events = b",".join(
+        b'{"ph": "X", "cat": "c", "name": "' + nm.encode() + b'", "ts": 1, "dur": 1}'
+        for nm in order
+    )
+    from stallscope import _core
+
+    sc = _core.KinetoScanner(0)
+    sc.begin_file()
+    sc.feed(b'{"traceEvents": [' + events + b"]}")
+    res = sc.end_file()
+    assert isinstance(res, dict), res
+    table = sc.strings("name")
+    assert [table[c] for c in res["rows"]["name"].tolist()] == order
+    assert len(set(table)) == len(table) == len(names)
+
+
 def test_float_times_are_the_general_readers_to_the_ns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
