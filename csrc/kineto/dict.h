@@ -79,8 +79,8 @@ class Dict {
         // The tag, the length and both words first: for strings of up to 16 bytes they are the
         // whole comparison (most names), for longer ones memcmp confirms.
         if (sl.tag == tag && sl.len == s.size() && sl.w.a == w.a && sl.w.b == w.b &&
-            (s.size() <= 16 || std::memcmp(views_[static_cast<size_t>(sl.code)].data(),
-                                           s.data(), s.size()) == 0)) {
+            (s.size() <= 16 ||
+             std::memcmp(views_[static_cast<size_t>(sl.code)].data(), s.data(), s.size()) == 0)) {
           return sl.code;
         }
       }
