@@ -409,6 +409,26 @@ void StreamScanner::time_field(Time* t, bool* any_float) {
   *any_float = true;
 }
 
+int StreamScanner::next_gap(Gap* g, unsigned pos) {
+  const char* from = cur_.pos();
+  if (g != nullptr && cur_.left() > static_cast<ptrdiff_t>(Gap::kMax) && g->matches(from) &&
+      (g->key == kGapEnd || static_cast<unsigned char>(from[g->len]) > 0x20)) {
+    cur_.skip(g->len);
+    return g->key;
+  }
+  cur_.ws();  // token by token: the separator (none before the first key)
+  if (pos > 0 || cur_.peek() == '}') {
+    char d = cur_.next();
+    if (d == '}') {
+      if (g != nullptr) g->learn(from, cur_.pos(), kGapEnd);
+      return kGapEnd;
+    }
+    if (d != ',') throw Unsupported{"malformed JSON"};
+    cur_.ws();
+  }
+  return kGapMiss;
+}
+
 void StreamScanner::args(Event& ev) {
   if (cur_.null_here()) return;
   if (cur_.next() != '{') throw Unsupported{"args not an object"};
@@ -419,23 +439,9 @@ void StreamScanner::args(Event& ev) {
   for (unsigned pos = 0;; ++pos) {
     const char* gap = cur_.pos();
     Gap* g = pos < args_gaps_.positions() ? gaps + pos : nullptr;
-    int which;  // the kArgKeys entry of the key, -1 for keys the importer does not read
-    if (g != nullptr && cur_.left() > static_cast<ptrdiff_t>(Gap::kMax) && g->matches(gap) &&
-        (g->key == kGapEnd || static_cast<unsigned char>(gap[g->len]) > 0x20)) {
-      cur_.skip(g->len);
-      if (g->key == kGapEnd) return;
-      which = g->key;
-    } else {
-      cur_.ws();
-      if (pos > 0 || cur_.peek() == '}') {
-        char d = cur_.next();
-        if (d == '}') {
-          if (g != nullptr) g->learn(gap, cur_.pos(), kGapEnd);
-          return;
-        }
-        if (d != ',') throw Unsupported{"malformed JSON"};
-        cur_.ws();
-      }
+    int which = next_gap(g, pos);  // the kArgKeys entry of the key, -1 for keys not read
+    if (which == kGapEnd) return;
+    if (which == kGapMiss) {
       std::string_view k;
       if (cur_.peek() == '"') k = cur_.plain_str();  // most keys: one SSE2 run
       if (k.data() == nullptr) k = cur_.str();
@@ -447,7 +453,7 @@ void StreamScanner::args(Event& ev) {
       }
       cur_.ws();
       which = arg_index(k);
-      if (g != nullptr && cur_.left() > 0) g->learn(gap, cur_.pos(), which);
+      keep_gap(g, gap, which);
     }
     if (which < 0) {
       cur_.skip_value(1);
@@ -493,23 +499,10 @@ void StreamScanner::event() {
     // The gap to the next value (or the end), in one compare where this layout had it before.
     const char* gap = cur_.pos();
     Gap* g = pos < event_gaps_.positions() ? gaps + pos : nullptr;
-    EvKey k;
-    if (g != nullptr && cur_.left() > static_cast<ptrdiff_t>(Gap::kMax) && g->matches(gap) &&
-        (g->key == kGapEnd || static_cast<unsigned char>(gap[g->len]) > 0x20)) {
-      cur_.skip(g->len);
-      if (g->key == kGapEnd) break;
-      k = static_cast<EvKey>(g->key);
-    } else {  // token by token: the separator (none before the first key), the key, its colon
-      cur_.ws();
-      if (pos > 0 || cur_.peek() == '}') {
-        char d = cur_.next();
-        if (d == '}') {
-          if (g != nullptr) g->learn(gap, cur_.pos(), kGapEnd);
-          break;
-        }
-        if (d != ',') throw Unsupported{"malformed JSON"};
-        cur_.ws();
-      }
+    int got = next_gap(g, pos);
+    if (got == kGapEnd) break;
+    auto k = static_cast<EvKey>(got);
+    if (got == kGapMiss) {  // the key and its colon, token by token
       size_t len = 0;
       int quick = cur_.left() >= 8 ? quick_event_key(cur_.word(), &len) : -1;
       if (quick >= 0) {  // Kineto's spelling: "key": in one masked compare (and its blank)
@@ -522,8 +515,7 @@ void StreamScanner::event() {
         cur_.expect(':');
       }
       cur_.ws();
-      // Kept only whole: the value's first byte in the span (the blanks before it all read).
-      if (g != nullptr && cur_.left() > 0) g->learn(gap, cur_.pos(), k);
+      keep_gap(g, gap, k);
     }
     if (k != kEvOther) {
       if (seen & (1u << k)) throw Unsupported{"duplicate event key"};

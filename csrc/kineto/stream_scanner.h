@@ -163,6 +163,16 @@ class StreamScanner {
   void top_member();
   void event();
   void args(Event& ev);
+  // The gap before an object's next key at the cursor (layout_memo.h). Where `g` (null: past
+  // the memo's positions) holds it: stepped over in one compare, its key or kGapEnd. Else the
+  // separator read token by token (none at pos 0): kGapEnd at the closing brace (kept in `g`),
+  // kGapMiss when a key follows (the caller reads it, then keep_gap() from where this began).
+  [[gnu::always_inline]] inline int next_gap(Gap* g, unsigned pos);
+  // Keeps in `g` the gap from `from` to the cursor, followed by `key`: only whole, with the
+  // value's first byte in the span (the blanks before it all read).
+  void keep_gap(Gap* g, const char* from, int key) {
+    if (g != nullptr && cur_.left() > 0) g->learn(from, cur_.pos(), key);
+  }
   void int_field(int64_t* out);
   void str_field(Dict& dict, int32_t* out);
   void time_field(Time* t, bool* any_float);
@@ -193,7 +203,8 @@ class StreamScanner {
   Dict cats_, names_, args_;
   // The gaps before each key of an event (by its ph) and of its args (by its category), as
   // this file laid them out last (layout_memo.h): the key stepped over in one compare.
-  static constexpr int kGapEnd = 127;  // a gap's key: the object's closing brace
+  static constexpr int kGapEnd = 127;    // a gap's key: the object's closing brace
+  static constexpr int kGapMiss = -128;  // next_gap(): not in the memo, a key follows
   LayoutMemo<4, 16> event_gaps_;
   LayoutMemo<16, 24> args_gaps_;
 

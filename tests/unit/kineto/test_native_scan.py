@@ -49,6 +49,19 @@ def _plain(res: Any) -> Any:
     return res
 
 
+def _same_at_every_cut(doc: bytes, whole: Any) -> None:
+    """`doc` cut in two at every position, each half fed to a one-thread scanner as it comes
+    (so each token is read near a span's end somewhere): every result is `whole`."""
+    from stallscope import _core
+
+    for cut in range(len(doc) + 1):
+        sc = _core.KinetoScanner(0)
+        sc.begin_file()
+        sc.feed(doc[:cut])
+        sc.feed(doc[cut:])
+        assert _plain(sc.end_file()) == whole, cut
+
+
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     out = []
     for reader in ("general", "auto"):
@@ -285,14 +298,7 @@ def test_fast_paths_match_bytewise_reads_at_every_cut() -> None:
     assert isinstance(whole, dict), whole
     assert whole["rows"]["pid"] == [int(n) for n in ints]
     assert whole["rows"]["ext"] == [int(n) for n in ints]
-    from stallscope import _core
-
-    for cut in range(len(doc) + 1):
-        sc = _core.KinetoScanner(0)  # one thread: each chunk read as it comes
-        sc.begin_file()
-        sc.feed(doc[:cut])
-        sc.feed(doc[cut:])
-        assert _plain(sc.end_file()) == whole, cut
+    _same_at_every_cut(doc, whole)
     # An integer field refuses what is not an integer of at most 18 digits, however it is read.
     for m in others:
         one = b'{"traceEvents": [{"ph": "X", "cat": "c", "name": "n", "ts": 1, "dur": 2, '
@@ -348,14 +354,7 @@ def test_layouts_seen_before_read_as_any_other_text(
     assert isinstance(whole, dict), whole
     # Rows: the X events with a category (not the flows, {}, the instant event, cat null).
     assert len(whole["rows"]["index"]) == 2 * (len(events) - 5)
-    from stallscope import _core
-
-    for cut in range(len(doc) + 1):
-        sc = _core.KinetoScanner(0)  # one thread: each chunk read as it comes
-        sc.begin_file()
-        sc.feed(doc[:cut])
-        sc.feed(doc[cut:])
-        assert _plain(sc.end_file()) == whole, cut
+    _same_at_every_cut(doc, whole)
     path = tmp_path / "layouts.json"
     path.write_bytes(doc)
     _same(*_both(path, monkeypatch))
