@@ -26,6 +26,7 @@ namespace stallscope::kineto {
 
 struct Gap {
   static constexpr size_t kMax = 32;  // longer gaps are not kept
+  static_assert(kMax == 32, "matches() compares two 16-byte halves; mask has a bit per byte");
   alignas(16) char text[kMax];
   uint32_t mask = 0;  // bit i set for each byte i of the gap (0: none kept)
   uint8_t len = 0;
@@ -56,7 +57,7 @@ struct Gap {
     }
     std::memcpy(text, from, n);
     len = static_cast<uint8_t>(n);
-    mask = n == 32 ? ~uint32_t{0} : (uint32_t{1} << n) - 1;
+    mask = n == kMax ? ~uint32_t{0} : (uint32_t{1} << n) - 1;
     key = static_cast<int8_t>(k);
   }
 };

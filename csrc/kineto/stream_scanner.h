@@ -173,6 +173,13 @@ class StreamScanner {
   void keep_gap(Gap* g, const char* from, int key) {
     if (g != nullptr && cur_.left() > 0) g->learn(from, cur_.pos(), key);
   }
+  // A value the general reader keeps as a scalar (a number, a string or null), checked and
+  // not kept; else `why` (an object, a list or a bool: that reader types the column apart).
+  void skip_scalar(const char* why) {
+    char c = cur_.peek();
+    if (c == '{' || c == '[' || c == 't' || c == 'f') throw Unsupported{why};
+    cur_.skip_value(1);
+  }
   void int_field(int64_t* out);
   void str_field(Dict& dict, int32_t* out);
   void time_field(Time* t, bool* any_float);
