@@ -120,18 +120,31 @@ def worker_stallscope(step: Any, args: argparse.Namespace, tmp: Path) -> dict[st
 
 
 def worker_torch(step: Any, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        times = timed_steps(step, args.steps, after=prof.step)
     path = tmp / "torch_trace.json"
-    prof.export_chrome_trace(str(path))
-    doc = json.loads(path.read_text())
+    # A schedule, one cycle of every step: without one torch.profiler writes no ProfilerStep#N
+    # ranges, and a later cycle's export would overwrite this one's.
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=0, warmup=0, active=args.steps, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
+        times = timed_steps(step, args.steps, after=prof.step)
+    return {"step_ns": times, **torch_kernels(json.loads(path.read_text()), args.steps)}
+
+
+def torch_kernels(doc: dict[str, Any], steps: int) -> dict[str, Any]:
+    """Kernels per step of a torch.profiler trace: each kernel placed in the ProfilerStep#N
+    window holding its launch call (same correlation id), the first `steps` windows."""
     evs = doc.get("traceEvents", [])
     windows = sorted(
         (int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000))
         for e in evs
-        if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
+        # the host ranges (user_annotation), not their GPU projections (gpu_user_annotation)
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+        and e.get("ph") == "X"
+        and e.get("cat") == "user_annotation"
     )
     launch = {
         e["args"]["correlation"]: int(e["ts"] * 1000)
@@ -145,8 +158,7 @@ def worker_torch(step: Any, args: argparse.Namespace, tmp: Path) -> dict[str, An
         if k.get("args", {}).get("correlation") in launch
     ]
     return {
-        "step_ns": times,
-        "kernels_per_step": per_step(placed, windows)[: args.steps],
+        "kernels_per_step": per_step(placed, windows)[:steps],
         "kernel_ns": int(sum(k["dur"] for k in kernels) * 1000),
         "kernels": len(kernels),
     }
@@ -306,6 +318,10 @@ def main() -> int:
         },
         "reps": args.reps,
         "median_step_ns": med,
+        # each run's median, in the order run: how far the rounds spread
+        "run_median_step_ns": {
+            m: [statistics.median(r["step_ns"]) for r in rs] for m, rs in runs.items()
+        },
         "overhead_vs_untraced": {
             m: med[m] / med["untraced"] for m in med if m != "untraced" and "untraced" in med
         },
@@ -321,11 +337,14 @@ def main() -> int:
             if a != b
         ]
         ratio = s["kernel_ns"] / t["kernel_ns"] if t["kernel_ns"] else float("nan")
+        both = [s["kernels_per_step"], t["kernels_per_step"]]
         result["comparison"] = {
             "kernels_per_step_stallscope": s["kernels_per_step"],
             "kernels_per_step_torch": t["kernels_per_step"],
             "steps_with_different_counts": mism,
-            "kernel_count_equal_every_step": not mism,
+            # every measured step counted by both, with kernels, and the same count
+            "kernel_count_equal_every_step": not mism
+            and all(len(c) == args.steps and min(c, default=0) > 0 for c in both),
             "kernel_ns_stallscope": s["kernel_ns"],
             "kernel_ns_torch": t["kernel_ns"],
             "kernel_time_ratio": ratio,

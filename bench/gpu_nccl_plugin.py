@@ -8,7 +8,10 @@ collectives of several sizes, traced by stallscope. Then it checks, per rank and
 the plugin's events against what was issued and against NCCL's own sequence numbers
 (collectives of one type are numbered 0, 1, 2, ... per communicator), that the end of each
 transfer comes from the GPU (timing=gpu) and lies after its start, and compares each
-all-reduce's duration with CUDA events around the same call. Results go to
+all-reduce's duration with CUDA events around the same call. Each iteration also sends and
+receives one tensor around the ring (to itself on one rank) and checks one p2p event per Send /
+Recv with gapless sequence numbers. On one GPU only the p2p part can pass: NCCL turns a one-rank
+collective into a device copy and calls no profiler hook for it (seen with NCCL 2.28.9). Results go to
 bench/results/gpu_nccl_plugin.json. Without a GPU it says so and exits 0.
 """
 
@@ -72,6 +75,15 @@ def _rank_main(rank: int, world: int, port: int, out: str, iters: int, q: object
             issued["AllGather@world"] = issued.get("AllGather@world", 0) + 1
             dist.broadcast(t, src=0, group=second)
             issued["Broadcast@second"] = issued.get("Broadcast@second", 0) + 1
+            # A ring exchange (to itself on one rank: NCCL runs it as a p2p kernel, unlike a
+            # one-rank collective, which it turns into a device copy with no profiler events).
+            peer_to, peer_from = (rank + 1) % world, (rank - 1) % world
+            r = torch.empty_like(t)
+            ops = [dist.P2POp(dist.isend, t, peer_to), dist.P2POp(dist.irecv, r, peer_from)]
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+            issued["Send"] = issued.get("Send", 0) + 1
+            issued["Recv"] = issued.get("Recv", 0) + 1
         torch.cuda.synchronize()
     nccl_version = ".".join(map(str, torch.cuda.nccl.version()))
     dist.destroy_process_group()
@@ -121,6 +133,9 @@ def main() -> None:
         algo=parse_detail(pl.col("detail"), "algo"),
         proto=parse_detail(pl.col("detail"), "proto"),
     )
+    p2p = plug.filter(pl.col("kind") == "p2p").with_columns(
+        timing=parse_detail(pl.col("detail"), "timing")
+    )
     checks: dict[str, object] = {}
     per = (
         coll.group_by("rank", "group", "name")
@@ -137,8 +152,33 @@ def main() -> None:
     checks["seq_gapless"] = (
         bool((per["seq_max"] - per["seq_min"] + 1 == per["n"]).all()) if per.height else False
     )
-    issued_total = sum(sum(r["issued"].values()) for r in reports)
-    checks["events_vs_issued"] = {"plugin_collectives": coll.height, "issued": issued_total}
+    issued_coll = sum(n for r in reports for k, n in r["issued"].items() if "@" in k)
+    issued_p2p = sum(n for r in reports for k, n in r["issued"].items() if "@" not in k)
+    checks["events_vs_issued"] = {"plugin_collectives": coll.height, "issued": issued_coll}
+    if world == 1:
+        checks["events_vs_issued"]["note"] = (
+            "one rank: NCCL runs each collective as a device copy and emits no profiler event"
+        )
+    # p2p: one event per Send / Recv issued; NCCL numbers a communicator's p2p ops 0, 1, 2, ...
+    p2p_per = p2p.group_by("rank").agg(
+        n=pl.len(),
+        seq_min=pl.col("correlation").min(),
+        seq_max=pl.col("correlation").max(),
+        gpu=(pl.col("timing") == "gpu").sum(),
+        bad=(pl.col("end_ns") < pl.col("start_ns")).sum(),
+    )
+    checks["p2p"] = {
+        "plugin_events": p2p.height,
+        "issued": issued_p2p,
+        "equal": p2p.height == issued_p2p,
+        "seq_gapless": bool((p2p_per["seq_max"] - p2p_per["seq_min"] + 1 == p2p_per["n"]).all())
+        if p2p_per.height
+        else False,
+        "timing": p2p.group_by("timing").len().rows(),
+        "end_before_start": int(p2p_per["bad"].sum()) if p2p_per.height else 0,
+        "bytes": sorted(set(p2p["bytes"].to_list())),
+    }
+    checks["groups"] = plug.filter(pl.col("name") == "ncclGroup").height
     checks["gpu_timed_fraction"] = (
         float(per["gpu"].sum() / max(per["n"].sum(), 1)) if per.height else 0.0
     )
@@ -172,13 +212,17 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
-    if coll.height == 0:
+    if plug.height == 0:
         print(
             "NO plugin events: NCCL did not load the plugin (NCCL older than 2.27.3 knows no v4+ "
             "symbol; or NCCL_PROFILER_PLUGIN was overridden); see NCCL_DEBUG=INFO output",
             file=sys.stderr,
         )
         sys.exit(1)
+    ok = checks["p2p"]["equal"] and checks["p2p"]["seq_gapless"]  # type: ignore[index]
+    if world > 1:
+        ok = ok and checks["seq_gapless"] and coll.height == issued_coll
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ class RunInfo:
     missing_ranks: list[int] = field(default_factory=list)  # in world_size, no events at all
     unfinished: list[str] = field(default_factory=list)  # stems that never stopped (killed?)
     drops: dict[str, int] = field(default_factory=dict)  # stem -> events dropped while tracing
+    # stem -> {counter: n} of the counters behind `drops` ("ring_full", "cupti.cupti_dropped", ...)
+    drop_causes: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def problems(self) -> list[str]:
@@ -39,11 +41,31 @@ class RunInfo:
             for s in self.unfinished
         ]
         out += [
-            f"{s}: {n} events dropped while tracing (rings full; raise ring_capacity)"
+            f"{s}: {n} events dropped while tracing: "
+            + "; ".join(
+                f"{k} {v} ({_DROP_HINTS.get(k, 'see run.json')})"
+                for k, v in self.drop_causes.get(s, {}).items()
+            )
             for s, n in self.drops.items()
             if n
         ]
         return out
+
+
+# What each drop counter of run.json means, and what to do about it.
+_DROP_HINTS = {
+    "ring_full": "rings full: raise ring_capacity",
+    "no_thread_slot": "more recording threads than max_threads: raise max_threads",
+    "nesting_too_deep": "regions nested over 256 deep",
+    "cupti.buffers_declined": "CUPTI's buffers reached pool_limit_bytes: raise it with "
+    "stallscope._cupti.configure(pool_limit_bytes=...)",
+    "cupti.cupti_dropped": "records CUPTI itself counted as dropped for want of buffer space",
+    "cupti.incomplete_records": "GPU activities CUPTI had not completed when the trace stopped",
+    "cupti.not_recorded": "CUPTI records the rings could not take: raise ring_capacity",
+    "cupti.unmatched_markers": "NVTX range ends whose start was not seen",
+    "torch_dist.nccl_plugin_lost": "NCCL operations the profiler plugin could not record "
+    "(over 4096 in flight on one communicator, or the rings were full)",
+}
 
 
 def run_info(run_dir: str | os.PathLike[str]) -> RunInfo:
@@ -70,20 +92,24 @@ def run_info(run_dir: str | os.PathLike[str]) -> RunInfo:
     world = max(sizes) if sizes else None
     missing = sorted(set(range(world)) - set(ranks)) if world else []
     unfinished = sorted(s for s, p in procs.items() if p.get("status") == "running")
-    drops = {s: _dropped(p) for s, p in procs.items() if _dropped(p)}
-    return RunInfo(d, procs, files, world, ranks, missing, unfinished, drops)
+    causes = {s: c for s, p in procs.items() if (c := _drop_causes(p))}
+    drops = {s: sum(c.values()) for s, c in causes.items()}
+    return RunInfo(d, procs, files, world, ranks, missing, unfinished, drops, causes)
 
 
-def _dropped(entry: dict[str, Any]) -> int:
-    """Events a process could not keep: the core's drops plus every backend's (CUPTI's
-    records, the NCCL plugin's operations), as listed in run.json."""
-    counts = [entry.get("drops") or {}]
-    counts += [
-        b.get("drops") or {} for b in (entry.get("backends") or {}).values() if isinstance(b, dict)
-    ]
-    return sum(
-        int(v) for c in counts if isinstance(c, dict) for v in c.values() if isinstance(v, int)
-    )
+def _drop_causes(entry: dict[str, Any]) -> dict[str, int]:
+    """Events a process could not keep, by counter: the core's drops ("ring_full", ...) and
+    every backend's ("cupti.cupti_dropped", "torch_dist.nccl_plugin_lost", ...), as listed in
+    run.json; only counters above 0."""
+    out: dict[str, int] = {}
+    core = entry.get("drops")
+    if isinstance(core, dict):
+        out.update({k: v for k, v in core.items() if isinstance(v, int) and v})
+    for name, b in (entry.get("backends") or {}).items():
+        d = b.get("drops") if isinstance(b, dict) else None
+        if isinstance(d, dict):
+            out.update({f"{name}.{k}": v for k, v in d.items() if isinstance(v, int) and v})
+    return out
 
 
 def _check_file(path: Path) -> int | None:

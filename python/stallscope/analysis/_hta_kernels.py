@@ -77,7 +77,8 @@ def kernel_breakdown(
 
     In NumPy on the GPU rows sorted once: per (rank, type, name) the statistics of ``dur``;
     within a (rank, type) names by sum, largest first (ties by name), the running sum and its
-    `duration_ratio` quantile (linear) decide which names fold into "others"."""
+    `duration_ratio` quantile (linear) decide which names fold into "others"; as in HTA, a name
+    whose durations sum below 0 never folds."""
     types = _types(include_memory_kernels)
     rows = hta_arrays(events, gpu_only=True)
     gpu = rows.gpu()
@@ -114,12 +115,18 @@ def kernel_breakdown(
         n = b - a
         if n <= num_kernels:
             continue
-        cum = np.cumsum(stats["sum"][a:b])  # nondecreasing: its own sorted order
+        sums = stats["sum"][a:b]
+        cum = np.cumsum(sums)
+        # The quantile of the running sums in their sorted order: a name whose durations sum
+        # below 0 (a kernel ending before it started, after HTA's ns rounding) lowers the sum.
+        ranked = np.sort(cum)
         pos = (n - 1) * duration_ratio
         lo = int(np.floor(pos))
         hi = min(lo + 1, n - 1)
-        q = cum[lo] + (cum[hi] - cum[lo]) * (pos - lo)
-        fold[a:b] = (cum > q) | (np.arange(n) >= num_kernels)
+        q = ranked[lo] + (ranked[hi] - ranked[lo]) * (pos - lo)
+        # HTA keeps names whose sum is below 0 whatever their rank: its mask meant to keep
+        # nothing when no allowlist is given is `sum < 0`.
+        fold[a:b] = ((cum > q) | (np.arange(n) >= num_kernels)) & (sums >= 0)
         regrouped[a:b] = True
     # HTA re-aggregates the per-name sums when it folds: every kept row of a folded (rank,
     # type) then has max = min = mean = sum and std 0.

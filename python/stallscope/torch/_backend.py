@@ -46,6 +46,7 @@ class _State:
         self.finished = True
         self.generation = -1  # traces started in this process (keys of the store rendezvous)
         self.all_present = False
+        self.plugin_base: dict[str, int] = {}  # the NCCL plugin's counters when the trace began
 
 
 def _rendezvous(phase: str, payload: str) -> dict[int, str]:
@@ -180,11 +181,13 @@ class TorchDistBackend:
 
         from stallscope.torch import _collectives, _topology
         from stallscope.torch._instrument import instrument
+        from stallscope.torch._nccl import plugin_stats
 
         ops = instrument(None)
         with _state.lock:
             _state.trace, _state.samples, _state.problems, _state.finished = trace, [], [], False
             _state.generation += 1
+            _state.plugin_base = plugin_stats() or {}
         import json
 
         posted = _rendezvous("topology", json.dumps(_topology.this_rank()))
@@ -203,7 +206,11 @@ class TorchDistBackend:
         stats = flush_plugin()
         meta: dict[str, Any] = {"clock_samples": len(_state.samples)}
         if stats is not None:
-            meta["nccl_plugin"] = stats
+            # The plugin counts for its whole life in the process: this trace's share.
+            base = _state.plugin_base
+            mine = {k: v - base.get(k, 0) for k, v in stats.items() if k != "communicators"}
+            meta["nccl_plugin"] = {**mine, "communicators": stats["communicators"]}
+            meta["drops"] = {"nccl_plugin_lost": mine["lost"]}
         if _state.problems:
             meta["problems"] = list(_state.problems)
         return meta

@@ -42,15 +42,33 @@ def enable_plugin() -> str | None:
     return path
 
 
-def flush_plugin() -> dict[str, int] | None:
-    """Emit the operations the plugin still holds (call before the trace stops) and return its
-    counters; None when the plugin is not loaded in this process."""
+def _loaded_plugin() -> ctypes.CDLL | None:
+    """The plugin if NCCL (or anything else) loaded it into this process, else None."""
     try:
-        lib = ctypes.CDLL(str(plugin_path()), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        return ctypes.CDLL(str(plugin_path()), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
     except (OSError, FileNotFoundError):
         return None
-    lib.stallscope_nccl_flush.restype = ctypes.c_int
-    lib.stallscope_nccl_flush()
+
+
+def _stats(lib: ctypes.CDLL) -> dict[str, int]:
     out = (ctypes.c_int64 * 3)()
     lib.stallscope_nccl_stats(out)
     return {"recorded": int(out[0]), "lost": int(out[1]), "communicators": int(out[2])}
+
+
+def plugin_stats() -> dict[str, int] | None:
+    """The plugin's counters since it was loaded (recorded, lost: operations it could not
+    record, communicators: live ones); None when it is not loaded in this process."""
+    lib = _loaded_plugin()
+    return None if lib is None else _stats(lib)
+
+
+def flush_plugin() -> dict[str, int] | None:
+    """Emit the operations the plugin still holds (call before the trace stops) and return its
+    counters; None when the plugin is not loaded in this process."""
+    lib = _loaded_plugin()
+    if lib is None:
+        return None
+    lib.stallscope_nccl_flush.restype = ctypes.c_int
+    lib.stallscope_nccl_flush()
+    return _stats(lib)

@@ -116,6 +116,15 @@ def test_backend_drops_are_reported_with_the_core_drops(run: Path) -> None:
         "x": {"error": "e"},
     }
     (run / "run.json").write_text(json.dumps(doc))
-    assert stallscope.run_info(run).drops == {"rank-00000": 8}
+    info = stallscope.run_info(run)
+    assert info.drops == {"rank-00000": 8}
+    assert info.drop_causes == {
+        "rank-00000": {"ring_full": 2, "cupti.cupti_dropped": 5, "cupti.buffers_declined": 1}
+    }
+    # each counter named with what it means: a CUPTI drop is not a full ring
+    (problem,) = info.problems
+    assert "ring_full 2 (rings full: raise ring_capacity)" in problem
+    assert "cupti.cupti_dropped 5 (records CUPTI itself counted" in problem
+    assert "cupti.buffers_declined 1 (CUPTI's buffers reached pool_limit_bytes" in problem
     with pytest.warns(stallscope.StallscopeWarning, match="8 events dropped"):
         stallscope.load(run)

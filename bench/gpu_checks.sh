@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Every GPU check of the project in one go, on a lent GPU machine that reaches no package index:
+# install the carried wheels (.whl/, see bench/README.md "GPU checks") and build stallscope into
+# /tmp/site, then run the CUPTI validation, the NCCL plugin check and the NCCL comm benchmark, each
+# under its own time limit so that one failure leaves the others their time. Logs and results are
+# packed after each step into $OUT/gpu_checks.tgz (default OUT: bench/results/gpu; one file, since
+# the device tool brings back at most 8), the results also stay in bench/results/.
+#
+#     bash bench/gpu_checks.sh            # OUT=/some/folder bash bench/gpu_checks.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-bench/results/gpu}"
+LOG=$(mktemp -d /tmp/stallscope-gpu-checks.XXXXXX)
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+PY="${PYTHON:-python3}"
+t0=$(date +%s)
+stamp() { echo "== [$(($(date +%s) - t0)) s] $*" | tee -a "$LOG/status.txt"; }
+pack() {  # the logs and every result so far, in one file under $OUT
+  cp bench/results/gpu_* "$LOG"/ 2>/dev/null
+  tar czf "$OUT/gpu_checks.tgz" -C "$LOG" .
+}
+
+stamp "machine"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  "$PY" -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.cuda.nccl.version() if torch.cuda.is_available() else None)"
+  nproc
+} 2>&1 | tee "$LOG/machine.txt"
+
+stamp "install: carried wheels + stallscope (build)"
+export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
+if ! "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --no-build-isolation \
+  --upgrade --target /tmp/site .whl/*.whl . >"$LOG/install.log" 2>&1; then
+  tail -40 "$LOG/install.log"
+  stamp "install failed"
+  pack
+  exit 1
+fi
+export PYTHONPATH=/tmp/site
+"$PY" -c "import polars as pl, stallscope; pl.Config.set_fmt_str_lengths(200); print(stallscope.backends())" \
+  2>&1 | tee "$LOG/backends.txt"
+pack
+
+run() {  # run NAME LIMIT_S CMD...: one check, its log in $LOG/NAME.log, its exit status noted
+  local name=$1 limit=$2
+  shift 2
+  stamp "$name (limit ${limit} s)"
+  timeout -k 10 "$limit" "$@" >"$LOG/$name.log" 2>&1
+  local rc=$?
+  tail -25 "$LOG/$name.log"
+  stamp "$name rc=$rc"
+  pack
+}
+
+run cupti_validation "${CUPTI_LIMIT:-240}" "$PY" bench/gpu_cupti_validation.py \
+  --steps "${CUPTI_STEPS:-30}" --warmup 5 --reps "${CUPTI_REPS:-3}"
+run nccl_plugin "${NCCL_PLUGIN_LIMIT:-120}" "$PY" bench/gpu_nccl_plugin.py --iters 10
+run comm_nccl "${COMM_LIMIT:-150}" "$PY" bench/gpu_comm_nccl.py --max-bytes 256M --iters 10
+
+stamp "done"
+pack
+ls -la "$LOG"
