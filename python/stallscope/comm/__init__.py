@@ -8,6 +8,8 @@ calibration. torch is imported only when a benchmark runs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from stallscope.comm._calibration import (
     CALIBRATION_FORMAT,
     MIN_FIT_BYTES,
@@ -29,7 +31,9 @@ from stallscope.comm._formulas import (
 )
 from stallscope.comm._harness import TIERS, SweepConfig, parse_size, sweep_sizes
 from stallscope.comm._launch import launch_local
-from stallscope.comm._worker import run_worker
+
+if TYPE_CHECKING:
+    from stallscope.comm._worker import run_worker
 
 __all__ = [
     "CALIBRATION_FORMAT",
@@ -54,3 +58,13 @@ __all__ = [
     "sweep_sizes",
     "write_calibration",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # run_worker is imported on first use: the launcher runs `python -m stallscope.comm._worker`,
+    # and a package that imported _worker already makes runpy warn in every worker.
+    if name == "run_worker":
+        from stallscope.comm._worker import run_worker
+
+        return run_worker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
