@@ -35,6 +35,7 @@ py::dict stats_dict(const cupti::Stats& s) {
   d["events"] = s.events;
   d["events_not_recorded"] = s.events_not_recorded;
   d["cupti_dropped"] = s.cupti_dropped;
+  d["cupti_dropped_before"] = s.cupti_dropped_before;
   d["incomplete"] = s.incomplete;
   d["unknown_kind"] = s.unknown_kind;
   d["unmatched_markers"] = s.unmatched_markers;

@@ -471,6 +471,17 @@ StartResult start(const Options& opts) {
     res.error = std::string("cuptiActivityRegisterCallbacks failed: ") + result_name(r);
     return res;
   }
+  // CUPTI's dropped count is read (and so reset) at each buffer and at stop, but a record it
+  // drops later, inside the previous session's cuptiFinalize, waits for the next read: after a
+  // finalized session with OVERHEAD on, one record (seen on an H200, CUDA 13.0). Taken here, it
+  // is reported apart from this session's drops.
+  {
+    size_t before = 0;
+    if (a.ActivityGetNumDroppedRecords(nullptr, 0, &before) == kSuccess) {
+      std::lock_guard<std::mutex> pk(g_proc_mu);
+      g_stats.cupti_dropped_before = before;
+    }
+  }
   if (opts.device_buffer_bytes != 0 && a.ActivitySetAttribute != nullptr) {
     size_t v = opts.device_buffer_bytes, sz = sizeof v;
     a.ActivitySetAttribute(kAttrDeviceBufferSize, &sz, &v);

@@ -47,9 +47,12 @@ struct Stats {
   uint64_t events_not_recorded = 0;  // record() refused (ring full, counted by the core too, or
                                      // recording already off)
   uint64_t cupti_dropped = 0;        // cuptiActivityGetNumDroppedRecords, summed
-  uint64_t incomplete = 0;           // INVALID_KIND stops, records with missing timestamps
-  uint64_t unknown_kind = 0;         // records of kinds stallscope does not read
-  uint64_t unmatched_markers = 0;    // NVTX range starts never ended, ends never started
+  // What that count held when this session began: records CUPTI dropped after the previous
+  // session's last read (in its cuptiFinalize, where no buffer is taken), not this trace's.
+  uint64_t cupti_dropped_before = 0;
+  uint64_t incomplete = 0;         // INVALID_KIND stops, records with missing timestamps
+  uint64_t unknown_kind = 0;       // records of kinds stallscope does not read
+  uint64_t unmatched_markers = 0;  // NVTX range starts never ended, ends never started
   uint64_t distinct_kernel_names = 0;
   uint64_t ext_push_errors = 0;  // push/pop of external ids CUPTI refused
   uint64_t flushes = 0;

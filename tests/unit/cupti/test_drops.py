@@ -68,6 +68,25 @@ def test_incomplete_unknown_and_dropped_records(fake: Fake, tmp_path: Path) -> N
     assert d["drops"]["cupti_dropped"] == 7
 
 
+def test_a_drop_left_from_the_previous_session_is_not_this_traces(
+    fake: Fake, tmp_path: Path
+) -> None:
+    # CUPTI's count is reset on read; a record dropped after the previous session's last read
+    # (in its cuptiFinalize: one, on an H200) waits in it. The next trace reports it apart.
+    fake.add_dropped(1)
+    run = tmp_path / "run"
+    with stallscope.trace(run, backends=["cupti"]):
+        fake.kernel(K)
+    d = run_entry(run)["backends"]["cupti"]
+    assert d["drops"]["cupti_dropped"] == 0
+    assert d["stats"]["cupti_dropped_before"] == 1
+    assert stallscope.run_info(run).problems == []
+    with stallscope.trace(tmp_path / "next", backends=["cupti"]):  # nothing left over now
+        fake.add_dropped(2)
+    d = run_entry(tmp_path / "next")["backends"]["cupti"]
+    assert (d["drops"]["cupti_dropped"], d["stats"]["cupti_dropped_before"]) == (2, 0)
+
+
 RING_SCRIPT = """
 import ctypes, json, sys
 import stallscope
