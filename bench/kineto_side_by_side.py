@@ -14,7 +14,11 @@ hypervisor steal, /proc/stat) used at most OTHERS_LIMIT cores; the summary says 
     python bench/kineto_side_by_side.py BASE [HEAD] [--rounds 9] [--sets a,b] [--out F.json]
 
 BASE and HEAD are git revisions of this repository; HEAD may also be `installed`, the
-stallscope this interpreter imports (an editable install: the working tree). Building needs
+stallscope this interpreter imports (an editable install: the working tree). Each round runs a
+fresh copy of each build's folder (`--same-files`: the build's own folder, as before
+2026-11-26): identical extension files were seen to run 25-30 % apart here, depending on the
+copy, so one set of files can decide a comparison on its own (bench/README.md, twenty-sixth
+session). Building needs
 scikit-build-core and pybind11 in this interpreter (`pip install scikit-build-core pybind11`);
 builds are kept under --work (default /tmp/stallscope-side-by-side/<commit>) and reused.
 """
@@ -76,6 +80,19 @@ def build(rev: str, work: Path) -> Path:
         shutil.rmtree(home, ignore_errors=True)
         _fail(f"building {rev} failed (the pip output above says why)")
     return target
+
+
+def _fresh_copy(target: str, dest: Path) -> str:
+    """A new copy of a build's folder, so that its files get new page-cache pages. On this
+    project's VM two files of the same bytes ran the scan 25-30 % apart, each the same way run
+    after run (the extension's pages in the page cache are where its code executes from):
+    one copy per round spreads that over the rounds instead of charging it to one version.
+    The working tree's editable install is one set of files: compare revisions for that."""
+    if target == INSTALLED:
+        return target
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(target, dest, copy_function=shutil.copy)
+    return str(dest)
 
 
 def child(target: str, trace_dir: str) -> dict[str, Any]:
@@ -156,6 +173,11 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--work", type=Path, default=Path("/tmp/stallscope-side-by-side"))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--same-files",
+        action="store_true",
+        help="run each build from its one folder every round (before 2026-11-26; see below)",
+    )
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(*a.child)))
@@ -180,6 +202,7 @@ def main() -> None:
         "base": str(build(a.base, a.work)),
         "head": INSTALLED if a.head == INSTALLED else str(build(a.head, a.work)),
     }
+    builds = dict(arms)
     from stallscope.comm._neighbour import cpu_sample, others_during
 
     runs: dict[str, dict[str, list[dict[str, float]]]] = {
@@ -191,6 +214,8 @@ def main() -> None:
     for target in arms.values():
         _run(target, sets[0])
     for r in range(a.rounds):
+        if not a.same_files:
+            arms = {arm: _fresh_copy(t, a.work / f"round-{arm}") for arm, t in builds.items()}
         before = cpu_sample()
         for s in sets:
             for arm in ("base", "head") if r % 2 == 0 else ("head", "base"):
