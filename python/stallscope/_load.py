@@ -61,7 +61,8 @@ _DROP_HINTS = {
     "stallscope._cupti.configure(pool_limit_bytes=...)",
     "cupti.cupti_dropped": "records CUPTI itself counted as dropped for want of buffer space",
     "cupti.incomplete_records": "GPU activities CUPTI had not completed when the trace stopped",
-    "cupti.not_recorded": "CUPTI records the rings could not take: raise ring_capacity",
+    "cupti.not_recorded": "CUPTI records the core refused: a full ring (also counted in "
+    "ring_full: raise ring_capacity) or a record that came after the trace stopped",
     "cupti.unmatched_markers": "NVTX range ends whose start was not seen",
     "torch_dist.nccl_plugin_lost": "NCCL operations the profiler plugin could not record "
     "(over 4096 in flight on one communicator, or the rings were full)",
