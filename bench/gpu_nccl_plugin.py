@@ -164,7 +164,6 @@ def main() -> None:
         n=pl.len(),
         seq_min=pl.col("correlation").min(),
         seq_max=pl.col("correlation").max(),
-        gpu=(pl.col("timing") == "gpu").sum(),
         bad=(pl.col("end_ns") < pl.col("start_ns")).sum(),
     )
     checks["p2p"] = {
