@@ -2,8 +2,8 @@
 # Every GPU check of the project in one go, on a lent GPU machine that reaches no package index:
 # install the carried wheels (.whl/, see bench/README.md "All GPU checks in one go") and build
 # stallscope into /tmp/site, then run the CUPTI validation, the NCCL plugin check and the NCCL
-# comm benchmark, each under its own time limit so that one failure leaves the others their time. Logs and results are
-# packed after each step into $OUT/gpu_checks.tgz (default OUT: /tmp/stallscope-gpu-checks-out,
+# comm benchmark, each under its own time limit so that one failure leaves the others their
+# time. Logs and results are packed after each step into $OUT/gpu_checks.tgz (default OUT: /tmp/stallscope-gpu-checks-out,
 # outside the checkout; one file, since the device tool brings back at most 8), the results also
 # stay in bench/results/.
 #
