@@ -3,9 +3,9 @@
 # install the carried wheels (.whl/, see bench/README.md "All GPU checks in one go") and build
 # stallscope into /tmp/site, then run the CUPTI validation, the NCCL plugin check and the NCCL
 # comm benchmark, each under its own time limit so that one failure leaves the others their
-# time. Logs and results are packed after each step into $OUT/gpu_checks.tgz (default OUT: /tmp/stallscope-gpu-checks-out,
-# outside the checkout; one file, since the device tool brings back at most 8), the results also
-# stay in bench/results/.
+# time. Logs and results are packed after each step into $OUT/gpu_checks.tgz (default OUT:
+# /tmp/stallscope-gpu-checks-out, outside the checkout; one file, since the device tool brings
+# back at most 8); the results also stay in bench/results/.
 #
 #     bash bench/gpu_checks.sh            # OUT=/some/folder bash bench/gpu_checks.sh
 set -uo pipefail
