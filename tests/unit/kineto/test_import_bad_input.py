@@ -77,6 +77,19 @@ def test_minimal_trace(tmp_path: Path) -> None:
     assert k["category"] == "compute"
 
 
+def test_file_name_with_detail_separators(tmp_path: Path) -> None:
+    """A file named with ';' and '=' (the detail's separators) keeps every mark fact readable."""
+    from stallscope._kineto import TRACE_MARK
+    from stallscope._schema import detail_value
+
+    p = write(tmp_path / "run;rank=2.json", trace([launch(100), kernel(110)]))
+    ev = stallscope.import_kineto(p)
+    detail = ev.filter(pl.col("name") == TRACE_MARK)["detail"].item()
+    assert detail_value(detail, "file") == "run_rank_2.json"
+    assert detail_value(detail, "source") == "kineto"
+    assert detail_value(detail, "ts_float") == "0"
+
+
 def test_malformed_json(tmp_path: Path) -> None:
     p = tmp_path / "bad.json"
     p.write_text('{"traceEvents": [{"ph": "X", "ts": 1,')
