@@ -4,9 +4,12 @@ order is the number of ops queued on the stream."""
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from stallscope.analysis._hta_loading import hta_rows
+from stallscope import _arrow
+from stallscope._sorted import lookup, segment_starts
+from stallscope.analysis._hta_loading import hta_arrays
 
 LAUNCH_NAMES = (
     "cudaLaunchKernel",
@@ -24,44 +27,50 @@ LAUNCH_NAMES = (
 
 
 def queue_length(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
-    """The queue-length time series: rank, stream, ts_ns (HTA's aligned time x1000),
-    queue_length; one row per change."""
-    rows = hta_rows(events, include_last_profiler_step=False)
-    # index_correlation > 0: the launch has a GPU partner in the rank (before the step filter).
-    partners = hta_rows(events, include_last_profiler_step=True)
-    has_gpu = (
-        partners.filter(pl.col("is_gpu") & (pl.col("correlation") != -1))
-        .select("rank", "correlation")
-        .unique()
-    )
-    gpu = rows.filter(pl.col("stream") != -1)
-    launches = rows.filter(pl.col("name").is_in(LAUNCH_NAMES) & ~pl.col("is_gpu")).join(
-        has_gpu, on=["rank", "correlation"], how="semi"
-    )
-    up = (
-        launches.select("rank", "correlation", "ts")
-        .join(
-            gpu.select("rank", "correlation", "stream").unique(
-                subset=["rank", "correlation"], keep="last"
-            ),
-            on=["rank", "correlation"],
-            how="inner",
-        )
-        .with_columns(queue=pl.lit(1, pl.Int64))
-    )
-    down = gpu.join(
-        launches.select("rank", "correlation"), on=["rank", "correlation"], how="semi"
-    ).select("rank", "correlation", "ts", "stream", queue=pl.lit(-1, pl.Int64))
-    series = (
-        pl.concat([down, up.select(down.columns)])
-        .sort("rank", "stream", "ts", maintain_order=True)
-        .with_columns(queue_length=pl.col("queue").cum_sum().over("rank", "stream"))
-    )
-    return series.select(
-        "rank",
-        "stream",
-        ts_ns=(pl.col("ts") * 1000.0).round(0).cast(pl.Int64),
-        queue_length="queue_length",
+    """The queue-length time series: rank, stream, ts_ns (HTA's aligned time x1000, rounded half
+    to even), queue_length; one row per change, sorted by rank, stream and time.
+
+    HTA's joins on arrays of its rows: a launch (a runtime call named in LAUNCH_NAMES) counts
+    when its (rank, correlation) has a GPU row before the last-step filter; it adds 1 on the
+    stream of the last GPU row with its key, at its own ts; each GPU row with a counted launch's
+    key takes 1 off at its ts. Ties in time: the GPU rows' steps first, each part in row order."""
+    rows = hta_arrays(events, include_last_profiler_step=False)
+    partners = hta_arrays(events, include_last_profiler_step=True)
+    rank, corr, stream = rows.rank.astype(np.int64), rows.correlation, rows.stream
+    m = len(rank)
+    # Keys with a GPU partner (index_correlation > 0 in HTA), appended after the rows' own.
+    p = np.flatnonzero(partners.is_gpu.astype(bool) & (partners.correlation != -1))
+    rank_all = np.concatenate([rank, partners.rank[p].astype(np.int64)])
+    corr_all = np.concatenate([corr, partners.correlation[p]])
+    named = np.array([n in LAUNCH_NAMES for n in rows.names], dtype=bool)[rows.name]
+    candidates = np.flatnonzero(named & ~rows.is_gpu.astype(bool))
+    _, found, _, _ = lookup(rank_all, corr_all, np.arange(m, m + len(p)), candidates)
+    launches = candidates[found]
+    gpu = np.flatnonzero(stream != -1)
+    # Up: each launch on the stream of the last GPU row with its key (none: no step).
+    order, found, _, last = lookup(rank, corr, gpu, launches)
+    up = launches[found]
+    up_stream = stream[gpu[order][last[found]]]
+    # Down: the GPU rows whose key a counted launch has.
+    _, found, _, _ = lookup(rank, corr, launches, gpu)
+    down = gpu[found]
+    r = np.concatenate([rank[down], rank[up]])
+    s = np.concatenate([stream[down], up_stream])
+    ts = np.concatenate([rows.ts[down], rows.ts[up]])
+    step = np.concatenate([np.full(len(down), -1, np.int64), np.ones(len(up), np.int64)])
+    o = np.lexsort((ts, s, r))  # stable: on ties, the GPU rows' steps first
+    r, s, ts, step = r[o], s[o], ts[o], step[o]
+    running = np.cumsum(step)
+    head = np.flatnonzero(segment_starts(r, s))
+    before = np.concatenate([[0], running[head[1:] - 1]]) if len(head) else head
+    sizes = np.diff(np.append(head, len(r)))
+    return pl.DataFrame(
+        [
+            _arrow.series(r, "rank", pl.Int32),
+            _arrow.series(s, "stream", pl.Int64),
+            _arrow.series(np.round(ts * 1000.0).astype(np.int64), "ts_ns"),
+            _arrow.series(running - np.repeat(before, sizes), "queue_length", pl.Int64),
+        ]
     )
 
 
