@@ -272,6 +272,16 @@ void bind_kineto(py::module_& m) {
           "Free the text buffers and the second thread once the last file is read (the "
           "dictionaries stay; reading again makes them anew).")
       .def(
+          "adopt",
+          [](StreamScanner& s, const StreamScanner& other) {
+            StreamScanner::CodeMaps m = s.adopt(other);
+            return py::make_tuple(to_array(std::move(m.cat)), to_array(std::move(m.name)),
+                                  to_array(std::move(m.args)));
+          },
+          py::arg("other"),
+          "Intern another scanner's strings (files it read, merged into this import): per "
+          "dictionary (cat, name, args) an int32 array, its code -> this scanner's code.")
+      .def(
           "strings",
           [](const StreamScanner& s, const std::string& which, size_t start) {
             const kineto::Dict& d = which == "cat"    ? s.cats()

@@ -88,6 +88,13 @@ class Dict {
     return add(s, h, w);
   }
   const std::deque<std::string>& strings() const { return strs_; }
+  // Interns every string of `other` in its code order: other's code -> this one's code.
+  std::vector<int32_t> adopt(const Dict& other) {
+    std::vector<int32_t> map;
+    map.reserve(other.views_.size());
+    for (std::string_view v : other.views_) map.push_back(intern(v));
+    return map;
+  }
 
  private:
   struct Slot {

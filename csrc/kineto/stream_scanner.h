@@ -114,6 +114,14 @@ class StreamScanner {
   void release_buffers();
   const std::string& reason() const { return reason_; }
 
+  // Files read by another scanner of the same import, merged after: `other`'s strings interned
+  // here, and per dictionary its code -> this scanner's code (cat, name, args).
+  struct CodeMaps {
+    std::vector<int32_t> cat, name, args;
+  };
+  CodeMaps adopt(const StreamScanner& other) {
+    return {cats_.adopt(other.cats_), names_.adopt(other.names_), args_.adopt(other.args_)};
+  }
   const Dict& cats() const { return cats_; }
   const Dict& names() const { return names_; }
   const Dict& args() const { return args_; }

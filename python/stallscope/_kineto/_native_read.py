@@ -28,6 +28,7 @@ from queue import Queue
 from types import ModuleType
 from typing import Any, BinaryIO, Final
 
+import numpy as np
 import orjson
 
 from stallscope._kineto._fastjson import META_KEYS
@@ -50,6 +51,11 @@ _INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzippe
 # output grown by realloc came from a fresh mmap each time, whose page faults and unmaps cost
 # the V100 import ~20 ms in a fresh process).
 _GUNZIP_THREAD_CORES: Final = 3
+# Several files read side by side, each by a scanner of its own (its dictionaries merged into
+# the import's after), from this many cores: each scanner reads with two threads, so a pair of
+# cores per file. HTA parses the ranks of a folder in a process pool; one scanner alone would
+# keep an import of many files to two or three cores however many there are.
+_SIDE_BY_SIDE_CORES: Final = 4
 
 
 def available() -> bool:
@@ -171,6 +177,10 @@ class Session:
                 sizes.append(path.stat().st_size)
             except OSError:
                 sizes.append(0)  # the read words the error
+        workers = min(len(paths), _cores() // 2)
+        if _cores() >= _SIDE_BY_SIDE_CORES and workers >= 2 and sum(sizes) > _INLINE:
+            yield from self._read_side_by_side(paths, sizes, workers)
+            return
         # Small imports (a thread would cost more than it overlaps), or no core for a thread.
         if sum(sizes) <= _INLINE or _cores() < _GUNZIP_THREAD_CORES:
             for path, size in zip(paths, sizes, strict=True):
@@ -219,6 +229,54 @@ class Session:
                     q.get_nowait()
                 t.join(0.01)
 
+    def _read_side_by_side(
+        self, paths: list[Path], sizes: list[int], workers: int
+    ) -> Iterator[tuple[Path, FileScan | None]]:
+        """`read_all` with `workers` threads, each reading whole files with a scanner of its
+        own. Files go to workers largest first, each to the least loaded (a fixed assignment:
+        the merged dictionaries' codes do not depend on timing). Once all are read, each
+        worker's dictionaries are merged into this session's (in worker order) and its files'
+        codes mapped to them; results and errors then come in file order, as `read_all`
+        gives them."""
+        assigned: list[list[int]] = [[] for _ in range(workers)]
+        load = [0] * workers
+        for i in sorted(range(len(paths)), key=lambda i: -sizes[i]):
+            w = load.index(min(load))
+            assigned[w].append(i)
+            load[w] += sizes[i]
+        sessions = [Session() for _ in range(workers)]
+        results: list[FileScan | BaseException | None] = [None] * len(paths)
+        owner = [0] * len(paths)
+
+        def run(w: int) -> None:
+            ws = sessions[w]
+            for i in sorted(assigned[w]):
+                owner[i] = w
+                try:
+                    ws._begin(paths[i], sizes[i])
+                    results[i] = ws._end(paths[i], ws._feed_file(paths[i]))
+                except BaseException as e:  # raised in file order by the caller's thread
+                    results[i] = e
+
+        threads = [
+            threading.Thread(target=run, args=(w,), name=f"stallscope-read-{w}")
+            for w in range(workers)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        maps = [self.scanner.adopt(ws.scanner) for ws in sessions]
+        for ws in sessions:
+            ws.scanner.release_buffers()
+        for i, path in enumerate(paths):
+            got = results[i]
+            if isinstance(got, BaseException):
+                raise got
+            if got is not None:
+                _remap(got.res, *maps[owner[i]])
+            yield path, got
+
     def _feed_file(self, path: Path) -> bool:
         """The file's text read (gunzipped) straight into the scanner's buffer; False once the
         scanner declines it (the rest is not read)."""
@@ -239,3 +297,23 @@ class Session:
         if meta is None:
             return None
         return FileScan(path, res, meta)
+
+
+def _remap(
+    res: dict[str, Any],
+    cat: np.ndarray[Any, Any],
+    name: np.ndarray[Any, Any],
+    args: np.ndarray[Any, Any],
+) -> None:
+    """A file's string codes (end_file's result) from another scanner's dictionaries to the
+    session's, through `adopt`'s maps; -1 (null) stays."""
+
+    def mapped(codes: np.ndarray[Any, Any], m: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return np.where(codes < 0, codes, m[np.maximum(codes, 0)]) if len(m) else codes
+
+    rows, nccl, flows = res["rows"], res["nccl"], res["flows"]
+    rows["cat"], rows["name"] = mapped(rows["cat"], cat), mapped(rows["name"], name)
+    rows["sync_kind"] = mapped(rows["sync_kind"], args)
+    for key in ("coll", "dtype", "pg", "pg_desc", "pg_ranks"):
+        nccl[key] = mapped(nccl[key], args)
+    flows["cat"] = mapped(flows["cat"], cat)
