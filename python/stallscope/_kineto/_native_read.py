@@ -9,6 +9,10 @@ event start, and its events are taken only when the first thread's own reading a
 start (csrc/kineto/segment_worker.h); the second thread then appends them while this thread
 gunzips the next buffer. Results are the one-thread results, code for code.
 
+On machines of 4+ cores the files of a folder are read side by side, a scanner each, whose
+dictionaries are merged into the import's afterwards (the codes then differ from a one-scanner
+read's; the strings they stand for, and so the events, do not).
+
 The scanner takes the common shape only (see csrc/kineto/stream_scanner.h); for any other file
 it says why, and the caller reads that file with the general reader, which also words the error
 for malformed input.
@@ -167,10 +171,12 @@ class Session:
 
     def read_all(self, paths: list[Path]) -> Iterator[tuple[Path, FileScan | None]]:
         """`read` of each path in turn, as a generator. Each file is read (gunzipped) straight
-        into the scanner's buffer. When the files hold more than _INLINE bytes in all and there
-        are _GUNZIP_THREAD_CORES cores, one thread gunzips them instead, in order ahead of the
-        scan (both release the GIL), across file boundaries, so a folder of small per-rank
-        files overlaps too. The rest of a file the scanner declines is skipped."""
+        into the scanner's buffer. When the files hold more than _INLINE bytes in all: with
+        _SIDE_BY_SIDE_CORES cores and several files, they are read side by side, a scanner each
+        (`_read_side_by_side`); else with _GUNZIP_THREAD_CORES cores one thread gunzips them, in
+        order ahead of the scan (both release the GIL), across file boundaries, so a folder of
+        small per-rank files overlaps too. The rest of a file the scanner declines is
+        skipped."""
         sizes = []
         for path in paths:
             try:
