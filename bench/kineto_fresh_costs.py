@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -130,13 +131,13 @@ def main() -> None:
         ap.error(f"{SMALL_TRACE} is missing (the code_warm mode's trace)")
     sets = sorted(p for p in data.iterdir() if p.is_dir())
     from _guard import check
-    from stallscope.comm._neighbour import cpu_sample, others_during
+    from stallscope.comm._neighbour import cpu_sample
 
     guards = [check("before")]
     runs: dict[str, dict[str, list[dict[str, float]]]] = {
         s.name: {m: [] for m in MODES} for s in sets
     }
-    during: list[dict[str, float | bool]] = []
+    during: list[dict[str, Any]] = []
     for r in range(a.rounds):
         before = cpu_sample()
         order = MODES[r % len(MODES) :] + MODES[: r % len(MODES)]
@@ -149,15 +150,9 @@ def main() -> None:
                     f"{res['faults']:6.0f} faults",
                     file=sys.stderr,
                 )
-        after = cpu_sample()
-        if before is not None and after is not None:
-            o = others_during(before, after, limit=kvh.OTHERS_LIMIT).to_dict()
+        o = kvh.round_others(r, before)
+        if o is not None:
             during.append(o)
-            print(
-                f"round {r}: others {o['others_cores']:.2f} + steal {o['steal_cores']:.2f} cores"
-                f" -> {'quiet' if o['ok'] else 'NOISY: discard this run'}",
-                file=sys.stderr,
-            )
     guards.append(check("after"))
     per_set = {
         name: {

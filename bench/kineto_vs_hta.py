@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OTHERS_LIMIT = 0.1  # cores the rest of the machine may use during a round (the guard's 1.1x)
@@ -238,6 +239,24 @@ def _run(python: str, which: str, trace_dir: Path, settle: bool = True) -> dict[
     return res
 
 
+def round_others(r: int, before: Any) -> dict[str, Any] | None:
+    """The CPU the rest of the machine (other processes, hypervisor steal) used since `before`
+    (a `cpu_sample`), printed for round r with its verdict (at most OTHERS_LIMIT cores); None
+    without /proc/stat."""
+    from stallscope.comm._neighbour import cpu_sample, others_during
+
+    after = cpu_sample()
+    if before is None or after is None:
+        return None
+    o: dict[str, Any] = others_during(before, after, limit=OTHERS_LIMIT).to_dict()
+    print(
+        f"round {r}: others {o['others_cores']:.2f} + steal {o['steal_cores']:.2f} cores"
+        f" -> {'quiet' if o['ok'] else 'NOISY: discard this run'}",
+        file=sys.stderr,
+    )
+    return o
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", nargs=2, metavar=("WHICH", "TRACE_DIR"))
@@ -264,7 +283,7 @@ def main() -> None:
     sets = sorted(p for p in data.iterdir() if p.is_dir())
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _guard import check  # the project's noisy-neighbour guard
-    from stallscope.comm._neighbour import cpu_sample, others_during
+    from stallscope.comm._neighbour import cpu_sample
 
     guards = [check("before")]
     runs: dict[str, dict[str, list[dict[str, float]]]] = {
@@ -272,7 +291,7 @@ def main() -> None:
     }
     # The guards bracket the run; a neighbour that comes and goes within it shows as CPU used
     # by others (or stolen by the hypervisor) during a round.
-    during: list[dict[str, float | bool]] = []
+    during: list[dict[str, Any]] = []
     for r in range(a.rounds):
         before = cpu_sample()
         for s in sets:
@@ -284,15 +303,9 @@ def main() -> None:
                     f"{res['tree_peak_rss_mib']:8.1f} MiB",
                     file=sys.stderr,
                 )
-        after = cpu_sample()
-        if before is not None and after is not None:
-            o = others_during(before, after, limit=OTHERS_LIMIT).to_dict()
+        o = round_others(r, before)
+        if o is not None:
             during.append(o)
-            print(
-                f"round {r}: others {o['others_cores']:.2f} + steal {o['steal_cores']:.2f} cores"
-                f" -> {'quiet' if o['ok'] else 'NOISY: discard this run'}",
-                file=sys.stderr,
-            )
     guards.append(check("after"))
     table = {}
     for name, by in runs.items():

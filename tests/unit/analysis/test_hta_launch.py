@@ -9,13 +9,12 @@ from typing import Any
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from native_events import US, native_events  # type: ignore[import-not-found]
 
-from stallscope._schema import conform
 from stallscope.analysis import launch_stats
 from stallscope.analysis._hta_launch import LAUNCHES, MEMORY_LAUNCHES
 from stallscope.analysis._hta_loading import hta_rows
 
-US = 1000
 COLUMNS = ["rank", "correlation", "cpu_duration_ns", "gpu_duration_ns", "launch_delay_ns"]
 
 cpu_rows = st.tuples(
@@ -36,22 +35,11 @@ events = st.lists(
 
 
 def _frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
-    gpu = [kind in ("kernel", "memcpy") for (kind, _), *_ in rows]
-    return conform(
-        pl.DataFrame(
-            {
-                "rank": [r[1] for r in rows],
-                "kind": [r[0][0] for r in rows],
-                "name": [r[0][1] for r in rows],
-                "start_ns": [r[3] * US for r in rows],
-                "end_ns": [(r[3] + r[4]) * US for r in rows],
-                "lane": [7 if g else 11 for g in gpu],
-                "correlation": [r[2] for r in rows],
-                "device": [0 if g else -1 for g in gpu],
-            },
-            schema_overrides={"rank": pl.Int32, "lane": pl.Int32, "device": pl.Int16},
-        )
-    ).collect()
+    """((kind, name), rank, correlation, start µs, duration µs) rows: GPU rows on stream 7."""
+    return native_events(
+        (r, kind, name, ts, dur, 7 if kind in ("kernel", "memcpy") else 11, corr)
+        for (kind, name), r, corr, ts, dur in rows
+    )
 
 
 def _polars_reference(ev: pl.DataFrame, include_memory_events: bool) -> pl.DataFrame:

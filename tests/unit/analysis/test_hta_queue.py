@@ -9,13 +9,11 @@ from typing import Any
 import polars as pl
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from native_events import native_events  # type: ignore[import-not-found]
 
-from stallscope._schema import conform
 from stallscope.analysis import queue_length
 from stallscope.analysis._hta_loading import hta_rows
 from stallscope.analysis._hta_queue import LAUNCH_NAMES
-
-US = 1000
 
 rows_strategy = st.lists(
     st.tuples(
@@ -41,21 +39,11 @@ rows_strategy = st.lists(
 
 
 def _frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
-    return conform(
-        pl.DataFrame(
-            {
-                "rank": [r[1] for r in rows],
-                "kind": [r[0][0] for r in rows],
-                "name": [r[0][1] for r in rows],
-                "start_ns": [r[3] * US for r in rows],
-                "end_ns": [(r[3] + r[4]) * US for r in rows],
-                "lane": [r[5] if r[0][2] else 11 for r in rows],
-                "correlation": [r[2] for r in rows],
-                "device": [0 if r[0][2] else -1 for r in rows],
-            },
-            schema_overrides={"rank": pl.Int32, "lane": pl.Int32, "device": pl.Int16},
-        )
-    ).collect()
+    """((kind, name, on GPU), rank, correlation, start µs, duration µs, stream) rows."""
+    return native_events(
+        (r, kind, name, ts, dur, stream if gpu else 11, corr)
+        for (kind, name, gpu), r, corr, ts, dur, stream in rows
+    )
 
 
 def _polars_reference(events: pl.DataFrame) -> pl.DataFrame:
