@@ -183,12 +183,13 @@ class Session:
                 sizes.append(path.stat().st_size)
             except OSError:
                 sizes.append(0)  # the read words the error
-        workers = min(len(paths), _cores() // 2)
-        if _cores() >= _SIDE_BY_SIDE_CORES and workers >= 2 and sum(sizes) > _INLINE:
+        cores = _cores()
+        workers = min(len(paths), cores // 2)
+        if cores >= _SIDE_BY_SIDE_CORES and workers >= 2 and sum(sizes) > _INLINE:
             yield from self._read_side_by_side(paths, sizes, workers)
             return
         # Small imports (a thread would cost more than it overlaps), or no core for a thread.
-        if sum(sizes) <= _INLINE or _cores() < _GUNZIP_THREAD_CORES:
+        if sum(sizes) <= _INLINE or cores < _GUNZIP_THREAD_CORES:
             for path, size in zip(paths, sizes, strict=True):
                 self._begin(path, size)
                 yield path, self._end(path, self._feed_file(path))
@@ -244,20 +245,17 @@ class Session:
         worker's dictionaries are merged into this session's (in worker order) and its files'
         codes mapped to them; results and errors then come in file order, as `read_all`
         gives them."""
-        assigned: list[list[int]] = [[] for _ in range(workers)]
+        owner = [0] * len(paths)  # file -> its worker
         load = [0] * workers
         for i in sorted(range(len(paths)), key=lambda i: -sizes[i]):
-            w = load.index(min(load))
-            assigned[w].append(i)
-            load[w] += sizes[i]
+            owner[i] = load.index(min(load))
+            load[owner[i]] += sizes[i]
         sessions = [Session() for _ in range(workers)]
         results: list[FileScan | BaseException | None] = [None] * len(paths)
-        owner = [0] * len(paths)
 
         def run(w: int) -> None:
             ws = sessions[w]
-            for i in sorted(assigned[w]):
-                owner[i] = w
+            for i in (i for i in range(len(paths)) if owner[i] == w):
                 try:
                     ws._begin(paths[i], sizes[i])
                     results[i] = ws._end(paths[i], ws._feed_file(paths[i]))
