@@ -19,6 +19,7 @@ from stallscope.analysis._hta_loading import (
     hta_arrays,
     merge_by_type,
     sweep,
+    us_to_ns,
 )
 
 TYPES = KERNEL_TYPES[:3]
@@ -59,7 +60,7 @@ def kernel_type_breakdown(
     return pl.DataFrame(
         [
             pl.Series("kernel_type", [labels[v] for v in present], pl.String),
-            _arrow.series(np.round(time * 1000.0).astype(np.int64), "time_ns", pl.Int64),
+            _arrow.series(us_to_ns(time), "time_ns", pl.Int64),
             _arrow.series(pct, "percentage", pl.Float64),
         ]
     )

@@ -9,7 +9,7 @@ import polars as pl
 
 from stallscope import _arrow
 from stallscope._sorted import lookup
-from stallscope.analysis._hta_loading import hta_arrays
+from stallscope.analysis._hta_loading import hta_arrays, us_to_ns
 
 LAUNCHES = (
     "cudaLaunchKernel",
@@ -30,7 +30,7 @@ def launch_stats(
     row of its key (an inner join). Times from HTA's µs, x1000, rounded half to even."""
     rows = hta_arrays(events)
     names = LAUNCHES + (MEMORY_LAUNCHES if include_memory_events else ())
-    named = np.flatnonzero(np.array([n in names for n in rows.names], dtype=bool)[rows.name])
+    named = np.flatnonzero(rows.named(names))
     rank, corr = rows.rank.astype(np.int64), rows.correlation
     on_gpu = rows.stream != -1
     # Rows that can share a launch's key: those with a correlation, and those without one in a
@@ -53,7 +53,6 @@ def launch_stats(
     g = gpu[order][np.repeat(first, per) + within]
     ts_c, ts_g = rows.ts[c], rows.ts[g]
     dur_c, dur_g = rows.end[c] - ts_c, rows.end[g] - ts_g
-    ns = 1000.0
     delay = np.maximum(ts_g - ts_c - dur_c, 0.0)
     out_rank, out_corr = rank[c], corr[c]
     sort = np.lexsort((out_corr, out_rank))  # stable: a key's pairs keep their row order
@@ -61,9 +60,9 @@ def launch_stats(
         [
             _arrow.series(out_rank[sort], "rank", pl.Int32),
             _arrow.series(out_corr[sort], "correlation", pl.Int64),
-            _arrow.series(np.round(dur_c * ns)[sort].astype(np.int64), "cpu_duration_ns"),
-            _arrow.series(np.round(dur_g * ns)[sort].astype(np.int64), "gpu_duration_ns"),
-            _arrow.series(np.round(delay * ns)[sort].astype(np.int64), "launch_delay_ns"),
+            _arrow.series(us_to_ns(dur_c[sort]), "cpu_duration_ns"),
+            _arrow.series(us_to_ns(dur_g[sort]), "gpu_duration_ns"),
+            _arrow.series(us_to_ns(delay[sort]), "launch_delay_ns"),
         ]
     )
 

@@ -109,6 +109,12 @@ class HtaRows:
             type_of_name[code] = KERNEL_TYPES.index(hta_kernel_type_of(self.names[code]))
         self.kernel_type = np.where(gpu, type_of_name[self.name], np.int8(-1))
 
+    def named(self, names: tuple[str, ...]) -> np.ndarray[Any, Any]:
+        """Whether each row's name is one of `names` (tested once per distinct name)."""
+        of_name = np.array([n in names for n in self.names], dtype=bool)
+        mask: np.ndarray[Any, Any] = of_name[self.name]
+        return mask
+
     def gpu(self) -> np.ndarray[Any, Any]:
         """Positions of the rows with a stream (HTA's GPU kernel rows)."""
         return np.flatnonzero(self.stream != -1)
@@ -163,6 +169,11 @@ class HtaRows:
                 ]
             )
         return self._frame
+
+
+def us_to_ns(us: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """HTA's µs as int64 ns: x1000, rounded half to even."""
+    return np.round(us * 1000.0).astype(np.int64)
 
 
 def hta_rows(

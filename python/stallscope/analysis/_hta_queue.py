@@ -9,7 +9,7 @@ import polars as pl
 
 from stallscope import _arrow
 from stallscope._sorted import lookup, segment_starts
-from stallscope.analysis._hta_loading import hta_arrays
+from stallscope.analysis._hta_loading import hta_arrays, us_to_ns
 
 LAUNCH_NAMES = (
     "cudaLaunchKernel",
@@ -42,7 +42,7 @@ def queue_length(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     p = np.flatnonzero(partners.is_gpu.astype(bool) & (partners.correlation != -1))
     rank_all = np.concatenate([rank, partners.rank[p].astype(np.int64)])
     corr_all = np.concatenate([corr, partners.correlation[p]])
-    named = np.array([n in LAUNCH_NAMES for n in rows.names], dtype=bool)[rows.name]
+    named = rows.named(LAUNCH_NAMES)
     candidates = np.flatnonzero(named & ~rows.is_gpu.astype(bool))
     _, found, _, _ = lookup(rank_all, corr_all, np.arange(m, m + len(p)), candidates)
     launches = candidates[found]
@@ -68,7 +68,7 @@ def queue_length(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         [
             _arrow.series(r, "rank", pl.Int32),
             _arrow.series(s, "stream", pl.Int64),
-            _arrow.series(np.round(ts * 1000.0).astype(np.int64), "ts_ns"),
+            _arrow.series(us_to_ns(ts), "ts_ns"),
             _arrow.series(running - np.repeat(before, sizes), "queue_length", pl.Int64),
         ]
     )

@@ -16,6 +16,7 @@ from stallscope.analysis._hta_loading import (
     gpu_arrays,
     hta_arrays,
     merge_arrays,
+    us_to_ns,
 )
 
 
@@ -56,16 +57,13 @@ def temporal_breakdown(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     idle = kernel - run_time
     non_compute = kernel - compute - idle
 
-    def ns(us: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        return np.round(us * 1000.0).astype(np.int64)
-
     return _arrow.frame(
         {
             "rank": _arrow.series(ranks, dtype=pl.Int32),
-            "kernel_time_ns": ns(kernel),
-            "idle_time_ns": ns(idle),
-            "compute_time_ns": ns(compute),
-            "non_compute_time_ns": ns(non_compute),
+            "kernel_time_ns": us_to_ns(kernel),
+            "idle_time_ns": us_to_ns(idle),
+            "compute_time_ns": us_to_ns(compute),
+            "non_compute_time_ns": us_to_ns(non_compute),
             "idle_pct": hta_pct(idle, kernel),
             "compute_pct": hta_pct(compute, kernel),
             "non_compute_pct": hta_pct(non_compute, kernel),
