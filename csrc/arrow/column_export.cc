@@ -147,7 +147,6 @@ std::shared_ptr<const Column> numeric_shared(const std::string& format, const Sh
 }
 
 ViewBuilder::ViewBuilder(size_t rows, size_t data_hint) : views_(rows * 16) {
-  valid_.reserve(rows);
   data_.emplace_back().reserve(std::min(data_hint, kMaxBlob));
 }
 
@@ -156,24 +155,21 @@ uint8_t* ViewBuilder::next_view() {
   return views_.data() + 16 * rows_++;
 }
 
-void ViewBuilder::end_row() {
+char* ViewBuilder::row_space(size_t max) {
+  if (max > kMaxBlob) throw std::length_error("string column: a value over 1 GiB");
   std::string* blob = &data_.back();
-  if (row_.size() > kInline && blob->size() + row_.size() > kMaxBlob) {
-    if (row_.size() > kMaxBlob) throw std::length_error("string column: a value over 1 GiB");
-    blob = &data_.emplace_back();
-  }
-  make_view(next_view(), row_, static_cast<int32_t>(data_.size() - 1),
-            static_cast<int32_t>(blob->size()));
-  if (row_.size() > kInline) blob->append(row_);
-  valid_.push_back(1);
-  row_.clear();
+  if (blob->size() + max > kMaxBlob) blob = &data_.emplace_back();
+  open_ = blob->size();
+  blob->resize(open_ + max);  // within the reserved data_hint: no reallocation
+  return blob->data() + open_;
 }
 
-void ViewBuilder::null_row() {
-  std::memset(next_view(), 0, 16);
-  valid_.push_back(0);
-  ++nulls_;
-  row_.clear();
+void ViewBuilder::end_row_at(size_t n) {
+  std::string& blob = data_.back();
+  if (open_ + n > blob.size()) throw std::logic_error("ViewBuilder: a row past its space");
+  make_view(next_view(), std::string_view(blob.data() + open_, n),
+            static_cast<int32_t>(data_.size() - 1), static_cast<int32_t>(open_));
+  blob.resize(n > kInline ? open_ + n : open_);  // short rows live in their view only
 }
 
 std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {
@@ -182,14 +178,10 @@ std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {
   col->name = std::move(name);
   col->length = static_cast<int64_t>(rows_);
   col->values = std::move(views_);  // rows_ views (fewer than sized: the rest is never read)
-  if (nulls_ != 0)
-    col->validity = bitmap_from_bytes(valid_.data(), valid_.size(), &col->null_count);
-  col->blobs = std::move(data_);
+  col->blobs = std::move(data_);  // no nulls: no validity bitmap
   views_ = Buffer();
   rows_ = 0;
-  valid_.clear();
   data_.assign(1, std::string());
-  nulls_ = 0;
   return col;
 }
 

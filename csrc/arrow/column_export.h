@@ -76,16 +76,18 @@ std::string numeric_format(char kind, size_t itemsize);
 std::shared_ptr<const Column> numeric(const std::string& format, const void* data, size_t n,
                                       size_t itemsize);
 
-// Builds a UTF-8 view column of `rows` rows, row by row: append() the pieces of a row, then
-// end_row() (or null_row()). Strings up to 12 bytes are stored in the view itself; data_hint:
-// the bytes of the longer ones, when known (the data buffer then never grows). finish() hands
-// the views over without a copy.
+// Builds a UTF-8 view column of `rows` rows (none null), row by row, each written in place:
+// row_space(max) gives room for at most `max` bytes (valid until end_row_at), end_row_at(n)
+// makes its first n bytes the row. Strings up to 12 bytes are stored in the view itself;
+// data_hint: the bytes of the longer ones (or of every row's `max`), when known (the data
+// buffer then never grows). finish() hands the views over without a copy. Writing in place
+// rather than appending pieces to a row buffer copied after: the detail column of the V100
+// trace's 123 k rows, 2.4 -> 1.6 ms.
 class ViewBuilder {
  public:
   explicit ViewBuilder(size_t rows, size_t data_hint = 0);
-  void append(std::string_view piece) { row_.append(piece); }
-  void end_row();
-  void null_row();
+  char* row_space(size_t max);
+  void end_row_at(size_t n);
   std::shared_ptr<const Column> finish(std::string name);
 
  private:
@@ -94,9 +96,7 @@ class ViewBuilder {
   Buffer views_;  // 16 bytes per row, rows_ of them written
   size_t rows_ = 0;
   std::vector<std::string> data_;
-  std::vector<uint8_t> valid_;  // one byte per row until finish()
-  std::string row_;
-  int64_t nulls_ = 0;
+  size_t open_ = 0;  // row_space's row: its offset in the last blob
 };
 
 // Gather: row i is table[codes[i]], null where the code is negative. Table strings longer than

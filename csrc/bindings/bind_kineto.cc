@@ -9,6 +9,7 @@
 #endif
 
 #include <charconv>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -217,19 +218,25 @@ ArrowColumn detail(const In<int32_t>& cat, const std::vector<std::string>& cat_t
                (y[i] >= 0 ? 11 + sync_table[y[i]].size() : 0);
     }
     arrow::ViewBuilder b(n, bound);
-    char num[24];
+    auto put = [](char* w, std::string_view s) {
+      std::memcpy(w, s.data(), s.size());
+      return w + s.size();
+    };
     for (size_t i = 0; i < n; ++i) {
-      b.append(cat_table[c[i]]);
+      const std::string& head = cat_table[c[i]];
+      const size_t max = head.size() + (e[i] != kineto::kNull ? 25 : 0) +
+                         (y[i] >= 0 ? 11 + sync_table[y[i]].size() : 0);  // as `bound`
+      char* const row = b.row_space(max);
+      char* w = put(row, head);
       if (e[i] != kineto::kNull) {
-        b.append(";ext=");
-        const auto r = std::to_chars(num, num + sizeof num, e[i]);
-        b.append(std::string_view(num, static_cast<size_t>(r.ptr - num)));
+        w = put(w, ";ext=");
+        w = std::to_chars(w, w + 20, e[i]).ptr;  // at most 20 characters: "-" and 19 digits
       }
       if (y[i] >= 0) {
-        b.append(";sync_kind=");
-        b.append(sync_table[y[i]]);
+        w = put(w, ";sync_kind=");
+        w = put(w, sync_table[y[i]]);
       }
-      b.end_row();
+      b.end_row_at(static_cast<size_t>(w - row));
     }
     col = b.finish("detail");
   }
