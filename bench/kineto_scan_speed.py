@@ -62,8 +62,10 @@ def text_chunks(path: Path) -> list[bytes]:
     return [raw[i : i + CHUNK] for i in range(0, len(raw), CHUNK)]
 
 
-def scan_seconds(core: Any, chunks: list[bytes], size: int) -> float:
-    sc = core.KinetoScanner()
+def scan_seconds(core: Any, chunks: list[bytes], size: int, split_min: int | None = None) -> float:
+    """One scan of the text's chunks; split_min 0: one thread (None: the scanner's default, two
+    threads on two or more cores)."""
+    sc = core.KinetoScanner() if split_min is None else core.KinetoScanner(split_min)
     t0 = time.perf_counter()
     sc.begin_file(size)
     for c in chunks:

@@ -178,7 +178,7 @@ std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {
   col->name = std::move(name);
   col->length = static_cast<int64_t>(rows_);
   col->values = std::move(views_);  // rows_ views (fewer than sized: the rest is never read)
-  col->blobs = std::move(data_);  // no nulls: no validity bitmap
+  col->blobs = std::move(data_);    // no nulls: no validity bitmap
   views_ = Buffer();
   rows_ = 0;
   data_.assign(1, std::string());
