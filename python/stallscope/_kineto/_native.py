@@ -233,7 +233,7 @@ def _schema_frame(
         columns, text = _columns(out, names), detail()
     else:
         columns, text = _beside(lambda: _columns(out, names), detail)
-    return pl.DataFrame([*columns, pl.Series(text)])
+    return _arrow.frame_of([*columns, _arrow.column(text)])
 
 
 def _columns(out: dict[str, np.ndarray[Any, Any]], names: list[str]) -> list[pl.Series]:

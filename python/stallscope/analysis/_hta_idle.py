@@ -78,7 +78,7 @@ def idle_from_arrays(
     starts = np.flatnonzero(first)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = total[where] / per_stream[g]
-    return pl.DataFrame(
+    return _arrow.frame(
         {
             "rank": _arrow.series(rank[starts][g], dtype=pl.Int32),
             "stream": _arrow.series(stream[starts][g], dtype=pl.Int64),

@@ -57,7 +57,7 @@ def kernel_type_breakdown(
     time = np.array([per_label[v] for v in present], dtype=np.float64)
     total = time.sum()  # as pandas sums for HTA
     pct = np.round(time / total * 100, 1) if total else time * 0
-    return pl.DataFrame(
+    return _arrow.frame_of(
         [
             pl.Series("kernel_type", [labels[v] for v in present], pl.String),
             _arrow.series(us_to_ns(time), "time_ns", pl.Int64),
@@ -152,7 +152,7 @@ def kernel_breakdown(
         sorted(range(len(out_name)), key=lambda i: (out_type[i], out_name[i], out_rank[i])),
         np.int64,
     )
-    return pl.DataFrame(
+    return _arrow.frame_of(
         [
             pl.Series("kernel_type", [out_type[i] for i in order], pl.String),
             pl.Series("name", [out_name[i] for i in order], pl.String),

@@ -171,6 +171,31 @@ def test_enum_codes_are_the_physical_codes_whatever_the_chunks(
         assert got.tolist() == want.tolist()
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["native", "public"])
+def test_columns_and_frames_equal_polars_public_constructors(
+    direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `column` / `frame_of` skip the public constructors' input dispatch where this Polars has
+    # its native types; without them (an older or newer Polars) they call the public ones.
+    if direct:
+        assert _arrow._DIRECT is not None, "this Polars lost the native constructors"
+    else:
+        monkeypatch.setattr(_arrow, "_DIRECT", None)
+    a = np.array([3, -1, 7], dtype=np.int64)
+    got = _arrow.column(_core.arrow_numeric(a, "n"))
+    assert got.equals(pl.Series("n", a), check_names=True)
+    words = _arrow.column(_core.arrow_strings(["x", "a long string here"], np.array([1, -1, 0])))
+    assert words.to_list() == ["a long string here", None, "x"]
+    cols = [got, words.alias("w"), _arrow.series(np.array([0.5, 1.5, 2.5]), "f")]
+    df = _arrow.frame_of(cols)
+    assert df.equals(pl.DataFrame(cols))
+    assert df.columns == ["n", "w", "f"]
+    with pytest.raises(pl.exceptions.ShapeError):
+        _arrow.frame_of([got, pl.Series("short", [1, 2])])
+    with pytest.raises(pl.exceptions.DuplicateError):
+        _arrow.frame_of([got, got])
+
+
 def test_bad_input_is_refused_with_a_reason() -> None:
     with pytest.raises(ValueError, match="1-D"):
         _core.arrow_numeric(np.zeros((2, 2)))
