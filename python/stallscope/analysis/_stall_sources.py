@@ -103,7 +103,7 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
         at = np.flatnonzero(_COMM_KIND[kind])
         comm = None
         if at.size:  # a frame of the columns (no query), then their rows
-            comm = pl.DataFrame([df.get_column(c) for c in (*NEEDED, *comm_cols)])
+            comm = _arrow.frame_of([df.get_column(c) for c in (*NEEDED, *comm_cols)])
             comm = comm[_arrow.series(at)]
         return Columns(frame=df, gpu=bool(_GPU_KIND[kind].any()), comm=comm, rows=rows)
     gpu, comm = pl.collect_all(
