@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -119,7 +120,7 @@ def main() -> None:
                 print(f"round {r} {p.parent.name}: done", file=sys.stderr)
     result: dict[str, Any] = {
         "machine": {
-            "cpus": len(__import__("os").sched_getaffinity(0)),
+            "cpus": len(os.sched_getaffinity(0)),
             "platform": platform.platform(),
             "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
             "simdjson_implementation": impl,
@@ -144,8 +145,10 @@ def main() -> None:
             f"parse + fields x{med['dom_fields'] / one:.2f}, on demand "
             f"x{med['ondemand_fields'] / one:.2f} (above 1: stallscope faster)"
         )
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"simdjson kernel: {impl}; wrote {args.out}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"simdjson kernel: {impl}; wrote {out}")
 
 
 if __name__ == "__main__":
