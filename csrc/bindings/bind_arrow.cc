@@ -229,6 +229,43 @@ int64_t dict_index(char format, const void* data, int64_t i) {
   }
 }
 
+// A chunk's indices without nulls into `out` as T, in one typed pass: false when any is
+// outside [0, categories).
+template <typename I, typename T>
+bool copy_indices(const void* data, int64_t offset, size_t len, int64_t categories, T* out) {
+  const I* p = static_cast<const I*>(data) + offset;
+  bool bad = false;
+  for (size_t i = 0; i < len; ++i) {
+    const auto v = static_cast<int64_t>(p[i]);  // a uint64 past int64 turns negative: refused
+    bad |= v < 0 || v >= categories;
+    out[i] = static_cast<T>(v);
+  }
+  return !bad;
+}
+
+template <typename T>
+bool copy_indices(char format, const void* data, int64_t offset, size_t len, int64_t categories,
+                  T* out) {
+  switch (format) {
+    case 'c':
+      return copy_indices<int8_t>(data, offset, len, categories, out);
+    case 'C':
+      return copy_indices<uint8_t>(data, offset, len, categories, out);
+    case 's':
+      return copy_indices<int16_t>(data, offset, len, categories, out);
+    case 'S':
+      return copy_indices<uint16_t>(data, offset, len, categories, out);
+    case 'i':
+      return copy_indices<int32_t>(data, offset, len, categories, out);
+    case 'I':
+      return copy_indices<uint32_t>(data, offset, len, categories, out);
+    case 'l':
+      return copy_indices<int64_t>(data, offset, len, categories, out);
+    default:
+      return copy_indices<uint64_t>(data, offset, len, categories, out);
+  }
+}
+
 // The indices of a dictionary column (a Polars Enum or Categorical: its physical codes) as a
 // NumPy array, `null_code` where null: uint8 when `categories` <= 256, else uint32. Read
 // through the Arrow C stream: no Polars query, whose first use costs a fresh process ~3 ms.
@@ -257,6 +294,13 @@ py::array_t<T> read_codes(ArrowArrayStream* stream, char format, size_t n, int64
       throw std::runtime_error("dictionary_codes: a chunk's dictionary is not the categories");
     }
     const auto* valid = static_cast<const uint8_t*>(a.buffers[0]);  // null: no nulls
+    if (valid == nullptr || a.null_count == 0) {  // the common case: one typed pass
+      if (!copy_indices(format, a.buffers[1], a.offset, len, categories, out + done)) {
+        throw std::runtime_error("dictionary_codes: an index past the dictionary");
+      }
+      done += len;
+      continue;
+    }
     for (size_t i = 0; i < len; ++i) {
       const int64_t at = a.offset + static_cast<int64_t>(i);
       const bool ok = valid == nullptr || a.null_count == 0 || ((valid[at >> 3] >> (at & 7)) & 1);
