@@ -207,62 +207,46 @@ py::tuple string_codes(const py::object& column) {
   return py::make_tuple(codes, first_rows, values);
 }
 
-// Index i of a dictionary array's indices buffer (format: one of c C s S i I l L).
-int64_t dict_index(char format, const void* data, int64_t i) {
-  switch (format) {
-    case 'c':
-      return static_cast<const int8_t*>(data)[i];
-    case 'C':
-      return static_cast<const uint8_t*>(data)[i];
-    case 's':
-      return static_cast<const int16_t*>(data)[i];
-    case 'S':
-      return static_cast<const uint16_t*>(data)[i];
-    case 'i':
-      return static_cast<const int32_t*>(data)[i];
-    case 'I':
-      return static_cast<const uint32_t*>(data)[i];
-    case 'l':
-      return static_cast<const int64_t*>(data)[i];
-    default:
-      return static_cast<int64_t>(static_cast<const uint64_t*>(data)[i]);
-  }
-}
-
-// A chunk's indices without nulls into `out` as T, in one typed pass: false when any is
+// A chunk's indices into `out` as T, `null_code` where null (`valid`: its validity bitmap, null
+// when it has no nulls), in one pass typed by the index type I: false when a valid index is
 // outside [0, categories).
 template <typename I, typename T>
-bool copy_indices(const void* data, int64_t offset, size_t len, int64_t categories, T* out) {
-  const I* p = static_cast<const I*>(data) + offset;
+bool copy_indices(const ArrowArray& a, const uint8_t* valid, int64_t null_code, int64_t categories,
+                  T* out) {
+  const I* p = static_cast<const I*>(a.buffers[1]) + a.offset;
+  const auto len = static_cast<size_t>(a.length);
   bool bad = false;
   for (size_t i = 0; i < len; ++i) {
-    const auto v = static_cast<int64_t>(p[i]);  // a uint64 past int64 turns negative: refused
-    bad |= v < 0 || v >= categories;
+    const int64_t at = a.offset + static_cast<int64_t>(i);
+    const bool ok = valid == nullptr || ((valid[at >> 3] >> (at & 7)) & 1);
+    const auto v = ok ? static_cast<int64_t>(p[i]) : null_code;  // uint64 past int64: negative
+    bad |= ok && (v < 0 || v >= categories);
     out[i] = static_cast<T>(v);
   }
   return !bad;
 }
 
+// copy_indices for the index type of `format` (one of c C s S i I l L).
 template <typename T>
-bool copy_indices(char format, const void* data, int64_t offset, size_t len, int64_t categories,
-                  T* out) {
+bool copy_indices(char format, const ArrowArray& a, const uint8_t* valid, int64_t null_code,
+                  int64_t categories, T* out) {
   switch (format) {
     case 'c':
-      return copy_indices<int8_t>(data, offset, len, categories, out);
+      return copy_indices<int8_t>(a, valid, null_code, categories, out);
     case 'C':
-      return copy_indices<uint8_t>(data, offset, len, categories, out);
+      return copy_indices<uint8_t>(a, valid, null_code, categories, out);
     case 's':
-      return copy_indices<int16_t>(data, offset, len, categories, out);
+      return copy_indices<int16_t>(a, valid, null_code, categories, out);
     case 'S':
-      return copy_indices<uint16_t>(data, offset, len, categories, out);
+      return copy_indices<uint16_t>(a, valid, null_code, categories, out);
     case 'i':
-      return copy_indices<int32_t>(data, offset, len, categories, out);
+      return copy_indices<int32_t>(a, valid, null_code, categories, out);
     case 'I':
-      return copy_indices<uint32_t>(data, offset, len, categories, out);
+      return copy_indices<uint32_t>(a, valid, null_code, categories, out);
     case 'l':
-      return copy_indices<int64_t>(data, offset, len, categories, out);
+      return copy_indices<int64_t>(a, valid, null_code, categories, out);
     default:
-      return copy_indices<uint64_t>(data, offset, len, categories, out);
+      return copy_indices<uint64_t>(a, valid, null_code, categories, out);
   }
 }
 
@@ -293,22 +277,10 @@ py::array_t<T> read_codes(ArrowArrayStream* stream, char format, size_t n, int64
     if (a.dictionary == nullptr || a.dictionary->length != categories) {
       throw std::runtime_error("dictionary_codes: a chunk's dictionary is not the categories");
     }
-    const auto* valid = static_cast<const uint8_t*>(a.buffers[0]);  // null: no nulls
-    if (valid == nullptr || a.null_count == 0) {  // the common case: one typed pass
-      if (!copy_indices(format, a.buffers[1], a.offset, len, categories, out + done)) {
-        throw std::runtime_error("dictionary_codes: an index past the dictionary");
-      }
-      done += len;
-      continue;
-    }
-    for (size_t i = 0; i < len; ++i) {
-      const int64_t at = a.offset + static_cast<int64_t>(i);
-      const bool ok = valid == nullptr || a.null_count == 0 || ((valid[at >> 3] >> (at & 7)) & 1);
-      const int64_t v = ok ? dict_index(format, a.buffers[1], at) : null_code;
-      if (ok && (v < 0 || v >= categories)) {
-        throw std::runtime_error("dictionary_codes: an index past the dictionary");
-      }
-      out[done + i] = static_cast<T>(v);
+    // No bitmap to read where there are no nulls: the typed loop then has no per-row test.
+    const auto* valid = a.null_count == 0 ? nullptr : static_cast<const uint8_t*>(a.buffers[0]);
+    if (!copy_indices(format, a, valid, null_code, categories, out + done)) {
+      throw std::runtime_error("dictionary_codes: an index past the dictionary");
     }
     done += len;
   }
