@@ -127,7 +127,7 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
                  const In<uint8_t>& kind_gpu, const In<uint8_t>& kind_order,
                  const std::vector<int32_t>& ranks, const std::vector<int64_t>& bases,
                  const std::vector<size_t>& sizes, int32_t mark_cat0, int32_t mark_name,
-                 int threads) {
+                 int threads, bool links) {
   if (ranks.size() != bases.size() || ranks.size() != sizes.size()) {
     throw py::value_error("kineto_convert: ranks, bases and sizes differ in length");
   }
@@ -165,7 +165,8 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
   kineto::RowsOut r;
   {
     py::gil_scoped_release nogil;
-    r = kineto::convert_rows(in, t, files, kind_order.data(), mark_cat0, mark_name, threads);
+    r = kineto::convert_rows(in, t, files, kind_order.data(), mark_cat0, mark_name, threads,
+                             links);
   }
   py::dict out;
   out["rank"] = to_frozen(std::move(r.rank));
@@ -182,9 +183,11 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
   out["cat"] = to_frozen(std::move(r.cat));
   out["ext"] = to_frozen(std::move(r.ext));
   out["sync_kind"] = to_frozen(std::move(r.sync));
-  out["index"] = to_frozen(std::move(r.index));
-  out["kind_order"] = to_frozen(std::move(r.kind_order));
-  out["out_row"] = to_frozen(std::move(r.out_row));
+  if (links) {
+    out["index"] = to_frozen(std::move(r.index));
+    out["kind_order"] = to_frozen(std::move(r.kind_order));
+    out["out_row"] = to_frozen(std::move(r.out_row));
+  }
   out["file_row0"] = to_frozen(std::move(r.file_row0));
   out["file_kept"] = to_frozen(std::move(r.file_kept));
   return out;
@@ -322,11 +325,13 @@ void bind_kineto(py::module_& m) {
   m.def("kineto_convert", &convert, py::arg("cols"), py::arg("cat_kind"), py::arg("cat_drop"),
         py::arg("name_step"), py::arg("name_gpu_cat"), py::arg("kind_gpu"), py::arg("kind_order"),
         py::arg("ranks"), py::arg("bases"), py::arg("sizes"), py::arg("mark_cat0"),
-        py::arg("mark_name"), py::arg("threads") = 2,
+        py::arg("mark_name"), py::arg("threads") = 2, py::arg("links") = true,
         "Scanner columns of every file (file order) -> event-schema columns sorted by rank, "
         "start, event index, file, with one trace mark per file; rows of the categories cat_drop "
         "marks are left out (csrc/kineto/row_convert.h). threads: 1, or 2 to write the columns "
-        "with a second thread from kineto_convert_threads_min rows on.");
+        "with a second thread from kineto_convert_threads_min rows on. links: also index, "
+        "kind_order and out_row (input row -> output row, -1 dropped), which placing NCCL "
+        "collectives needs.");
   m.attr("kineto_convert_threads_min") = kineto::kConvertThreadsMin;
 }
 

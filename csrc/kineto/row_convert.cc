@@ -76,7 +76,8 @@ struct Key {
 }  // namespace
 
 RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn>& files,
-                     const uint8_t* kind_order, int32_t mark_cat0, int32_t mark_name, int threads) {
+                     const uint8_t* kind_order, int32_t mark_cat0, int32_t mark_name, int threads,
+                     bool links) {
   const size_t n = in.n, nf = files.size();
   if (n >= std::numeric_limits<uint32_t>::max()) {
     throw std::length_error("kineto convert: more than 2^32 rows in one import");
@@ -231,7 +232,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
     for (size_t o = 0; o < total; ++o) {  // a mark ends where it starts
       out.end[o] = out.start[o] + (ord[o] < kept ? in.dur[r[ord[o]]] : 0);
     }
-    gather(out.index, [&](uint32_t p) { return in.index[r[p]]; }, is(int64_t{-1}));
+    if (links) gather(out.index, [&](uint32_t p) { return in.index[r[p]]; }, is(int64_t{-1}));
     gather(
         out.pid,
         [&](uint32_t p) { return static_cast<int32_t>(clip(in.pid[r[p]], kI32Min, kI32Max, 0)); },
@@ -251,9 +252,11 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
     gather(out.name, [&](uint32_t p) { return in.name[r[p]]; }, is(mark_name));
     gather(out.sync, [&](uint32_t p) { return in.sync[r[p]]; }, is(int32_t{-1}));
     gather(out.kind, [&](uint32_t p) { return kk[p]; }, is(u8(Kind::kMark)));
-    gather(
-        out.kind_order, [&](uint32_t p) { return kind_order[kk[p]]; },
-        is(kind_order[u8(Kind::kMark)]));
+    if (links) {
+      gather(
+          out.kind_order, [&](uint32_t p) { return kind_order[kk[p]]; },
+          is(kind_order[u8(Kind::kMark)]));
+    }
     gather(
         out.category,
         [&](uint32_t p) {
@@ -288,9 +291,11 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
         },
         is(int64_t{0}));
     gather(out.ext, [&](uint32_t p) { return in.ext[r[p]]; }, is(kNull));
-    out.out_row.assign(n, -1);
-    for (size_t o = 0; o < total; ++o) {
-      if (ord[o] < kept) out.out_row[r[ord[o]]] = static_cast<int64_t>(o);
+    if (links) {
+      out.out_row.assign(n, -1);
+      for (size_t o = 0; o < total; ++o) {
+        if (ord[o] < kept) out.out_row[r[ord[o]]] = static_cast<int64_t>(o);
+      }
     }
   };
   if (threads >= 2 && total >= kConvertThreadsMin) {

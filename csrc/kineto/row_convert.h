@@ -61,15 +61,16 @@ struct FileIn {
 // project's VM), so the sort borrows the memory the output needs anyway.
 struct RowsOut {
   std::vector<int32_t> rank, pid, lane, cat, name, sync;
-  std::vector<uint8_t> kind, category, kind_order;
+  std::vector<uint8_t> kind, category, kind_order;  // kind_order: with `links` only
   std::vector<int16_t> device;
-  std::vector<int64_t> ext, index;
+  std::vector<int64_t> ext, index;  // index: with `links` only
   std::shared_ptr<void> wide;  // malloc'd: 4 x rows int64
   size_t rows = 0;
   int64_t* start = nullptr;  // into `wide`
   int64_t* end = nullptr;
   int64_t* correlation = nullptr;
   int64_t* bytes = nullptr;
+  // With `links` only (empty otherwise): what placing NCCL collectives among the rows needs.
   std::vector<int64_t> out_row;    // input row -> its output row, -1 when dropped
   std::vector<int64_t> file_row0;  // per file: start of its event 0 when kept, else kNull
   std::vector<int64_t> file_kept;  // per file: its rows kept (dropped ones left out)
@@ -79,9 +80,11 @@ struct RowsOut {
 constexpr size_t kConvertThreadsMin = size_t{1} << 15;
 
 // kind_order: Kind -> its rank among the kinds' names (ties of the general reader's sort).
-// threads: 1 or 2 (two only from kConvertThreadsMin rows on).
+// threads: 1 or 2 (two only from kConvertThreadsMin rows on). links: also write out_row,
+// index and kind_order (the caller inserts NCCL collectives; most imports have none, and
+// these three columns are a sixth of the output's bytes).
 RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn>& files,
                      const uint8_t* kind_order, int32_t mark_cat0, int32_t mark_name,
-                     int threads = 2);
+                     int threads = 2, bool links = true);
 
 }  // namespace stallscope::kineto

@@ -148,12 +148,14 @@ def kineto_convert(
     mark_cat0: int,
     mark_name: int,
     threads: int = 2,
+    links: bool = True,
 ) -> dict[str, npt.NDArray[Any]]:
     """Scanner columns of every file (file order) -> event-schema columns sorted by rank, start,
     event index, file, with one trace mark per file; rows of the categories cat_drop marks are
     left out (out_row -1; file_kept counts the rows kept per file) (csrc/kineto/row_convert.h).
     threads: 1, or 2 to write the columns with a second thread from
-    kineto_convert_threads_min rows on."""
+    kineto_convert_threads_min rows on. links: also index, kind_order and out_row (what
+    placing NCCL collectives needs; absent otherwise)."""
 
 kineto_convert_threads_min: int
 

@@ -44,6 +44,7 @@ def _convert(
     cat_drop: np.ndarray[Any, Any] = CAT_DROP,
     threads: int = 2,
     cat_kind: np.ndarray[Any, Any] = CAT_KIND,
+    links: bool = True,
 ) -> Any:
     from stallscope import _core
 
@@ -61,6 +62,7 @@ def _convert(
         mark_cat0=4,
         mark_name=4,
         threads=threads,
+        links=links,
     )
 
 
@@ -184,6 +186,12 @@ def test_two_threads_write_what_one_writes() -> None:
     for k in one:
         assert one[k].dtype == two[k].dtype, k
         assert np.array_equal(one[k], two[k]), k
+    # Without links (no NCCL collectives to place), the same columns less those three.
+    for threads in (1, 2):
+        lean = _convert(rows, [0, 1], [half, n - half], threads=threads, links=False)
+        assert lean.keys() == one.keys() - {"index", "kind_order", "out_row"}
+        for k in lean:
+            assert np.array_equal(lean[k], one[k]), k
 
 
 def test_converted_columns_reach_polars_without_a_copy_and_cannot_change_under_it() -> None:
