@@ -86,8 +86,11 @@ def instances(comm: pl.DataFrame) -> Instances:
         g = detail_value(d, "group")
         parsed[d] = (-1 if g is None else groups.setdefault(g, len(groups)), len(nnodes_text))
         nnodes_text.append(detail_value(d, "nnodes"))
-    # parse_detail's cast (strict: a value that is no Int32 raises as it does there).
-    cast = pl.Series(nnodes_text, dtype=pl.String).cast(pl.Int32).to_list()
+    # parse_detail's cast (strict: a value that is no Int32 raises as it does there); none to
+    # cast in imported traces (Kineto says nothing of nodes).
+    cast: list[int | None] = [None] * len(nnodes_text)
+    if any(v is not None for v in nnodes_text):
+        cast = pl.Series(nnodes_text, dtype=pl.String).cast(pl.Int32).to_list()
     nn = np.array([1 if v is None else v for v in cast], dtype=np.int64)
     at = np.array([parsed[d] for d in details], dtype=np.int64).reshape(n, 2)
     group, nnodes = at[:, 0], nn[at[:, 1]]

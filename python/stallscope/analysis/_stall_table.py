@@ -78,6 +78,7 @@ from stallscope.analysis._stall_sources import (
     columns,
     label_expr,
     labels,
+    rows_of,
 )
 from stallscope.analysis._steps import Windows, assign_steps, window_arrays
 
@@ -365,9 +366,9 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         union = _flat_union(flat, *_cpu_compute(c, win, rows))
     multi = np.zeros(0, np.int64)
     parts = []
-    coll = np.flatnonzero(_COLL_KIND[c.comm_kind()])
-    if c.comm is not None and coll.size:
-        comm = c.comm if coll.size == c.comm.height else c.comm[_arrow.series(coll)]
+    is_coll = _COLL_KIND[c.comm_kind()]
+    if c.comm is not None and is_coll.any():
+        comm = c.comm if is_coll.all() else rows_of(c.comm, tuple(c.comm.columns), is_coll)
         (k_rank, k_label, k_start, k_end), multi = _collective_intervals(comm)
         parts.append((k_label, *flat(k_rank, k_start, k_end)))
     # Comm kernels, buckets, comm regions: transfer, network when any collective of the
