@@ -339,3 +339,97 @@ def test_scan_columns_are_freed_before_the_frame_is_built(
     assert out.height == 51 * files  # 50 events and a trace mark per file: read natively
     assert len(alive) == 13 * files  # the scanner's columns, watched
     assert seen == [0]
+
+
+def test_flows_are_freed_before_the_conversion_allocates(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ac2g flows (two per kernel launch) are read once, to link rows without a correlation;
+    # held through kineto_convert they would add to the import's peak, which sets how many
+    # fresh pages the import faults in.
+    import gc
+    import json
+    import weakref
+
+    import stallscope
+    from stallscope import _core
+
+    alive: list[weakref.ref[Any]] = []
+    end = _native_read.Session._end
+
+    def watched_end(self: Any, path: Any, ok: bool) -> Any:
+        fs = end(self, path, ok)
+        alive.extend(weakref.ref(a) for a in fs.res["flows"].values())
+        return fs
+
+    seen: list[int] = []
+    convert = _core.kineto_convert
+
+    def watched_convert(*a: Any, **k: Any) -> Any:
+        gc.collect()
+        seen.append(sum(r() is not None for r in alive))
+        return convert(*a, **k)
+
+    monkeypatch.setattr(_native_read.Session, "_end", watched_end)
+    monkeypatch.setattr(_core, "kineto_convert", watched_convert)
+    events: list[dict[str, Any]] = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 10, "dur": 5},
+        {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": 10, "name": "ac2g"},
+        {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": 3, "ts": 20, "name": "ac2g",
+         "bp": "e"},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 3, "ts": 20, "dur": 4,
+         "args": {"stream": 3, "device": 0}},
+    ]  # fmt: skip
+    (tmp_path / "rank0.json").write_text(json.dumps({"traceEvents": events}))
+    out = stallscope.import_kineto(tmp_path)
+    assert len(alive) == 5  # pid, tid, ts, id, cat: watched
+    assert seen == [0]
+    # The flows did their work first: the kernel and its launch share correlation 7.
+    assert sorted(out.filter(out["kind"].is_in(["kernel", "runtime"]))["correlation"]) == [7, 7]
+
+
+def test_priming_the_heap_keeps_later_large_blocks_off_fresh_mappings() -> None:
+    # glibc maps every block above its mmap threshold (128 KiB in a fresh process) anew, and
+    # unmaps it when freed: its pages are faulted in again by the next phase of an import.
+    # After prime_heap they come from the heap, where freed ones are reused. Checked in a
+    # fresh interpreter (this one's threshold may have been raised by earlier tests) through
+    # glibc's count of mapped blocks.
+    import subprocess
+    import sys
+
+    code = """
+import ctypes, sys
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+if not hasattr(libc, "mallinfo2"):
+    print("no mallinfo2"); sys.exit(0)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+from stallscope import _core
+def mapped(size):  # whether a block of `size` bytes gets a mapping of its own
+    p = libc.malloc(size)
+    n = libc.mallinfo2().hblks
+    libc.free(p)
+    return n - libc.mallinfo2().hblks
+fresh = mapped(1 << 20)  # (freeing it raises the threshold to 1 MiB)
+primed = _core.prime_heap(PRIME)
+print(fresh, primed, mapped(4 << 20))
+"""
+
+    def run(prime: int) -> list[str]:
+        script = f"PRIME = {prime}\n{code}"
+        got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        assert got.returncode == 0, got.stderr
+        return got.stdout.split()
+
+    words = run(_native.PRIME_BYTES)
+    if words[:2] == ["no", "mallinfo2"]:
+        pytest.skip("needs glibc >= 2.33 (mallinfo2) to count mapped blocks")
+    assert words == ["1", "True", "0"]
+    # A block past glibc's largest threshold (32 MiB) raises nothing: 4 MiB stays mapped.
+    assert run(64 << 20) == ["1", "True", "1"]
