@@ -10,8 +10,13 @@
 
 #include <charconv>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -196,55 +201,115 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
 // The detail column: cat_table[cat] (the cleaned "cat=<cat>", or a trace mark's detail), then
 // ";ext=<External id>" where ext is not null, ";sync_kind=<v>" where sync >= 0 (sync_table:
 // cleaned args strings). One pass, straight into Arrow view buffers.
-ArrowColumn detail(const In<int32_t>& cat, const std::vector<std::string>& cat_table,
-                   const In<int64_t>& ext, const In<int32_t>& sync,
-                   const std::vector<std::string>& sync_table) {
-  const auto n = static_cast<size_t>(cat.size());
-  if (static_cast<size_t>(ext.size()) != n || static_cast<size_t>(sync.size()) != n) {
-    throw py::value_error("kineto_detail: cat, ext and sync differ in length");
-  }
-  const int32_t* c = cat.data();
-  const int64_t* e = ext.data();
-  const int32_t* y = sync.data();
-  std::shared_ptr<const arrow::Column> col;
-  {
+//
+// A DetailJob checks the codes and sizes the buffers on the thread that makes it, then (when
+// asked) writes the rows on a thread of its own while the caller builds the other columns.
+// Where a buffer is allocated matters: glibc gives each thread an arena of its own, so
+// buffers a second thread allocated came from fresh pages (the V100 trace's 4 MiB of detail
+// took ~1000 page faults), where the caller's heap has the scan's freed columns to reuse.
+class DetailJob {
+ public:
+  DetailJob(In<int32_t> cat, std::vector<std::string> cat_table, In<int64_t> ext, In<int32_t> sync,
+            std::vector<std::string> sync_table)
+      : cat_(std::move(cat)),
+        ext_(std::move(ext)),
+        sync_(std::move(sync)),
+        cat_table_(std::move(cat_table)),
+        sync_table_(std::move(sync_table)),
+        n_(static_cast<size_t>(cat_.size())) {
+    if (static_cast<size_t>(ext_.size()) != n_ || static_cast<size_t>(sync_.size()) != n_) {
+      throw py::value_error("kineto_detail: cat, ext and sync differ in length");
+    }
+    c_ = cat_.data();
+    e_ = ext_.data();
+    y_ = sync_.data();
     py::gil_scoped_release nogil;
     // The codes checked, and the text's size bounded (";ext=" and at most 20 digits), so the
-    // builder's buffers are sized once.
+    // builder's buffers are sized once, here.
     size_t bound = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (c[i] < 0 || static_cast<size_t>(c[i]) >= cat_table.size() ||
-          (y[i] >= 0 && static_cast<size_t>(y[i]) >= sync_table.size())) {
+    for (size_t i = 0; i < n_; ++i) {
+      if (c_[i] < 0 || static_cast<size_t>(c_[i]) >= cat_table_.size() ||
+          (y_[i] >= 0 && static_cast<size_t>(y_[i]) >= sync_table_.size())) {
         throw std::out_of_range("kineto_detail: a code past its table's end");
       }
-      bound += cat_table[c[i]].size() + (e[i] != kineto::kNull ? 25 : 0) +
-               (y[i] >= 0 ? 11 + sync_table[y[i]].size() : 0);
+      bound += row_bound(i);
     }
-    arrow::ViewBuilder b(n, bound);
+    builder_.emplace(n_, bound);
+  }
+  DetailJob(const DetailJob&) = delete;
+  DetailJob& operator=(const DetailJob&) = delete;
+  ~DetailJob() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Writes the rows on a thread of its own; result() waits for it.
+  void start() {
+    if (started_) throw std::logic_error("kineto_detail: the job was started already");
+    started_ = true;
+    thread_ = std::thread([this] {
+      try {
+        fill();
+      } catch (...) {
+        failed_ = std::current_exception();
+      }
+    });
+  }
+
+  ArrowColumn result() {
+    {
+      py::gil_scoped_release nogil;
+      if (!started_) {
+        started_ = true;
+        fill();
+      }
+      if (thread_.joinable()) thread_.join();
+    }
+    if (failed_) std::rethrow_exception(failed_);
+    if (!col_) throw std::logic_error("kineto_detail: the job's result was taken already");
+    return ArrowColumn{std::exchange(col_, nullptr)};
+  }
+
+ private:
+  size_t row_bound(size_t i) const {
+    return cat_table_[c_[i]].size() + (e_[i] != kineto::kNull ? 25 : 0) +
+           (y_[i] >= 0 ? 11 + sync_table_[y_[i]].size() : 0);
+  }
+  void fill() {
+    arrow::ViewBuilder& b = *builder_;
     auto put = [](char* w, std::string_view s) {
       std::memcpy(w, s.data(), s.size());
       return w + s.size();
     };
-    for (size_t i = 0; i < n; ++i) {
-      const std::string& head = cat_table[c[i]];
-      const size_t max = head.size() + (e[i] != kineto::kNull ? 25 : 0) +
-                         (y[i] >= 0 ? 11 + sync_table[y[i]].size() : 0);  // as `bound`
-      char* const row = b.row_space(max);
-      char* w = put(row, head);
-      if (e[i] != kineto::kNull) {
+    for (size_t i = 0; i < n_; ++i) {
+      char* const row = b.row_space(row_bound(i));
+      char* w = put(row, cat_table_[c_[i]]);
+      if (e_[i] != kineto::kNull) {
         w = put(w, ";ext=");
-        w = std::to_chars(w, w + 20, e[i]).ptr;  // at most 20 characters: "-" and 19 digits
+        w = std::to_chars(w, w + 20, e_[i]).ptr;  // at most 20 characters: "-" and 19 digits
       }
-      if (y[i] >= 0) {
+      if (y_[i] >= 0) {
         w = put(w, ";sync_kind=");
-        w = put(w, sync_table[y[i]]);
+        w = put(w, sync_table_[y_[i]]);
       }
       b.end_row_at(static_cast<size_t>(w - row));
     }
-    col = b.finish("detail");
+    col_ = b.finish("detail");
   }
-  return ArrowColumn{std::move(col)};
-}
+
+  In<int32_t> cat_;  // the inputs, held until the job is gone
+  In<int64_t> ext_;
+  In<int32_t> sync_;
+  std::vector<std::string> cat_table_, sync_table_;
+  size_t n_;
+  const int32_t* c_ = nullptr;
+  const int64_t* e_ = nullptr;
+  const int32_t* y_ = nullptr;
+  std::optional<arrow::ViewBuilder> builder_;
+  std::shared_ptr<const arrow::Column> col_;
+  std::exception_ptr failed_;
+  bool started_ = false;
+  std::thread thread_;
+};
 
 py::list strings(const kineto::Dict& d, size_t from) {
   py::list out;
@@ -340,9 +405,24 @@ void bind_kineto(py::module_& m) {
       "Allocate and free one block of `bytes` (glibc: its mmap threshold rises to that size, so "
       "later blocks up to it come from the heap and freed ones are reused without page faults; "
       "False elsewhere, where it does nothing).");
-  m.def("kineto_detail", &detail, py::arg("cat"), py::arg("cat_table"), py::arg("ext"),
-        py::arg("sync"), py::arg("sync_table"),
-        "The detail column of kineto_convert's rows as an ArrowColumn (see _kineto/_native.py).");
+  py::class_<DetailJob>(m, "DetailJob",
+                        "The detail column of kineto_convert's rows (see _kineto/_native.py), "
+                        "its buffers sized on the thread that made the job.")
+      .def("start", &DetailJob::start,
+           "Write the rows on a thread of its own (result() waits for it).")
+      .def("result", &DetailJob::result,
+           "The column as an ArrowColumn (written here unless start() was called).");
+  m.def(
+      "kineto_detail",
+      [](In<int32_t> cat, std::vector<std::string> cat_table, In<int64_t> ext, In<int32_t> sync,
+         std::vector<std::string> sync_table) {
+        return std::make_unique<DetailJob>(std::move(cat), std::move(cat_table), std::move(ext),
+                                           std::move(sync), std::move(sync_table));
+      },
+      py::arg("cat"), py::arg("cat_table"), py::arg("ext"), py::arg("sync"),
+      py::arg("sync_table"),
+      "A DetailJob for the detail column of kineto_convert's rows: the codes checked and the "
+      "buffers sized here (out_of_range for a code past its table).");
   m.def("kineto_convert", &convert, py::arg("cols"), py::arg("cat_kind"), py::arg("cat_drop"),
         py::arg("name_step"), py::arg("name_gpu_cat"), py::arg("kind_gpu"), py::arg("kind_order"),
         py::arg("ranks"), py::arg("bases"), py::arg("sizes"), py::arg("mark_cat0"),

@@ -126,14 +126,24 @@ class KinetoScanner:
 
 def trim_heap() -> bool: ...
 def prime_heap(bytes: int) -> bool: ...
+
+class DetailJob:
+    """The detail column of kineto_convert's rows (see _kineto/_native.py), its buffers sized
+    on the thread that made the job."""
+
+    def start(self) -> None:
+        """Write the rows on a thread of its own (result() waits for it)."""
+    def result(self) -> ArrowColumn:
+        """The column (written here unless start() was called)."""
+
 def kineto_detail(
     cat: npt.NDArray[np.int32],
     cat_table: list[str],
     ext: npt.NDArray[np.int64],
     sync: npt.NDArray[np.int32],
     sync_table: list[str],
-) -> ArrowColumn:
-    """The detail column of kineto_convert's rows (see _kineto/_native.py)."""
+) -> DetailJob:
+    """A DetailJob: the codes checked (IndexError past a table) and the buffers sized here."""
 
 def kineto_convert(
     cols: dict[str, npt.NDArray[Any]],

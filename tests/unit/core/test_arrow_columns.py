@@ -141,12 +141,16 @@ def test_kineto_detail_matches_the_general_readers_rule(
     cat = np.array([r[0] for r in rows], dtype=np.int32)
     ext = np.array([r[1] for r in rows], dtype=np.int64)
     sync = np.array([r[2] for r in rows], dtype=np.int32)
-    got = pl.Series(_core.kineto_detail(cat, cats, ext, sync, syncs)).to_list()
+    got = pl.Series(_core.kineto_detail(cat, cats, ext, sync, syncs).result()).to_list()
     want = [
         cats[c] + (f";ext={e}" if e != NULL else "") + (f";sync_kind={syncs[y]}" if y >= 0 else "")
         for c, e, y in rows
     ]
     assert got == want
+    # Written by a thread of its own: the same column.
+    job = _core.kineto_detail(cat, cats, ext, sync, syncs)
+    job.start()
+    assert pl.Series(job.result()).to_list() == want
 
 
 @settings(max_examples=40, deadline=None)
@@ -209,6 +213,19 @@ def test_bad_input_is_refused_with_a_reason() -> None:
         _core.kineto_detail(
             np.zeros(2, np.int32), ["c"], np.zeros(1, np.int64), np.zeros(2, np.int32), []
         )
+    with pytest.raises(IndexError, match="past its table"):  # before any thread starts
+        _core.kineto_detail(
+            np.array([0, 1], np.int32), ["c"], np.zeros(2, np.int64), np.full(2, -1, np.int32), []
+        )
+    job = _core.kineto_detail(
+        np.zeros(1, np.int32), ["c"], np.zeros(1, np.int64), np.full(1, -1, np.int32), []
+    )
+    job.start()
+    with pytest.raises(RuntimeError, match="started already"):
+        job.start()
+    assert pl.Series(job.result()).to_list() == ["c;ext=0"]
+    with pytest.raises(RuntimeError, match="taken already"):
+        job.result()
     with pytest.raises(ValueError, match="past the categories"):
         _core.arrow_enum(np.array([0, 2], np.uint8), ["a", "b"])
     with pytest.raises(ValueError, match="1 to 256 categories"):

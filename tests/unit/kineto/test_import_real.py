@@ -141,8 +141,8 @@ def test_every_reader_gives_the_same_events(
 def test_the_detail_thread_gives_the_inline_detail_and_raises_its_errors(
     kineto_data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Large imports build the detail column on a second thread: the same column, and an error
-    there reaches the caller instead of being lost with the thread."""
+    """Large imports write the detail column on a second thread: the same column, and an error
+    in making it reaches the caller instead of being lost with the thread."""
     from stallscope import _core
     from stallscope._kineto import _native
 
