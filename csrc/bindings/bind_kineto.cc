@@ -384,27 +384,6 @@ void bind_kineto(py::module_& m) {
       "Give the C heap's free pages back to the OS (glibc's malloc_trim; False elsewhere or "
       "when nothing was released). The importer frees its scan columns (tens of MiB on large "
       "traces) into a heap that glibc would otherwise keep.");
-  m.def(
-      "prime_heap",
-      [](size_t bytes) {
-#if defined(__GLIBC__)
-        // glibc serves a block above its mmap threshold (128 KiB until then) with a fresh
-        // mapping, which it unmaps when freed: every page of it is faulted anew on first touch.
-        // Freeing a mapped block raises the threshold to that block's size (up to 32 MiB) and
-        // the heap's trim threshold to twice it, the state a process reaches by itself once it
-        // has freed one large block. Done on purpose here, before an import's first large block.
-        void* volatile block = std::malloc(bytes);  // volatile: the pair must not be elided
-        std::free(block);
-        return true;
-#else
-        (void)bytes;
-        return false;
-#endif
-      },
-      py::arg("bytes"),
-      "Allocate and free one block of `bytes` (glibc: its mmap threshold rises to that size, so "
-      "later blocks up to it come from the heap and freed ones are reused without page faults; "
-      "False elsewhere, where it does nothing).");
   py::class_<DetailJob>(m, "DetailJob",
                         "The detail column of kineto_convert's rows (see _kineto/_native.py), "
                         "its buffers sized on the thread that made the job.")

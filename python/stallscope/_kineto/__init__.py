@@ -216,7 +216,6 @@ def _read_native(
 ) -> tuple[pl.DataFrame | None, dict[Path, RankMeta], list[tuple[Path, pl.DataFrame, RankMeta]]]:
     """Files through the native scanner: (their events, sorted by rank and time; their
     RankMeta by path) plus the files it declined, read by the general reader."""
-    _native.prime_heap()
     session = _native_read.Session()
     scans: list[_native_read.FileScan] = []
     facts: list[_Facts] = []

@@ -48,25 +48,6 @@ SCAN_BYTES_PER_EVENT: Final = 90
 KEEP_FREED: Final = 64 << 20
 
 
-# A process's first import primes glibc's heap (`_core.prime_heap`): its blocks of more than
-# 128 KiB (scan columns, converted columns, the frame's strings) then come from the heap rather
-# than fresh mappings, and the next phase reuses what the last one freed: the V100 trace's
-# import took ~450 page faults and ~1.5 ms less in a fresh process.
-PRIME_BYTES: Final = 16 << 20
-_primed = False
-
-
-def prime_heap() -> None:
-    """Prime the C heap once per process (see PRIME_BYTES)."""
-    global _primed
-    if _primed:
-        return
-    from stallscope import _core
-
-    _core.prime_heap(PRIME_BYTES)
-    _primed = True
-
-
 def trim_heap(events: int) -> None:
     """Give the C heap's free pages back to the OS once the scan columns of `events` events are
     freed, when they held more than KEEP_FREED (glibc keeps freed blocks below its mmap
