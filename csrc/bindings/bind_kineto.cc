@@ -132,7 +132,7 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
                  const In<uint8_t>& kind_gpu, const In<uint8_t>& kind_order,
                  const std::vector<int32_t>& ranks, const std::vector<int64_t>& bases,
                  const std::vector<size_t>& sizes, int32_t mark_cat0, int32_t mark_name,
-                 int threads, bool links) {
+                 int threads, bool links, int32_t null_name) {
   if (ranks.size() != bases.size() || ranks.size() != sizes.size()) {
     throw py::value_error("kineto_convert: ranks, bases and sizes differ in length");
   }
@@ -166,6 +166,7 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
                    .name_step = name_step.data(),
                    .name_gpu_cat = name_gpu_cat.data(),
                    .n_name = static_cast<size_t>(name_step.size()),
+                   .null_name = null_name,
                    .kind_gpu = kind_gpu.data()};
   kineto::RowsOut r;
   {
@@ -406,12 +407,14 @@ void bind_kineto(py::module_& m) {
         py::arg("name_step"), py::arg("name_gpu_cat"), py::arg("kind_gpu"), py::arg("kind_order"),
         py::arg("ranks"), py::arg("bases"), py::arg("sizes"), py::arg("mark_cat0"),
         py::arg("mark_name"), py::arg("threads") = 2, py::arg("links") = true,
+        py::arg("null_name") = -1,
         "Scanner columns of every file (file order) -> event-schema columns sorted by rank, "
         "start, event index, file, with one trace mark per file; rows of the categories cat_drop "
         "marks are left out (csrc/kineto/row_convert.h). threads: 1, or 2 to write the columns "
         "with a second thread from kineto_convert_threads_min rows on. links: also index, "
         "kind_order and out_row (input row -> output row, -1 dropped), which placing NCCL "
-        "collectives needs.");
+        "collectives needs. null_name: the name code of rows whose name is -1 (none; -1: such "
+        "rows are refused).");
   m.attr("kineto_convert_threads_min") = kineto::kConvertThreadsMin;
 }
 

@@ -108,9 +108,9 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
     const FileIn& file = files[f];
     file_lo[f] = static_cast<uint32_t>(kept_row.size());
     for (size_t end = row + file.rows; row < end; ++row) {
-      int32_t cat = in.cat[row], name = in.name[row];
+      int32_t cat = in.cat[row], name = in.name[row] < 0 ? t.null_name : in.name[row];
       if (cat < 0 || static_cast<size_t>(cat) >= t.n_cat || name < 0 ||
-          static_cast<size_t>(name) >= t.n_name) {
+          static_cast<size_t>(name) >= t.n_name || in.name[row] < -1) {
         throw std::out_of_range("kineto convert: string code outside its dictionary");
       }
       if (t.cat_drop[cat] != 0) continue;
@@ -135,6 +135,10 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
            1;
   };
   auto start_of = [&](uint32_t p) { return files[file_of(p)].base_ns + in.ts[r[p]]; };
+  auto name_of = [&](uint32_t p) {  // checked in pass 1
+    const int32_t name = in.name[r[p]];
+    return name < 0 ? t.null_name : name;
+  };
 
   // Marks: start at the first start of the rank (over its files), else at the file's base.
   std::vector<int64_t> mark_start(nf);
@@ -249,7 +253,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
         [&](uint32_t f) { return mark_cat0 + static_cast<int32_t>(f); });
   };
   auto second_half = [&] {
-    gather(out.name, [&](uint32_t p) { return in.name[r[p]]; }, is(mark_name));
+    gather(out.name, name_of, is(mark_name));
     gather(out.sync, [&](uint32_t p) { return in.sync[r[p]]; }, is(int32_t{-1}));
     gather(out.kind, [&](uint32_t p) { return kk[p]; }, is(u8(Kind::kMark)));
     if (links) {
@@ -260,7 +264,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
     gather(
         out.category,
         [&](uint32_t p) {
-          return gpu(p)      ? t.name_gpu_cat[in.name[r[p]]]
+          return gpu(p)      ? t.name_gpu_cat[name_of(p)]
                  : marker(p) ? u8(Category::kOther)
                              : u8(Category::kHost);
         },
@@ -276,7 +280,7 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
         out.correlation,
         [&](uint32_t p) {
           const uint8_t kd = kk[p];
-          if (kd == u8(Kind::kStep)) return t.name_step[in.name[r[p]]];  // not null (pass 1)
+          if (kd == u8(Kind::kStep)) return t.name_step[name_of(p)];  // not null (pass 1)
           const int64_t corr = in.correlation[r[p]];
           return (gpu(p) || kd == u8(Kind::kRuntime)) && corr != kNull ? corr : int64_t{0};
         },

@@ -22,7 +22,7 @@ namespace stallscope::kineto {
 struct RowsIn {
   size_t n = 0;
   const int32_t* cat;
-  const int32_t* name;
+  const int32_t* name;  // -1: none (read as Tables::null_name)
   const int32_t* sync;  // cuda_sync_kind code, -1 none
   const int64_t* index;
   const int64_t* ts;  // ns, trace clock
@@ -44,6 +44,7 @@ struct Tables {
   const int64_t* name_step;     // name code -> ProfilerStep number, kNull none
   const uint8_t* name_gpu_cat;  // name code -> Category of GPU rows
   size_t n_name;
+  int32_t null_name;  // the code a row without a name gets (the caller's "")
   const uint8_t* kind_gpu;  // Kind -> 1 for GPU activity kinds
 };
 

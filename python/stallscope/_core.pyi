@@ -159,13 +159,15 @@ def kineto_convert(
     mark_name: int,
     threads: int = 2,
     links: bool = True,
+    null_name: int = -1,
 ) -> dict[str, npt.NDArray[Any]]:
     """Scanner columns of every file (file order) -> event-schema columns sorted by rank, start,
     event index, file, with one trace mark per file; rows of the categories cat_drop marks are
     left out (out_row -1; file_kept counts the rows kept per file) (csrc/kineto/row_convert.h).
     threads: 1, or 2 to write the columns with a second thread from
     kineto_convert_threads_min rows on. links: also index, kind_order and out_row (what
-    placing NCCL collectives needs; absent otherwise)."""
+    placing NCCL collectives needs; absent otherwise). null_name: the name code of rows
+    whose name is -1 (none; -1: such rows are refused with IndexError)."""
 
 kineto_convert_threads_min: int
 

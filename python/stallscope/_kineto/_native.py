@@ -72,7 +72,7 @@ class _Tables:
     cat_detail: list[str]  # "cat=<cat>" per code
     name_step: np.ndarray[Any, Any]  # name code -> ProfilerStep number (NULL: none)
     name_gpu_cat: np.ndarray[Any, Any]  # name code -> CATEGORY index for GPU rows
-    names: list[str]  # name code -> name ("" appended for null names: code -1)
+    names: list[str]  # name code -> name ("" appended: the code of rows without a name)
     args: list[str]  # args dictionary
     args_clean: list[str]  # the same, safe inside detail (_convert.clean_str)
 
@@ -164,15 +164,14 @@ def convert_all(
     sizes: list[int] = []  # rows per file, as scanned (kineto_convert drops cat "Trace")
     for fs in scans:
         rows = dict(fs.res.pop("rows"))  # the scanner's columns: freed once converted
-        rows["name"] = np.where(rows["name"] < 0, len(t.names) - 1, rows["name"])
         probs = _problems(fs.res["problems"])
         _link_flows(rows, fs, t)
-        unknown = ~t.cat_known[rows["cat"]]
-        if unknown.any():
-            key = unknown_categories(
-                list({t.cat_stripped[c] for c in np.unique(rows["cat"][unknown])})
-            )
-            probs[key] = probs.get(key, 0) + int(unknown.sum())
+        # Rows per category code (one pass): the unknown ones are counted as a problem.
+        per_cat = np.bincount(rows["cat"], minlength=len(t.cat_known))
+        unknown = np.flatnonzero((per_cat > 0) & ~t.cat_known)
+        if unknown.size:
+            key = unknown_categories(list({t.cat_stripped[c] for c in unknown.tolist()}))
+            probs[key] = probs.get(key, 0) + int(per_cat[unknown].sum())
         problems.append(probs)
         sizes.append(len(rows["index"]))
         for k, v in rows.items():
@@ -199,6 +198,7 @@ def convert_all(
         mark_cat0=len(t.cat_detail),
         mark_name=len(t.names),
         links=links,
+        null_name=len(t.names) - 1,  # "" (names' last entry) for rows without a name
     )
     kept = out.pop("file_kept").tolist()  # rows per file that kineto_convert kept
     ts_float = [bool(fs.res["ts_float"]) and n > 0 for fs, n in zip(scans, kept, strict=True)]

@@ -45,6 +45,7 @@ def _convert(
     threads: int = 2,
     cat_kind: np.ndarray[Any, Any] = CAT_KIND,
     links: bool = True,
+    null_name: int = -1,
 ) -> Any:
     from stallscope import _core
 
@@ -63,6 +64,7 @@ def _convert(
         mark_name=4,
         threads=threads,
         links=links,
+        null_name=null_name,
     )
 
 
@@ -152,6 +154,25 @@ def test_inconsistent_input_is_refused_not_read_out_of_bounds() -> None:
         _convert(
             _rows(dict(cat=0, name=0, index=0, ts_ns=1, dur_ns=1)), [0], [1], cat_kind=step_cat
         )
+
+
+def test_rows_without_a_name_take_the_null_name_code() -> None:
+    # The scanner's -1 (no name) reads as the caller's code for "" in every rule that looks the
+    # name up: the name column, a GPU row's category, the step rule.
+    rows = _rows(
+        dict(cat=1, name=-1, index=0, ts_ns=1, dur_ns=1, stream=7),  # a kernel without a name
+        dict(cat=0, name=-1, index=1, ts_ns=2, dur_ns=1),  # a CPU op without one
+        dict(cat=0, name=1, index=2, ts_ns=3, dur_ns=1),  # ProfilerStep#7
+    )
+    out = _convert(rows, [0], [3], null_name=3)  # code 3: "Memcpy HtoD" in these tables
+    assert out["name"].tolist() == [4, 3, 3, 1]  # the mark (mark_name 4), then the rows
+    assert out["category"].tolist()[1] == CATEGORY_ID["memcpy"]  # NAME_GPU[3]
+    assert out["kind"].tolist()[2:] == [KIND_ID["region"], KIND_ID["step"]]
+    assert out["correlation"].tolist()[3] == 7
+    with pytest.raises(IndexError, match="outside its dictionary"):
+        _convert(rows, [0], [3])  # no null code given: refused
+    with pytest.raises(IndexError, match="outside its dictionary"):
+        _convert(_rows(dict(cat=0, name=-2, index=0, ts_ns=1, dur_ns=1)), [0], [1], null_name=3)
 
 
 def test_two_threads_write_what_one_writes() -> None:
