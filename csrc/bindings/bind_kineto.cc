@@ -171,8 +171,7 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
   kineto::RowsOut r;
   {
     py::gil_scoped_release nogil;
-    r = kineto::convert_rows(in, t, files, kind_order.data(), mark_cat0, mark_name, threads,
-                             links);
+    r = kineto::convert_rows(in, t, files, kind_order.data(), mark_cat0, mark_name, threads, links);
   }
   py::dict out;
   out["rank"] = to_frozen(std::move(r.rank));
@@ -399,8 +398,7 @@ void bind_kineto(py::module_& m) {
         return std::make_unique<DetailJob>(std::move(cat), std::move(cat_table), std::move(ext),
                                            std::move(sync), std::move(sync_table));
       },
-      py::arg("cat"), py::arg("cat_table"), py::arg("ext"), py::arg("sync"),
-      py::arg("sync_table"),
+      py::arg("cat"), py::arg("cat_table"), py::arg("ext"), py::arg("sync"), py::arg("sync_table"),
       "A DetailJob for the detail column of kineto_convert's rows: the codes checked and the "
       "buffers sized here (out_of_range for a code past its table).");
   m.def("kineto_convert", &convert, py::arg("cols"), py::arg("cat_kind"), py::arg("cat_drop"),

@@ -44,7 +44,7 @@ struct Tables {
   const int64_t* name_step;     // name code -> ProfilerStep number, kNull none
   const uint8_t* name_gpu_cat;  // name code -> Category of GPU rows
   size_t n_name;
-  int32_t null_name;  // the code a row without a name gets (the caller's "")
+  int32_t null_name;        // the code a row without a name gets (the caller's "")
   const uint8_t* kind_gpu;  // Kind -> 1 for GPU activity kinds
 };
 
@@ -65,7 +65,7 @@ struct RowsOut {
   std::vector<uint8_t> kind, category, kind_order;  // kind_order: with `links` only
   std::vector<int16_t> device;
   std::vector<int64_t> ext, index;  // index: with `links` only
-  std::shared_ptr<void> wide;  // malloc'd: 4 x rows int64
+  std::shared_ptr<void> wide;       // malloc'd: 4 x rows int64
   size_t rows = 0;
   int64_t* start = nullptr;  // into `wide`
   int64_t* end = nullptr;
