@@ -245,7 +245,6 @@ class DetailJob {
   // Writes the rows on a thread of its own; result() waits for it.
   void start() {
     if (started_) throw std::logic_error("kineto_detail: the job was started already");
-    started_ = true;
     thread_ = std::thread([this] {
       try {
         fill();
@@ -253,6 +252,7 @@ class DetailJob {
         failed_ = std::current_exception();
       }
     });
+    started_ = true;  // only once the thread runs: else result() writes the rows itself
   }
 
   ArrowColumn result() {
