@@ -288,9 +288,9 @@ def _add_collectives(
     kineto_convert's sorted columns `out` where the sort (rank, start, event index, kind order)
     puts them; their names and details are appended to `names` / `details`. The rule
     (`collective_rows`) reads the rows it needs (the operations, the NCCL kernels, the runtime
-    calls) as arrays, and each column grows by one NumPy insert: no frame of every row, no
-    second sort. Returns the rows added per rank. file_index: the scanned rows' event indices
-    in file order (increasing within a file); `sizes`: the scanned rows per file."""
+    calls) as arrays, and every column grows by one shared insertion plan: no frame of every
+    row, no second sort. Returns the rows added per rank. file_index: the scanned rows' event
+    indices in file order (increasing within a file); `sizes`: the scanned rows per file."""
     out_row = out.pop("out_row")
     pos_parts: list[np.ndarray[Any, Any]] = []
     meta: dict[str, list[np.ndarray[Any, Any]]] = {}
