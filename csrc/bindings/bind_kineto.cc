@@ -204,9 +204,9 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
 //
 // A DetailJob checks the codes and sizes the buffers on the thread that makes it, then (when
 // asked) writes the rows on a thread of its own while the caller builds the other columns.
-// Where a buffer is allocated matters: glibc gives each thread an arena of its own, so
-// buffers a second thread allocated came from fresh pages (the V100 trace's 4 MiB of detail
-// took ~1000 page faults), where the caller's heap has the scan's freed columns to reuse.
+// The buffers come from the caller's glibc arena: a second thread allocates from an arena of
+// its own, whose blocks are fresh pages even where the caller's heap has freed blocks to
+// reuse (blocks past glibc's mmap threshold are fresh mappings from either thread).
 class DetailJob {
  public:
   DetailJob(In<int32_t> cat, std::vector<std::string> cat_table, In<int64_t> ext, In<int32_t> sync,
