@@ -318,6 +318,36 @@ def test_freed_scan_columns_go_back_to_the_os_only_past_the_kept_amount(
     assert calls == [1]
 
 
+def _watch_scan_arrays(
+    monkeypatch: pytest.MonkeyPatch, part: str, owner: Any, name: str
+) -> tuple[list[Any], list[int]]:
+    """Weak references to the arrays of each scanned file's `part` ("rows", "flows"), and the
+    count of them still alive each time `owner.name` is called (after a gc.collect(): only
+    references, not cycles, may keep an array)."""
+    import gc
+    import weakref
+
+    alive: list[weakref.ref[Any]] = []
+    end = _native_read.Session._end
+
+    def watched_end(self: Any, path: Any, ok: bool) -> Any:
+        fs = end(self, path, ok)
+        alive.extend(weakref.ref(a) for a in fs.res[part].values())
+        return fs
+
+    seen: list[int] = []
+    call = getattr(owner, name)
+
+    def watched(*a: Any, **k: Any) -> Any:
+        gc.collect()
+        seen.append(sum(r() is not None for r in alive))
+        return call(*a, **k)
+
+    monkeypatch.setattr(_native_read.Session, "_end", watched_end)
+    monkeypatch.setattr(owner, name, watched)
+    return alive, seen
+
+
 @pytest.mark.parametrize("files", [1, 3])
 def test_scan_columns_are_freed_before_the_frame_is_built(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, files: int
@@ -325,30 +355,11 @@ def test_scan_columns_are_freed_before_the_frame_is_built(
     # The import's peak memory: the scan's columns (~90 bytes an event) must be gone before
     # the schema frame (names, details) is made, not held until the import returns. A single
     # file once kept them alive through the conversion's loop variable.
-    import gc
     import json
-    import weakref
 
     import stallscope
 
-    alive: list[weakref.ref[Any]] = []
-    end = _native_read.Session._end
-
-    def watched_end(self: Any, path: Any, ok: bool) -> Any:
-        fs = end(self, path, ok)
-        alive.extend(weakref.ref(a) for a in fs.res["rows"].values())
-        return fs
-
-    seen: list[int] = []
-    frame = _native._schema_frame
-
-    def watched_frame(*a: Any) -> Any:
-        gc.collect()  # only references, not cycles, may keep a column: this changes nothing
-        seen.append(sum(r() is not None for r in alive))
-        return frame(*a)
-
-    monkeypatch.setattr(_native_read.Session, "_end", watched_end)
-    monkeypatch.setattr(_native, "_schema_frame", watched_frame)
+    alive, seen = _watch_scan_arrays(monkeypatch, "rows", _native, "_schema_frame")
     for f in range(files):
         events = [
             {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
@@ -368,31 +379,12 @@ def test_flows_are_freed_before_the_conversion_allocates(
     # The ac2g flows (two per kernel launch) are read once, to link rows without a correlation;
     # held through kineto_convert they would add to the import's peak, which sets how many
     # fresh pages the import faults in.
-    import gc
     import json
-    import weakref
 
     import stallscope
     from stallscope import _core
 
-    alive: list[weakref.ref[Any]] = []
-    end = _native_read.Session._end
-
-    def watched_end(self: Any, path: Any, ok: bool) -> Any:
-        fs = end(self, path, ok)
-        alive.extend(weakref.ref(a) for a in fs.res["flows"].values())
-        return fs
-
-    seen: list[int] = []
-    convert = _core.kineto_convert
-
-    def watched_convert(*a: Any, **k: Any) -> Any:
-        gc.collect()
-        seen.append(sum(r() is not None for r in alive))
-        return convert(*a, **k)
-
-    monkeypatch.setattr(_native_read.Session, "_end", watched_end)
-    monkeypatch.setattr(_core, "kineto_convert", watched_convert)
+    alive, seen = _watch_scan_arrays(monkeypatch, "flows", _core, "kineto_convert")
     events: list[dict[str, Any]] = [
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
          "ts": 10, "dur": 5},
