@@ -103,7 +103,7 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
         is_comm = _COMM_KIND[kind]
         comm = None
         if is_comm.any():  # the rows of each column (no query), then a frame of them
-            comm = rows_of(df, (*NEEDED, *comm_cols), is_comm)
+            comm = rows_of(df, is_comm, (*NEEDED, *comm_cols))
         return Columns(frame=df, gpu=bool(_GPU_KIND[kind].any()), comm=comm, rows=rows)
     gpu, comm = pl.collect_all(
         [
@@ -116,12 +116,12 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
     )
 
 
-def rows_of(df: pl.DataFrame, names: tuple[str, ...], keep: Array) -> pl.DataFrame:
-    """The rows of `df` where the bool array `keep` holds, columns `names`: each column
-    filtered on its own. A frame's gather or filter runs on Polars' thread pool, and the first
+def rows_of(df: pl.DataFrame, keep: Array, names: tuple[str, ...] | None = None) -> pl.DataFrame:
+    """The rows of `df` where the bool array `keep` holds, columns `names` (all by default):
+    each column filtered on its own. A frame's gather or filter runs on Polars' thread pool, and the first
     in a process starts it (~0.9 ms where a small trace's comm rows took 0.3 ms this way)."""
     mask = _arrow.series(keep)
-    return _arrow.frame_of([df.get_column(c).filter(mask) for c in names])
+    return _arrow.frame_of([df.get_column(c).filter(mask) for c in names or df.columns])
 
 
 PARALLEL_ROWS: Final = 1_000_000

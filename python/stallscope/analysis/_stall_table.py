@@ -368,7 +368,7 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     parts = []
     is_coll = _COLL_KIND[c.comm_kind()]
     if c.comm is not None and is_coll.any():
-        comm = c.comm if is_coll.all() else rows_of(c.comm, tuple(c.comm.columns), is_coll)
+        comm = c.comm if is_coll.all() else rows_of(c.comm, is_coll)
         (k_rank, k_label, k_start, k_end), multi = _collective_intervals(comm)
         parts.append((k_label, *flat(k_rank, k_start, k_end)))
     # Comm kernels, buckets, comm regions: transfer, network when any collective of the
