@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -61,7 +62,7 @@ class CorrTable {
   // The value of a key given to the constructor (kNone until set).
   int32_t& at(Key k) {
     const auto [rank, corr] = k;
-    if (corr == kNoCorr) return none_.try_emplace(rank, kNone).first->second;
+    if (corr == kNoCorr) return none_of(rank);
     if (slots_.empty()) return values_[direct(rank, corr)];
     Slot& s = slots_[slot_of(rank, corr)];
     if (s.value == kNone) {
@@ -74,10 +75,7 @@ class CorrTable {
   // The value of any key: kNone when it has none.
   int32_t get(Key k) {
     const auto [rank, corr] = k;
-    if (corr == kNoCorr) {
-      auto it = none_.find(rank);
-      return it == none_.end() ? kNone : it->second;
-    }
+    if (corr == kNoCorr) return none_of(rank);
     if (slots_.empty()) {
       const size_t i = direct(rank, corr);
       return i == kAbsent ? kNone : values_[i];
@@ -130,6 +128,18 @@ class CorrTable {
   // correlations (on the A100 trace, 0.9 M slots for 34 k keys: 3.7 MB to clear).
   static constexpr int64_t kNoCorr = -1;
   std::unordered_map<int32_t, int32_t> none_;
+  // The value of a rank's key "no correlation" (made kNone on first use), the last rank's kept
+  // at hand: most rows have none (every CPU op), and they come by rank. A node's value stays
+  // where it is while the map grows.
+  int32_t& none_of(int32_t rank) {
+    if (none_last_ == nullptr || none_rank_ != rank) {
+      none_rank_ = rank;
+      none_last_ = &none_.try_emplace(rank, kNone).first->second;
+    }
+    return *none_last_;
+  }
+  int32_t none_rank_ = 0;
+  int32_t* none_last_ = nullptr;
   std::unordered_map<int32_t, size_t> span_of_;  // rank -> its span
   std::vector<Span> spans_;                      // direct mode: one per rank, in first-seen order
   std::vector<int32_t> values_;                  // direct mode
@@ -206,8 +216,8 @@ struct Work {
 // HTA's last-step filter: the HTA rows it keeps, in its order. CPU rows before their rank's
 // last ProfilerStep (ranks without one keep none); GPU rows matching kept CPU rows by (rank,
 // correlation), one copy per match (HTA's inner merge; -1 matches -1), GPU rows first, each
-// part in row order.
-std::vector<uint32_t> last_step_rows(const Work& w) {
+// part in row order. gpu_only: only the rows with a stream among them.
+std::vector<uint32_t> last_step_rows(const Work& w, bool gpu_only) {
   const size_t m = w.pos.size();
   std::unordered_map<int32_t, double> limit;  // rank -> ts of its last step
   for (size_t j = 0; j < m; ++j) {
@@ -217,6 +227,7 @@ std::vector<uint32_t> last_step_rows(const Work& w) {
     }
   }
   std::vector<uint32_t> cpu_kept;
+  cpu_kept.reserve(m);  // untouched beyond what is kept
   int32_t cached_rank = 0;
   double cached_limit = -std::numeric_limits<double>::infinity();
   bool cached = false;
@@ -235,15 +246,16 @@ std::vector<uint32_t> last_step_rows(const Work& w) {
     int32_t& c = count.at(w.key(j));
     c = c == CorrTable::kNone ? 1 : c + 1;
   }
+  const auto wanted = [&w, gpu_only](uint32_t j) { return !gpu_only || w.stream(w.pos[j]) >= 0; };
   std::vector<uint32_t> sel;
   for (size_t j = 0; j < m; ++j) {
-    if (!w.gpu(j)) continue;
+    if (!w.gpu(j) || !wanted(static_cast<uint32_t>(j))) continue;
     const int32_t c = count.get(w.key(j));
     if (c != CorrTable::kNone) {
       sel.insert(sel.end(), static_cast<size_t>(c), static_cast<uint32_t>(j));
     }
   }
-  sel.insert(sel.end(), cpu_kept.begin(), cpu_kept.end());
+  std::copy_if(cpu_kept.begin(), cpu_kept.end(), std::back_inserter(sel), wanted);
   return sel;
 }
 
@@ -305,7 +317,7 @@ HtaRowsOut hta_rows(const HtaRowsIn& in) {
       }
     }
     filtered = step_names >= 2;
-    if (filtered) sel = last_step_rows(w);
+    if (filtered) sel = last_step_rows(w, in.gpu_only);
   }
   // Each GPU row's launch: the aligned ts of the last CPU row (in row order) with its rank and
   // correlation. Without one but with a correlation: HTA's index_correlation 0 reads the file's
@@ -318,16 +330,11 @@ HtaRowsOut hta_rows(const HtaRowsIn& in) {
       row0_ts[f.rank] = hta_times(f.row0_ns - f.base_ns, 0, f.ts_float).first - shift;
     }
   }
-  if (in.gpu_only) {  // the chosen rows with a stream, in their order
-    const auto no_stream = [&w](uint32_t j) { return w.stream(w.pos[j]) == -1; };
-    if (filtered) {
-      sel.erase(std::remove_if(sel.begin(), sel.end(), no_stream), sel.end());
-    } else {
-      for (uint32_t j = 0; j < m; ++j) {
-        if (!no_stream(j)) sel.push_back(j);
-      }
-      filtered = true;
+  if (in.gpu_only && !filtered) {  // the rows with a stream, in their order
+    for (uint32_t j = 0; j < m; ++j) {
+      if (w.stream(w.pos[j]) >= 0) sel.push_back(j);
     }
+    filtered = true;
   }
   const size_t k = filtered ? sel.size() : m;
   o.row.resize(k);
