@@ -80,6 +80,10 @@ struct RowsOut {
 // Imports of at least this many rows write their output columns with two threads.
 constexpr size_t kConvertThreadsMin = size_t{1} << 15;
 
+// Imports of at least this many rows have the output's pages faulted in by a second thread
+// while the rows are sorted (threads 2).
+constexpr size_t kPrefaultMin = size_t{1} << 16;
+
 // kind_order: Kind -> its rank among the kinds' names (ties of the general reader's sort).
 // threads: 1 or 2 (two only from kConvertThreadsMin rows on). links: also write out_row,
 // index and kind_order (the caller inserts NCCL collectives; most imports have none, and
