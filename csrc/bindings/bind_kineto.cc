@@ -414,6 +414,7 @@ void bind_kineto(py::module_& m) {
         "collectives needs. null_name: the name code of rows whose name is -1 (none; -1: such "
         "rows are refused).");
   m.attr("kineto_convert_threads_min") = kineto::kConvertThreadsMin;
+  m.attr("kineto_prefault_min") = kineto::kPrefaultMin;
 }
 
 }  // namespace stallscope::bindings

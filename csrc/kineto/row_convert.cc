@@ -201,12 +201,11 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
   if (block == nullptr) throw std::bad_alloc();
   out.wide = std::shared_ptr<void>(block, &std::free);
   auto* wide = static_cast<int64_t*>(block);
-  // A page's first write is a page fault (about 1 µs on this project's VM: 2 k of them for the
-  // V100 trace's output). With two threads, a helper takes them while this one orders the rows:
-  // the block ahead of the sort's writes (populated: its content is the sort's), then the other
-  // columns, sized here and written in place below.
-  // Reserved here: a thread's allocations come from its own malloc arena, fresh pages where
-  // this thread's would reuse freed ones.
+  // A page's first write is a page fault (about 1 µs on this project's VM; the V100 trace's
+  // output takes 2 k). With two threads, a helper takes them while this one orders the rows: it
+  // populates the block ahead of the sort's writes (the content stays the sort's), then sizes
+  // the other columns. They are reserved here first: a thread's allocations come from a malloc
+  // arena of its own (fresh pages, where this thread's reuse freed ones).
   std::unique_ptr<Helper> prefault;
   if (threads >= 2 && total >= kPrefaultMin) {
     auto cols = [&out, total, n, links](auto grow) {

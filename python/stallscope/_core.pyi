@@ -170,6 +170,7 @@ def kineto_convert(
     whose name is -1 (none; -1: such rows are refused with IndexError)."""
 
 kineto_convert_threads_min: int
+kineto_prefault_min: int  # rows from which a helper faults the output's pages in (threads 2)
 
 # Arrow C data interface (csrc/arrow): columns for Polars without NumPy's constructors
 class ArrowColumn:

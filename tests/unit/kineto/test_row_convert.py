@@ -176,11 +176,14 @@ def test_rows_without_a_name_take_the_null_name_code() -> None:
 
 
 def test_two_threads_write_what_one_writes() -> None:
-    # From kineto_convert_threads_min rows on, a second thread writes half of the columns.
+    # From kineto_convert_threads_min rows on, a second thread writes half of the columns; from
+    # kineto_prefault_min on, a helper first faults the output's pages in (and sizes the
+    # columns) while the rows are sorted.
     from stallscope import _core
 
     rng = np.random.default_rng(7)
-    n = 2 * _core.kineto_convert_threads_min  # a quarter are dropped (cat 3): still enough kept
+    # A quarter are dropped (cat 3): still enough kept for both.
+    n = 2 * max(_core.kineto_convert_threads_min, _core.kineto_prefault_min)
 
     def pick(*values: int) -> np.ndarray[Any, Any]:
         return rng.choice(np.array(values, dtype=np.int64), n)
