@@ -79,7 +79,8 @@ void populate(void* p, size_t bytes) {
 }
 
 // Runs `work` on a thread of its own until join(); an exception it throws is rethrown by
-// join(). Joined on destruction too (the caller's own error unwinding past it).
+// join(). Joined on destruction too (the caller's own error unwinding past it; the helper's
+// error, if any, is then dropped).
 class Helper {
  public:
   template <typename F>
@@ -372,22 +373,9 @@ RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn
     }
   };
   if (threads >= 2 && total >= kConvertThreadsMin) {
-    std::exception_ptr failed;
-    std::thread worker([&] {
-      try {
-        second_half();
-      } catch (...) {
-        failed = std::current_exception();
-      }
-    });
-    try {
-      first_half();
-    } catch (...) {
-      worker.join();
-      throw;
-    }
+    Helper worker(second_half);  // joined as first_half's error unwinds, if it throws
+    first_half();
     worker.join();
-    if (failed) std::rethrow_exception(failed);
   } else {
     first_half();
     second_half();
