@@ -413,6 +413,21 @@ void bind_kineto(py::module_& m) {
         "kind_order and out_row (input row -> output row, -1 dropped), which placing NCCL "
         "collectives needs. null_name: the name code of rows whose name is -1 (none; -1: such "
         "rows are refused).");
+  m.def(
+      "kineto_cat_counts",
+      [](const In<int32_t>& cat, const In<int64_t>& correlation, size_t n_cat) {
+        if (cat.ndim() != 1 || correlation.ndim() != 1 || cat.size() != correlation.size()) {
+          throw py::value_error("kineto_cat_counts: cat and correlation differ in length");
+        }
+        py::array_t<int64_t> rows(static_cast<py::ssize_t>(n_cat));
+        py::array_t<int64_t> no_corr(static_cast<py::ssize_t>(n_cat));
+        kineto::count_by_cat(cat.data(), correlation.data(), static_cast<size_t>(cat.size()), n_cat,
+                             rows.mutable_data(), no_corr.mutable_data());
+        return py::make_tuple(rows, no_corr);
+      },
+      py::arg("cat"), py::arg("correlation"), py::arg("n_cat"),
+      "(rows per cat code, rows per cat code without a correlation) of one file's scanner "
+      "columns, n_cat entries each (IndexError for a code outside them).");
   m.attr("kineto_convert_threads_min") = kineto::kConvertThreadsMin;
   m.attr("kineto_prefault_min") = kineto::kPrefaultMin;
 }

@@ -118,6 +118,18 @@ struct Key {
 
 }  // namespace
 
+void count_by_cat(const int32_t* cat, const int64_t* correlation, size_t n, size_t n_cat,
+                  int64_t* rows, int64_t* no_correlation) {
+  std::fill(rows, rows + n_cat, 0);
+  std::fill(no_correlation, no_correlation + n_cat, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<size_t>(cat[i]);  // a negative code wraps past n_cat
+    if (c >= n_cat) throw std::out_of_range("kineto cat counts: a cat code outside its table");
+    ++rows[c];
+    no_correlation[c] += correlation[i] == kNull;
+  }
+}
+
 RowsOut convert_rows(const RowsIn& in, const Tables& t, const std::vector<FileIn>& files,
                      const uint8_t* kind_order, int32_t mark_cat0, int32_t mark_name, int threads,
                      bool links) {

@@ -85,6 +85,14 @@ constexpr size_t kConvertThreadsMin = size_t{1} << 15;
 // saved (fresh processes: the A100 NCCL trace's 27 k rows, DLRM's 20 k).
 constexpr size_t kPrefaultMin = size_t{1} << 16;
 
+// Rows per category code over one file's scanner columns (cat: n codes), and among them the rows
+// without a correlation (kNull): what the Python side's per-file work reads (unknown categories
+// counted, ac2g flows linked only where a GPU or runtime row lacks one), in one pass instead of
+// two NumPy passes over every row. Both outputs have n_cat entries; a code outside [0, n_cat)
+// throws std::out_of_range.
+void count_by_cat(const int32_t* cat, const int64_t* correlation, size_t n, size_t n_cat,
+                  int64_t* rows, int64_t* no_correlation);
+
 // kind_order: Kind -> its rank among the kinds' names (ties of the general reader's sort).
 // threads: 1 or 2 (two only from kConvertThreadsMin rows on). links: also write out_row,
 // index and kind_order (the caller inserts NCCL collectives; most imports have none, and

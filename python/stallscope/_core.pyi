@@ -169,6 +169,12 @@ def kineto_convert(
     placing NCCL collectives needs; absent otherwise). null_name: the name code of rows
     whose name is -1 (none; -1: such rows are refused with IndexError)."""
 
+def kineto_cat_counts(
+    cat: npt.NDArray[np.int32], correlation: npt.NDArray[np.int64], n_cat: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(rows per cat code, rows per cat code without a correlation) of one file's scanner
+    columns, n_cat entries each (IndexError for a code outside them)."""
+
 kineto_convert_threads_min: int
 kineto_prefault_min: int  # rows from which a helper faults the output's pages in (threads 2)
 

@@ -109,16 +109,22 @@ def _tables(scanner: Any) -> _Tables:
     )
 
 
-def _link_flows(rows: dict[str, np.ndarray[Any, Any]], fs: FileScan, t: _Tables) -> None:
+def _link_flows(
+    rows: dict[str, np.ndarray[Any, Any]],
+    fs: FileScan,
+    t: _Tables,
+    no_corr: np.ndarray[Any, Any],
+) -> None:
     """args.correlation from ac2g flows (s at the runtime call, f at the GPU op; id =
     correlation) for rows of traces whose events lack it; in place. Takes the flows out of
-    `fs`."""
+    `fs`. no_corr: the file's rows without a correlation per cat code (kineto_cat_counts):
+    most traces have none in a linked category, and then no row is looked at here."""
     # The flows are read here only: freed with this call, before the conversion allocates.
     fl = fs.res.pop("flows")
+    if not no_corr[t.cat_linked].any():
+        return
     corr = rows["correlation"]
     unlinked = (corr == NULL) & t.cat_linked[rows["cat"]]
-    if not unlinked.any():
-        return
     keep = t.cat_flow[fl["cat"]] if len(fl["cat"]) else np.zeros(0, dtype=bool)
     cols = {k: fl[k][keep] for k in ("pid", "tid", "ts_ns", "id")}
     flows = (
@@ -158,6 +164,8 @@ def convert_all(
 ) -> Converted:
     """Schema rows for the files read by `session` (rank and baseTimeNanoseconds per file), a
     trace mark per file first in its rank (its detail from `mark_detail`), sorted."""
+    from stallscope import _core
+
     t = _tables(session.scanner)
     parts: dict[str, list[np.ndarray[Any, Any]]] = {}
     problems: list[dict[str, int]] = []
@@ -165,9 +173,12 @@ def convert_all(
     for fs in scans:
         rows = dict(fs.res.pop("rows"))  # the scanner's columns: freed once converted
         probs = _problems(fs.res["problems"])
-        _link_flows(rows, fs, t)
-        # Rows per category code (one pass): the unknown ones are counted as a problem.
-        per_cat = np.bincount(rows["cat"], minlength=len(t.cat_known))
+        # Rows per category code, and those without a correlation (one C++ pass): the unknown
+        # categories are counted as a problem; flows are linked only where one lacks it.
+        per_cat, no_corr = _core.kineto_cat_counts(
+            rows["cat"], rows["correlation"], len(t.cat_known)
+        )
+        _link_flows(rows, fs, t, no_corr)
         unknown = np.flatnonzero((per_cat > 0) & ~t.cat_known)
         if unknown.size:
             key = unknown_categories(list({t.cat_stripped[c] for c in unknown.tolist()}))
@@ -182,8 +193,6 @@ def convert_all(
     # Placing NCCL collectives needs kineto_convert's links (index, kind_order, out_row): most
     # imports have none to place.
     links = any(len(fs.res["nccl"]["index"]) for fs in scans)
-    from stallscope import _core
-
     out = _core.kineto_convert(
         cols,
         t.cat_kind,

@@ -403,3 +403,31 @@ def test_flows_are_freed_before_the_conversion_allocates(
     assert seen == [0]
     # The flows did their work first: the kernel and its launch share correlation 7.
     assert sorted(out.filter(out["kind"].is_in(["kernel", "runtime"]))["correlation"]) == [7, 7]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), max_size=60))
+def test_cat_counts_are_rows_and_rows_without_a_correlation_per_code(
+    rows: list[tuple[int, bool]],
+) -> None:
+    # What the per-file work reads instead of two NumPy passes: unknown categories are counted
+    # from the first, and ac2g flows are linked only where the second finds a linked category.
+    from stallscope import _core
+
+    cat = np.array([c for c, _ in rows], dtype=np.int32)
+    corr = np.array([NULL if none else 1 for _, none in rows], dtype=np.int64)
+    per_cat, no_corr = _core.kineto_cat_counts(cat, corr, 6)
+    assert per_cat.tolist() == np.bincount(cat, minlength=6).tolist()
+    assert no_corr.tolist() == np.bincount(cat[corr == NULL], minlength=6).tolist()
+
+
+def test_cat_counts_refuse_codes_outside_the_table() -> None:
+    from stallscope import _core
+
+    corr = np.zeros(2, dtype=np.int64)
+    with pytest.raises(IndexError, match="outside its table"):
+        _core.kineto_cat_counts(np.array([0, 3], dtype=np.int32), corr, 3)
+    with pytest.raises(IndexError, match="outside its table"):
+        _core.kineto_cat_counts(np.array([0, -1], dtype=np.int32), corr, 3)
+    with pytest.raises(ValueError, match="differ in length"):
+        _core.kineto_cat_counts(np.zeros(3, dtype=np.int32), corr, 3)
