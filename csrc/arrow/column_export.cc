@@ -185,8 +185,11 @@ std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {
   return col;
 }
 
-std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& table,
-                                             const int64_t* codes, size_t n, std::string name) {
+namespace {
+
+template <typename Code>
+std::shared_ptr<const Column> gather_strings_of(const std::vector<std::string>& table,
+                                                const Code* codes, size_t n, std::string name) {
   auto col = std::make_shared<Column>();
   col->format = "vu";
   col->name = std::move(name);
@@ -222,6 +225,18 @@ std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& tab
   }
   if (!valid.empty()) col->validity = bitmap_from_bytes(valid.data(), n, &col->null_count);
   return col;
+}
+
+}  // namespace
+
+std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& table,
+                                             const int64_t* codes, size_t n, std::string name) {
+  return gather_strings_of(table, codes, n, std::move(name));
+}
+
+std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& table,
+                                             const int32_t* codes, size_t n, std::string name) {
+  return gather_strings_of(table, codes, n, std::move(name));
 }
 
 std::shared_ptr<const Column> polars_enum(std::shared_ptr<const Column> codes,

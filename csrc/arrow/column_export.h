@@ -103,6 +103,9 @@ class ViewBuilder {
 // 12 bytes are stored once; each row is a view into them.
 std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& table,
                                              const int64_t* codes, size_t n, std::string name);
+// The same from int32 codes (the importer's own: no int64 copy of them).
+std::shared_ptr<const Column> gather_strings(const std::vector<std::string>& table,
+                                             const int32_t* codes, size_t n, std::string name);
 
 // A Polars Enum column: `codes` (a "C" column: uint8, each below categories.size(), which is
 // at most 256) indexing a dictionary of `categories`, with the field metadata Polars reads back

@@ -193,7 +193,7 @@ class ArrowColumn:
 
 def arrow_numeric(values: npt.NDArray[Any], name: str = "") -> ArrowColumn: ...
 def arrow_strings(
-    table: list[str], codes: npt.NDArray[np.int64], name: str = ""
+    table: list[str], codes: npt.NDArray[np.int32] | npt.NDArray[np.int64], name: str = ""
 ) -> ArrowColumn: ...
 def arrow_enum(
     codes: npt.NDArray[np.uint8], categories: list[str], name: str = ""

@@ -109,10 +109,13 @@ def test_enum_columns_fall_back_to_a_gather(monkeypatch: pytest.MonkeyPatch) -> 
 )
 def test_strings_gather_by_code_with_nulls(table: list[str], picks: list[int]) -> None:
     codes = np.array([c if c < len(table) else -1 for c in picks], dtype=np.int64)
-    got = _arrow.strings(table, codes, "n")
-    assert got.dtype == pl.String
-    assert got.to_list() == [table[c] if c >= 0 else None for c in codes]
-    assert got.null_count() == int((codes < 0).sum())
+    want = [table[c] if c >= 0 else None for c in codes]
+    # int64 codes; int32 codes (read in place: the importer's); a strided int32 view (copied)
+    for c in (codes, codes.astype(np.int32), np.repeat(codes.astype(np.int32), 2)[::2]):
+        got = _arrow.strings(table, c, "n")
+        assert got.dtype == pl.String
+        assert got.to_list() == want
+        assert got.null_count() == int((codes < 0).sum())
 
 
 def test_strings_at_the_inline_boundary() -> None:
@@ -209,6 +212,8 @@ def test_bad_input_is_refused_with_a_reason() -> None:
         _core.arrow_numeric(np.array(["a"], dtype=object))
     with pytest.raises(IndexError, match="past the table"):
         _core.arrow_strings(["a"], np.array([1]))
+    with pytest.raises(IndexError, match="past the table"):
+        _core.arrow_strings(["a"], np.array([1], dtype=np.int32))
     with pytest.raises(ValueError, match="differ in length"):
         _core.kineto_detail(
             np.zeros(2, np.int32), ["c"], np.zeros(1, np.int64), np.zeros(2, np.int32), []
