@@ -172,6 +172,44 @@ void ViewBuilder::end_row_at(size_t n) {
   blob.resize(n > kInline ? open_ + n : open_);  // short rows live in their view only
 }
 
+ViewBuilder::ViewBuilder(const std::vector<size_t>& starts, const std::vector<size_t>& bytes)
+    : views_((starts.empty() ? 0 : starts.back()) * 16),
+      rows_(starts.empty() ? 0 : starts.back()),
+      part_starts_(starts) {
+  if (starts.empty() || starts.size() != bytes.size() + 1 || starts.front() != 0 ||
+      !std::is_sorted(starts.begin(), starts.end())) {
+    throw std::invalid_argument("ViewBuilder: parts' starts and sizes do not match");
+  }
+  data_.resize(bytes.size());
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    if (bytes[k] > kMaxBlob) throw std::length_error("string column: a part over 1 GiB");
+    data_[k].reserve(bytes[k]);
+  }
+}
+
+ViewBuilder::Part ViewBuilder::part(size_t k) {
+  if (k + 1 >= part_starts_.size()) throw std::logic_error("ViewBuilder: no such part");
+  return Part(views_.data() + 16 * part_starts_[k], views_.data() + 16 * part_starts_[k + 1],
+              &data_[k], static_cast<int32_t>(k));
+}
+
+char* ViewBuilder::Part::row_space(size_t max) {
+  if (blob_->size() + max > blob_->capacity()) {
+    throw std::logic_error("ViewBuilder: a part's rows past its bytes");
+  }
+  open_ = blob_->size();
+  blob_->resize(open_ + max);  // within the part's reservation: no reallocation
+  return blob_->data() + open_;
+}
+
+void ViewBuilder::Part::end_row_at(size_t n) {
+  if (view_ == end_) throw std::logic_error("ViewBuilder: more rows than the part holds");
+  if (open_ + n > blob_->size()) throw std::logic_error("ViewBuilder: a row past its space");
+  make_view(view_, std::string_view(blob_->data() + open_, n), index_, static_cast<int32_t>(open_));
+  view_ += 16;
+  blob_->resize(n > kInline ? open_ + n : open_);
+}
+
 std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {
   auto col = std::make_shared<Column>();
   col->format = "vu";
@@ -182,6 +220,7 @@ std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {
   views_ = Buffer();
   rows_ = 0;
   data_.assign(1, std::string());
+  part_starts_.clear();
   return col;
 }
 

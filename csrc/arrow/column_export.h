@@ -90,13 +90,36 @@ class ViewBuilder {
   void end_row_at(size_t n);
   std::shared_ptr<const Column> finish(std::string name);
 
+  // Rows written in parts instead, so that threads can write parts at once (each part by one
+  // thread at a time): part k holds rows [starts[k], starts[k + 1]) and keeps its longer
+  // strings in a data buffer of its own, of at most bytes[k] bytes. Every part is written in
+  // full, row after row, through part(k); then finish().
+  ViewBuilder(const std::vector<size_t>& starts, const std::vector<size_t>& bytes);
+  class Part {
+   public:
+    char* row_space(size_t max);  // as the builder's
+    void end_row_at(size_t n);
+
+   private:
+    friend class ViewBuilder;
+    Part(uint8_t* view, uint8_t* end, std::string* blob, int32_t index)
+        : view_(view), end_(end), blob_(blob), index_(index) {}
+    uint8_t* view_;  // the next row's view
+    uint8_t* end_;   // past the part's last view
+    std::string* blob_;
+    int32_t index_;  // the blob's
+    size_t open_ = 0;
+  };
+  Part part(size_t k);
+
  private:
   uint8_t* next_view();  // the next row's 16 bytes (logic_error past `rows`)
 
   Buffer views_;  // 16 bytes per row, rows_ of them written
   size_t rows_ = 0;
   std::vector<std::string> data_;
-  size_t open_ = 0;  // row_space's row: its offset in the last blob
+  size_t open_ = 0;                  // row_space's row: its offset in the last blob
+  std::vector<size_t> part_starts_;  // parts: each part's first row, then the rows
 };
 
 // Gather: row i is table[codes[i]], null where the code is negative. Table strings longer than

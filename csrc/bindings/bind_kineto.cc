@@ -8,10 +8,12 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -206,7 +208,10 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
 // asked) writes the rows on a thread of its own while the caller builds the other columns.
 // The buffers come from the caller's glibc arena: a second thread allocates from an arena of
 // its own, whose blocks are fresh pages even where the caller's heap has freed blocks to
-// reuse (blocks past glibc's mmap threshold are fresh mappings from either thread).
+// reuse (blocks past glibc's mmap threshold are fresh mappings from either thread). The rows
+// are written in parts of kPart rows: the thread takes parts from the front, and the caller,
+// once its own columns are made, takes the rest from the back (result()), so neither waits
+// while the other has rows left.
 class DetailJob {
  public:
   DetailJob(In<int32_t> cat, std::vector<std::string> cat_table, In<int64_t> ext, In<int32_t> sync,
@@ -224,8 +229,9 @@ class DetailJob {
     e_ = ext_.data();
     y_ = sync_.data();
     py::gil_scoped_release nogil;
-    // The codes checked, and the text's size bounded (";ext=" and at most 20 digits), so the
+    // The codes checked, and each part's text bounded (";ext=" and at most 20 digits), so the
     // builder's buffers are sized once, here.
+    std::vector<size_t> starts{0}, bytes;
     size_t bound = 0;
     for (size_t i = 0; i < n_; ++i) {
       if (c_[i] < 0 || static_cast<size_t>(c_[i]) >= cat_table_.size() ||
@@ -233,8 +239,13 @@ class DetailJob {
         throw std::out_of_range("kineto_detail: a code past its table's end");
       }
       bound += row_bound(i);
+      if ((i + 1) % kPart == 0 || i + 1 == n_) {
+        starts.push_back(i + 1);
+        bytes.push_back(std::exchange(bound, 0));
+      }
     }
-    builder_.emplace(n_, bound);
+    builder_.emplace(starts, bytes);
+    back_ = bytes.size();
   }
   DetailJob(const DetailJob&) = delete;
   DetailJob& operator=(const DetailJob&) = delete;
@@ -247,7 +258,7 @@ class DetailJob {
     if (started_) throw std::logic_error("kineto_detail: the job was started already");
     thread_ = std::thread([this] {
       try {
-        fill();
+        for (size_t k = 0; claim(true, &k);) fill(k);
       } catch (...) {
         failed_ = std::current_exception();
       }
@@ -255,18 +266,20 @@ class DetailJob {
     started_ = true;  // only once the thread runs: else result() writes the rows itself
   }
 
+  // The column: the parts the thread has not taken are written here (all of them when the
+  // job was not started), then the thread is joined.
   ArrowColumn result() {
+    if (!builder_) throw std::logic_error("kineto_detail: the job's result was taken already");
     {
       py::gil_scoped_release nogil;
-      if (!started_) {
-        started_ = true;
-        fill();
-      }
+      started_ = true;
+      for (size_t k = 0; claim(false, &k);) fill(k);
       if (thread_.joinable()) thread_.join();
     }
     if (failed_) std::rethrow_exception(failed_);
-    if (!col_) throw std::logic_error("kineto_detail: the job's result was taken already");
-    return ArrowColumn{std::exchange(col_, nullptr)};
+    auto col = builder_->finish("detail");
+    builder_.reset();
+    return ArrowColumn{std::move(col)};
   }
 
  private:
@@ -274,13 +287,21 @@ class DetailJob {
     return cat_table_[c_[i]].size() + (e_[i] != kineto::kNull ? 25 : 0) +
            (y_[i] >= 0 ? 11 + sync_table_[y_[i]].size() : 0);
   }
-  void fill() {
-    arrow::ViewBuilder& b = *builder_;
+  // The next part not taken: from the front (the thread) or the back (the caller); false
+  // when none is left.
+  bool claim(bool front, size_t* k) {
+    std::lock_guard<std::mutex> lock(claim_);
+    if (front_ >= back_) return false;
+    *k = front ? front_++ : --back_;
+    return true;
+  }
+  void fill(size_t k) {
+    arrow::ViewBuilder::Part b = builder_->part(k);
     auto put = [](char* w, std::string_view s) {
       std::memcpy(w, s.data(), s.size());
       return w + s.size();
     };
-    for (size_t i = 0; i < n_; ++i) {
+    for (size_t i = k * kPart, end = std::min(n_, i + kPart); i < end; ++i) {
       char* const row = b.row_space(row_bound(i));
       char* w = put(row, cat_table_[c_[i]]);
       if (e_[i] != kineto::kNull) {
@@ -293,8 +314,9 @@ class DetailJob {
       }
       b.end_row_at(static_cast<size_t>(w - row));
     }
-    col_ = b.finish("detail");
   }
+
+  static constexpr size_t kPart = 8192;  // rows a part (about 0.2 ms of writing)
 
   In<int32_t> cat_;  // the inputs, held until the job is gone
   In<int64_t> ext_;
@@ -305,7 +327,8 @@ class DetailJob {
   const int64_t* e_ = nullptr;
   const int32_t* y_ = nullptr;
   std::optional<arrow::ViewBuilder> builder_;
-  std::shared_ptr<const arrow::Column> col_;
+  std::mutex claim_;
+  size_t front_ = 0, back_ = 0;  // the parts not taken: [front_, back_)
   std::exception_ptr failed_;
   bool started_ = false;
   std::thread thread_;

@@ -156,6 +156,29 @@ def test_kineto_detail_matches_the_general_readers_rule(
     assert pl.Series(job.result()).to_list() == want
 
 
+def test_kineto_detail_in_parts_shared_by_two_threads() -> None:
+    # The rows are written in parts of 8192: the job's thread takes them from the front, the
+    # caller (result()) from the back, each part's longer strings in a buffer of its own.
+    rng = np.random.default_rng(3)
+    n = 5 * 8192 + 17
+    cats = ["cat=cpu_op", "cat=kernel", "cat=a category past twelve bytes"]
+    syncs = ["event", "stream wait"]
+    cat = rng.integers(0, 3, n).astype(np.int32)
+    ext = np.where(rng.random(n) < 0.5, NULL, rng.integers(-(10**12), 10**12, n))
+    sync = rng.integers(-1, 2, n).astype(np.int32)
+    want = [
+        cats[c] + (f";ext={e}" if e != NULL else "") + (f";sync_kind={syncs[y]}" if y >= 0 else "")
+        for c, e, y in zip(cat.tolist(), ext.tolist(), sync.tolist(), strict=True)
+    ]
+    for threaded in (False, True):
+        job = _core.kineto_detail(cat, cats, ext, sync, syncs)
+        if threaded:
+            job.start()
+        got = pl.Series(job.result())
+        assert got.len() == n
+        assert got.to_list() == want
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     cats=st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=300, unique=True),
