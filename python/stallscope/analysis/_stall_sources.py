@@ -100,11 +100,12 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
             start=df["start_ns"].to_numpy(),
             end=df["end_ns"].to_numpy(),
         )
-        is_comm = _COMM_KIND[kind]
+        # Rows per kind (one pass): the comm mask only where there are comm rows.
+        per_kind = np.bincount(kind, minlength=_COMM_KIND.size)
         comm = None
-        if is_comm.any():  # the rows of each column (no query), then a frame of them
-            comm = rows_of(df, is_comm, (*NEEDED, *comm_cols))
-        return Columns(frame=df, gpu=bool(_GPU_KIND[kind].any()), comm=comm, rows=rows)
+        if per_kind[_COMM_KIND].any():  # the rows of each column (no query), then a frame
+            comm = rows_of(df, _COMM_KIND[kind], (*NEEDED, *comm_cols))
+        return Columns(frame=df, gpu=bool(per_kind[_GPU_KIND].any()), comm=comm, rows=rows)
     gpu, comm = pl.collect_all(
         [
             df.lazy().select(pl.col("kind").is_in(GPU_KINDS).any()),
