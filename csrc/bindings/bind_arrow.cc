@@ -109,6 +109,15 @@ ArrowColumn from_numpy(const py::array& arr, std::string name) {
   return ArrowColumn{std::move(col)};
 }
 
+// gather_strings of codes already of their C type (no copy), the GIL released.
+template <typename T, int Flags>
+std::shared_ptr<const arrow::Column> gather(const std::vector<std::string>& table,
+                                            const py::array_t<T, Flags>& codes, std::string name) {
+  const auto n = static_cast<size_t>(codes.size());
+  py::gil_scoped_release nogil;
+  return arrow::gather_strings(table, codes.data(), n, std::move(name));
+}
+
 // int32 codes are read as they are (the importer's name codes); any other integer array as
 // int64 (a copy where it is not one).
 ArrowColumn strings(const std::vector<std::string>& table, const py::array& codes,
@@ -116,16 +125,11 @@ ArrowColumn strings(const std::vector<std::string>& table, const py::array& code
   if (codes.ndim() != 1) throw py::value_error("arrow_strings: expected 1-D codes");
   std::shared_ptr<const arrow::Column> col;
   if (py::isinstance<py::array_t<int32_t>>(codes) && (codes.flags() & py::array::c_style) != 0) {
-    const auto c = py::array_t<int32_t>::ensure(codes);
-    const auto n = static_cast<size_t>(c.size());
-    py::gil_scoped_release nogil;
-    col = arrow::gather_strings(table, c.data(), n, std::move(name));
+    col = gather(table, py::array_t<int32_t>::ensure(codes), std::move(name));
   } else {
     const auto c = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(codes);
     if (!c) throw py::type_error("arrow_strings: codes must be an integer array");
-    const auto n = static_cast<size_t>(c.size());
-    py::gil_scoped_release nogil;
-    col = arrow::gather_strings(table, c.data(), n, std::move(name));
+    col = gather(table, c, std::move(name));
   }
   return ArrowColumn{std::move(col)};
 }

@@ -119,8 +119,9 @@ def columns(events: pl.DataFrame | pl.LazyFrame) -> Columns:
 
 def rows_of(df: pl.DataFrame, keep: Array, names: tuple[str, ...] | None = None) -> pl.DataFrame:
     """The rows of `df` where the bool array `keep` holds, columns `names` (all by default):
-    each column filtered on its own. A frame's gather or filter runs on Polars' thread pool, and the first
-    in a process starts it (~0.9 ms where a small trace's comm rows took 0.3 ms this way)."""
+    each column filtered on its own. A frame's gather or filter runs on Polars' thread pool,
+    and the first in a process starts it (~0.9 ms where a small trace's comm rows took 0.3 ms
+    this way)."""
     mask = _arrow.series(keep)
     return _arrow.frame_of([df.get_column(c).filter(mask) for c in names or df.columns])
 
