@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -325,6 +326,51 @@ py::array dictionary_codes(const py::object& column, int64_t categories, int64_t
   return read_codes<uint32_t>(stream, format[0], n, null_code, categories);
 }
 
+// The identity of a one-chunk column's data (a Polars Series, through its Arrow C stream):
+// (format, length, offset, null count, then each buffer's address), or None for a column of
+// several chunks (or none). While a column is alive no other holds buffers at its addresses,
+// and Arrow buffers are immutable: equal keys of two live columns mean the same values (a view
+// column's data buffers are named too, so the same views into the same bytes).
+py::object column_key(const py::object& column) {
+  py::object cap;
+  ArrowArrayStream* stream = column_stream(column, &cap, "column_key");
+  ArrowSchema schema{};
+  if (int rc = stream->get_schema(stream, &schema); rc != 0) {
+    stream_fail(stream, "column_key", "get_schema", rc);
+  }
+  const std::string format = schema.format != nullptr ? schema.format : "";
+  schema.release(&schema);
+  ArrowArray chunks[2] = {};
+  struct Release {
+    ArrowArray* c;
+    ~Release() {
+      for (int i = 0; i < 2; ++i) {
+        if (c[i].release != nullptr) c[i].release(&c[i]);
+      }
+    }
+  } release{chunks};
+  for (ArrowArray& chunk : chunks) {
+    if (int rc = stream->get_next(stream, &chunk); rc != 0) {
+      stream_fail(stream, "column_key", "get_next", rc);
+    }
+    if (chunk.release == nullptr) break;
+  }
+  if (chunks[0].release == nullptr || chunks[1].release != nullptr) return py::none();
+  const ArrowArray& a = chunks[0];
+  // A view column's last buffer (its data buffers' sizes) is made for each export: left out.
+  const bool views = format == "vu" || format == "vz";
+  const int64_t n_buffers = views && a.n_buffers > 0 ? a.n_buffers - 1 : a.n_buffers;
+  py::tuple key(static_cast<size_t>(4 + n_buffers));
+  key[0] = py::str(format);
+  key[1] = py::int_(a.length);
+  key[2] = py::int_(a.offset);
+  key[3] = py::int_(a.null_count);
+  for (int64_t i = 0; i < n_buffers; ++i) {
+    key[static_cast<size_t>(4 + i)] = py::int_(reinterpret_cast<uintptr_t>(a.buffers[i]));
+  }
+  return std::move(key);
+}
+
 }  // namespace
 
 void bind_arrow(py::module_& m) {
@@ -350,6 +396,10 @@ void bind_arrow(py::module_& m) {
         "The indices of a dictionary column of `categories` values (a Polars Enum: its "
         "physical codes) as NumPy: uint8 up to 256 categories, else uint32; null_code where "
         "null. Read through the Arrow C stream, not a Polars query.");
+  m.def("column_key", &column_key, py::arg("column"),
+        "(format, length, offset, null count, buffer addresses...) of a one-chunk column (a "
+        "Polars Series), None for several chunks: equal for two live columns only when they "
+        "share their buffers, hence their values.");
   m.def("string_codes", &string_codes, py::arg("column"),
         "(codes uint32, first_rows int64, values list[str]) of a string column (a Polars "
         "Series): equal strings share a code, codes count from 0 in order of first appearance, "

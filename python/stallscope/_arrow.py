@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import importlib
+import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -120,3 +122,62 @@ def frame(columns: Mapping[str, np.ndarray[Any, Any] | pl.Series]) -> pl.DataFra
     return frame_of(
         [v.alias(k) if isinstance(v, pl.Series) else series(v, k) for k, v in columns.items()]
     )
+
+
+@dataclass
+class _Codes:
+    """A string column made from a table by code, and what `known_codes` derives from it."""
+
+    column: pl.Series  # held: while it lives, no other column has its buffers' addresses
+    table: list[str]
+    codes: np.ndarray[Any, Any]  # int32 or int64, into table
+    distinct: tuple[np.ndarray[Any, Any], list[str]] | None = None
+
+
+# By `_core.column_key`: the codes of string columns made by `strings` (the Kineto import's
+# names), each entry dropped once its frame is gone.
+_KNOWN: dict[tuple[str | int, ...], _Codes] = {}
+
+
+def remember_codes(
+    frame: pl.DataFrame, name: str, table: Sequence[str], codes: np.ndarray[Any, Any]
+) -> None:
+    """Note that `frame`'s column `name` is `strings(table, codes)`, so that `known_codes` can
+    give its codes without reading a row. Kept while `frame` lives."""
+    column = frame.get_column(name)
+    key = _core.column_key(column)
+    if key is None:
+        return
+    entry = _Codes(column, list(table), codes)
+    _KNOWN[key] = entry
+    weakref.finalize(frame, _forget, key, entry)
+
+
+def _forget(key: tuple[str | int, ...], entry: _Codes) -> None:
+    if _KNOWN.get(key) is entry:
+        del _KNOWN[key]
+
+
+def known_codes(s: pl.Series) -> tuple[np.ndarray[Any, Any], list[str]] | None:
+    """What `_core.string_codes(s)` gives as (codes, values), for a column `remember_codes`
+    was told of (its own or one sharing its buffers), in O(distinct strings); None for any
+    other column. The codes are dense and equal exactly for equal strings, as there, but not
+    numbered in order of first appearance."""
+    if s.dtype != pl.String:
+        return None
+    key = _core.column_key(s)
+    entry = _KNOWN.get(key) if key is not None else None
+    if entry is None:
+        return None
+    if entry.distinct is None:
+        codes = entry.codes
+        if codes.size and int(codes.min()) < 0:  # a null row: string_codes reads it as ""
+            return None
+        first: dict[str, int] = {}
+        remap = np.array([first.setdefault(v, len(first)) for v in entry.table], np.uint32)
+        if len(first) == len(entry.table):
+            out = codes.view(np.uint32) if codes.dtype == np.int32 else codes.astype(np.uint32)
+        else:  # a value twice in the table: one code for both
+            out = remap[codes]
+        entry.distinct = (out, list(first))
+    return entry.distinct

@@ -248,7 +248,10 @@ def _schema_frame(
         columns = _columns(out, names)
     finally:
         text = job.result()  # waits for the thread (and joins it on an error above, too)
-    return _arrow.frame_of([*columns, _arrow.column(text)])
+    frame = _arrow.frame_of([*columns, _arrow.column(text)])
+    # The name column's codes, for the HTA views: string_codes would hash every row for them.
+    _arrow.remember_codes(frame, "name", names, out["name"])
+    return frame
 
 
 def _columns(out: dict[str, np.ndarray[Any, Any]], names: list[str]) -> list[pl.Series]:

@@ -221,8 +221,9 @@ def _hta_rows(
 ) -> HtaRows:
     """The rows, computed in one C++ pass over the events' columns (`_core.hta_rows`,
     csrc/analysis/hta_rows.h, the rules of this module's docstring); names are tested once
-    per distinct name (their codes from `_core.string_codes`). A DataFrame's columns are taken
-    as they are (no query: a Polars query's first use in a process costs milliseconds)."""
+    per distinct name (their codes from the import that made the column, else from
+    `_core.string_codes`). A DataFrame's columns are taken as they are (no query: a Polars
+    query's first use in a process costs milliseconds)."""
     from stallscope import _core
 
     if isinstance(events, pl.LazyFrame):
@@ -233,7 +234,9 @@ def _hta_rows(
     kind_all = _arrow.enum_codes(kind if kind.dtype == KIND else kind.cast(KIND), _NULL_KIND)
     rank = _arrow.int_values(col("rank"), np.int32, 0)
     name_column = col("name")
-    codes, _, names = _core.string_codes(name_column)  # names[code]; a null name reads ""
+    # names[code], a null name read as "": known to the Kineto import, else one pass over the rows
+    known = _arrow.known_codes(name_column)
+    codes, names = known if known is not None else _core.string_codes(name_column)[::2]
     detail = col("detail")
     marks = (
         (int(rank[i]), names[codes[i]], detail[int(i)])
