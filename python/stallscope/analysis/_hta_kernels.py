@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
-from stallscope._sorted import segment_starts
+from stallscope._sorted import int_order, segment_starts
 from stallscope.analysis._hta_loading import (
     KERNEL_TYPES,
     hta_arrays,
@@ -100,7 +100,7 @@ def kernel_breakdown(
     rank, kt = rows.rank[sel], ktype
     dur = rows.end[sel] - rows.ts[sel]
     # Per (rank, type, name): one sort, statistics by segment.
-    order = np.lexsort((code, kt, rank))
+    order = int_order(code, kt, rank)
     rank, kt, code, dur = rank[order], kt[order], code[order], dur[order]
     head = np.flatnonzero(segment_starts(rank, kt, code))
     stats = _segment_stats(dur, head)

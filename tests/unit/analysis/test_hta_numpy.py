@@ -13,7 +13,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope._sorted import lookup
+from stallscope._sorted import int_order, lookup
 from stallscope.analysis._hta_idle import idle_from_arrays
 from stallscope.analysis._hta_loading import merge_intervals, sweep
 
@@ -89,6 +89,23 @@ def test_lookup_finds_every_partner_with_the_same_rank_and_correlation(
         assert found[k] == bool(partners)
         if partners:  # first..last of the sorted src are exactly the partners, in row order
             assert src[order[first[k] : last[k] + 1]].tolist() == partners
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 3).flatmap(
+        lambda k: st.lists(
+            st.tuples(*[st.integers(-3, 400) for _ in range(k)]), min_size=0, max_size=60
+        ).map(lambda rows, k=k: (k, rows))
+    )
+)
+def test_int_order_is_lexsort(case: tuple[int, list[tuple[int, ...]]]) -> None:
+    # Ranges up to 404^3: both paths (one combined 16-bit key, and lexsort beyond it).
+    k, rows = case
+    keys = [np.array([r[j] for r in rows], dtype=np.int64) for j in range(k)]
+    assert int_order(*keys).tolist() == np.lexsort(keys).tolist()
+    small = [(x % 7).astype(np.int32) for x in keys]  # the combined key's path, int32 keys
+    assert int_order(*small).tolist() == np.lexsort(small).tolist()
 
 
 @settings(max_examples=200, deadline=None)
