@@ -106,6 +106,11 @@ def test_int_order_is_lexsort(case: tuple[int, list[tuple[int, ...]]]) -> None:
     assert int_order(*keys).tolist() == np.lexsort(keys).tolist()
     small = [(x % 7).astype(np.int32) for x in keys]  # the combined key's path, int32 keys
     assert int_order(*small).tolist() == np.lexsort(small).tolist()
+    # Types where k - min overflows in the key's own type, or where int64 cannot hold the key.
+    wide = [(x % 200 - 100).astype(np.int8) for x in keys]
+    assert int_order(*wide).tolist() == np.lexsort(wide).tolist()
+    high = [(x % 5).astype(np.uint64) + np.uint64(2**64 - 9) for x in keys]
+    assert int_order(*high).tolist() == np.lexsort(high).tolist()
 
 
 @settings(max_examples=200, deadline=None)
