@@ -164,44 +164,65 @@ ArrowArrayStream* column_stream(const py::object& column, py::object* cap, const
                            "): " + (why != nullptr ? why : "no message"));
 }
 
+// A stream's Arrow format string, and whether its values are dictionary-encoded.
+struct StreamType {
+  std::string format;
+  bool dictionary;
+};
+
+StreamType stream_type(ArrowArrayStream* stream, const char* who) {
+  ArrowSchema schema{};
+  if (int rc = stream->get_schema(stream, &schema); rc != 0) {
+    stream_fail(stream, who, "get_schema", rc);
+  }
+  StreamType t{schema.format != nullptr ? schema.format : "", schema.dictionary != nullptr};
+  schema.release(&schema);
+  return t;
+}
+
+// Chunks taken from a stream, released together when this goes (their buffers stay valid
+// until then).
+struct HeldChunks {
+  std::vector<ArrowArray> c;
+  HeldChunks() = default;
+  HeldChunks(const HeldChunks&) = delete;
+  HeldChunks& operator=(const HeldChunks&) = delete;
+  ~HeldChunks() {
+    for (ArrowArray& a : c) {
+      if (a.release != nullptr) a.release(&a);
+    }
+  }
+  // The stream's next chunk, held; nullptr at the stream's end.
+  const ArrowArray* next(ArrowArrayStream* stream, const char* who) {
+    // Room first, before the chunk is taken: push_back then cannot throw and leak it.
+    if (c.size() == c.capacity()) c.reserve(std::max<size_t>(4, 2 * c.size()));
+    ArrowArray a{};
+    if (int rc = stream->get_next(stream, &a); rc != 0) stream_fail(stream, who, "get_next", rc);
+    if (a.release == nullptr) return nullptr;
+    c.push_back(a);
+    return &c.back();
+  }
+};
+
 // (codes, first rows) of a string column given as any object with __arrow_c_stream__ (a Polars
 // Series): see arrow::StringCoder.
 py::tuple string_codes(const py::object& column) {
   const auto n = static_cast<size_t>(py::len(column));
   py::object cap;
   ArrowArrayStream* stream = column_stream(column, &cap, "string_codes");
-  ArrowSchema schema{};
-  if (int rc = stream->get_schema(stream, &schema); rc != 0) {
-    stream_fail(stream, "string_codes", "get_schema", rc);
-  }
-  const std::string format = schema.format != nullptr ? schema.format : "";
-  schema.release(&schema);
+  const std::string format = stream_type(stream, "string_codes").format;
   // Every chunk stays alive until the coder is done: its distinct strings are views into them.
-  std::vector<ArrowArray> chunks;
-  struct Release {
-    std::vector<ArrowArray>& c;
-    ~Release() {
-      for (ArrowArray& a : c) {
-        if (a.release != nullptr) a.release(&a);
-      }
-    }
-  } release{chunks};
+  HeldChunks chunks;
   py::array_t<uint32_t> codes(static_cast<py::ssize_t>(n));
   uint32_t* out = codes.mutable_data();
   arrow::StringCoder coder;
   size_t done = 0;
-  for (;;) {
-    ArrowArray next{};
-    if (int rc = stream->get_next(stream, &next); rc != 0) {
-      stream_fail(stream, "string_codes", "get_next", rc);
-    }
-    if (next.release == nullptr) break;
-    chunks.push_back(next);
-    const auto len = static_cast<size_t>(next.length);
+  while (const ArrowArray* next = chunks.next(stream, "string_codes")) {
+    const auto len = static_cast<size_t>(next->length);
     if (done + len > n) throw std::runtime_error("string_codes: more rows than the column holds");
     {
       py::gil_scoped_release nogil;  // std::invalid_argument reaches Python as ValueError
-      coder.add(format, chunks.back(), out + done);
+      coder.add(format, *next, out + done);
     }
     done += len;
   }
@@ -308,13 +329,7 @@ py::array dictionary_codes(const py::object& column, int64_t categories, int64_t
   }
   py::object cap;
   ArrowArrayStream* stream = column_stream(column, &cap, "dictionary_codes");
-  ArrowSchema schema{};
-  if (int rc = stream->get_schema(stream, &schema); rc != 0) {
-    stream_fail(stream, "dictionary_codes", "get_schema", rc);
-  }
-  const std::string format = schema.format != nullptr ? schema.format : "";
-  const bool is_dict = schema.dictionary != nullptr;
-  schema.release(&schema);
+  const auto [format, is_dict] = stream_type(stream, "dictionary_codes");
   if (!is_dict || format.size() != 1 ||
       std::string("cCsSiIlL").find(format[0]) == std::string::npos) {
     throw py::type_error(
@@ -334,29 +349,11 @@ py::array dictionary_codes(const py::object& column, int64_t categories, int64_t
 py::object column_key(const py::object& column) {
   py::object cap;
   ArrowArrayStream* stream = column_stream(column, &cap, "column_key");
-  ArrowSchema schema{};
-  if (int rc = stream->get_schema(stream, &schema); rc != 0) {
-    stream_fail(stream, "column_key", "get_schema", rc);
-  }
-  const std::string format = schema.format != nullptr ? schema.format : "";
-  schema.release(&schema);
-  ArrowArray chunks[2] = {};
-  struct Release {
-    ArrowArray* c;
-    ~Release() {
-      for (int i = 0; i < 2; ++i) {
-        if (c[i].release != nullptr) c[i].release(&c[i]);
-      }
-    }
-  } release{chunks};
-  for (ArrowArray& chunk : chunks) {
-    if (int rc = stream->get_next(stream, &chunk); rc != 0) {
-      stream_fail(stream, "column_key", "get_next", rc);
-    }
-    if (chunk.release == nullptr) break;
-  }
-  if (chunks[0].release == nullptr || chunks[1].release != nullptr) return py::none();
-  const ArrowArray& a = chunks[0];
+  const std::string format = stream_type(stream, "column_key").format;
+  HeldChunks chunks;
+  const ArrowArray* first = chunks.next(stream, "column_key");
+  if (first == nullptr || chunks.next(stream, "column_key") != nullptr) return py::none();
+  const ArrowArray& a = chunks.c.front();
   // A view column's last buffer (its data buffers' sizes) is made for each export: left out.
   const bool views = format == "vu" || format == "vz";
   const int64_t n_buffers = views && a.n_buffers > 0 ? a.n_buffers - 1 : a.n_buffers;
