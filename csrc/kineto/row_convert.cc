@@ -2,9 +2,6 @@
 // converter (_kineto/_convert.py), row for row.
 #include "kineto/row_convert.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -16,6 +13,7 @@
 #include <utility>
 
 #include "core/event_record.h"
+#include "kineto/populate.h"
 #include "kineto/stream_scanner.h"
 
 namespace stallscope::kineto {
@@ -65,17 +63,6 @@ void sort_by_start(StartOf start_of, uint32_t lo, uint32_t hi, int64_t least, It
     std::swap(a, b);
   }
   for (size_t i = 0; i < n; ++i) order->push_back(a[i].pos);
-}
-
-// Faults in the pages of [p, p + bytes) for writing without writing them (MADV_POPULATE_WRITE,
-// Linux 5.14; older kernels refuse it and the pages fault on first write as before). Content
-// is left as it is, so another thread may write the same memory meanwhile.
-void populate(void* p, size_t bytes) {
-  constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE (not in every libc's headers)
-  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(page - 1);
-  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, kPopulateWrite);
 }
 
 // Runs `work` on a thread of its own until join(); an exception it throws is rethrown by

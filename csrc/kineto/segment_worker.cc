@@ -9,6 +9,8 @@
 #include <memory>
 #include <utility>
 
+#include "kineto/populate.h"
+
 namespace stallscope::kineto {
 
 namespace {
@@ -245,10 +247,49 @@ void SegmentWorker::run() {
       }
     }
     scan_.clear_events();
+    const bool ahead = take && used > 0 && error_ == nullptr;
+    if (ahead) plan_ahead(*owner_);  // before done_: the owner's columns are still at rest
     publish([&] {
       used_ = take ? used : 0;
       done_.store(true);  // last: used_ and error_ are the owner's once it sees this
     });
+    if (ahead) populate_ahead();
+  }
+}
+
+template <typename T>
+void SegmentWorker::plan_ahead(const std::vector<T>& column, Ahead* a) {
+  if (a->data != column.data()) *a = Ahead{column.data()};  // moved: nothing populated there
+  const auto base = reinterpret_cast<uintptr_t>(column.data());
+  const size_t until = std::min(column.capacity(), column.size() + kAheadRows);
+  a->from = std::max(a->done, base + column.size() * sizeof(T));
+  a->to = base + until * sizeof(T);
+}
+
+void SegmentWorker::plan_ahead(const StreamScanner& owner) {
+  const FileResult& r = owner.staged_;
+  // The row, string and flow columns, flow_cat, and the three flag columns.
+  constexpr size_t kColumns = kNumRowInt + kNumRowStr + kNumFlowInt + 4;
+  ahead_.resize(kColumns);
+  Ahead* a = ahead_.data();
+  for (const auto& c : r.rows) plan_ahead(c, a++);
+  for (const auto& c : r.strs) plan_ahead(c, a++);
+  for (const auto& c : r.flows) plan_ahead(c, a++);
+  plan_ahead(r.flow_cat, a++);
+  plan_ahead(owner.ts_flags_, a++);
+  plan_ahead(owner.dur_flags_, a++);
+  plan_ahead(owner.flow_ts_flags_, a++);
+}
+
+void SegmentWorker::populate_ahead() {
+  constexpr uintptr_t kStep = uintptr_t{8} << 12;  // a few pages between looks at the flags
+  for (Ahead& a : ahead_) {
+    while (a.from < a.to) {
+      if (!done_.load(std::memory_order_relaxed) || quit_.load(std::memory_order_relaxed)) return;
+      const uintptr_t end = std::min(a.to, a.from + kStep);
+      populate(reinterpret_cast<const void*>(a.from), end - a.from);
+      a.from = a.done = end;
+    }
   }
 }
 

@@ -55,6 +55,24 @@ class SegmentWorker {
   // Appends the job's events to `owner`'s (after its own) and empties the worker.
   void hand_over(StreamScanner* owner);
 
+  // The owner's columns' pages just past their ends, faulted in while this thread waits for
+  // its next job: the owner's own rows and the next hand-over then write them without a page
+  // fault each (0.8-1.5 µs on this project's VM; populating takes ~0.4 µs a page, in time
+  // otherwise spent waiting). The ranges are taken at the end of a hand-over, while the owner
+  // leaves its columns alone; populating leaves content as it is, so the owner may write the
+  // same pages meanwhile (and memory the owner has since moved away from only costs the call).
+  struct Ahead {
+    const void* data = nullptr;  // the column's storage when last seen
+    uintptr_t done = 0;          // populated up to here
+    uintptr_t from = 0, to = 0;  // what to populate next
+  };
+  static constexpr size_t kAheadRows = 4096;
+  template <typename T>
+  void plan_ahead(const std::vector<T>& column, Ahead* a);
+  void plan_ahead(const StreamScanner& owner);
+  void populate_ahead();  // until a job arrives (or quit)
+  std::vector<Ahead> ahead_;
+
   StreamScanner scan_{0};  // never splits itself
   // worker code -> owner code, per dictionary; grows with the worker's dictionaries, which
   // (like the owner's) live as long as the import.
