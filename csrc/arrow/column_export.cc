@@ -44,6 +44,15 @@ void make_view(uint8_t* view, std::string_view s, int32_t blob, int32_t offset) 
   }
 }
 
+// Ends a row written in place at `open` in `blob` (n of its bytes kept): its view made, and
+// the blob trimmed to the row's end, or to its start for a row short enough to live in the
+// view alone.
+void close_row(uint8_t* view, std::string* blob, int32_t index, size_t open, size_t n) {
+  if (open + n > blob->size()) throw std::logic_error("ViewBuilder: a row past its space");
+  make_view(view, std::string_view(blob->data() + open, n), index, static_cast<int32_t>(open));
+  blob->resize(n > kInline ? open + n : open);
+}
+
 struct SchemaPrivate {
   std::shared_ptr<const Column> col;
   ArrowSchema dictionary{};  // a dictionary column's (unless the consumer moved it out)
@@ -165,11 +174,9 @@ char* ViewBuilder::row_space(size_t max) {
 }
 
 void ViewBuilder::end_row_at(size_t n) {
-  std::string& blob = data_.back();
-  if (open_ + n > blob.size()) throw std::logic_error("ViewBuilder: a row past its space");
-  make_view(next_view(), std::string_view(blob.data() + open_, n),
-            static_cast<int32_t>(data_.size() - 1), static_cast<int32_t>(open_));
-  blob.resize(n > kInline ? open_ + n : open_);  // short rows live in their view only
+  // Checked before a view is taken, so a refused row leaves the row count as it was.
+  if (open_ + n > data_.back().size()) throw std::logic_error("ViewBuilder: a row past its space");
+  close_row(next_view(), &data_.back(), static_cast<int32_t>(data_.size() - 1), open_, n);
 }
 
 ViewBuilder::ViewBuilder(const std::vector<size_t>& starts, const std::vector<size_t>& bytes)
@@ -204,10 +211,8 @@ char* ViewBuilder::Part::row_space(size_t max) {
 
 void ViewBuilder::Part::end_row_at(size_t n) {
   if (view_ == end_) throw std::logic_error("ViewBuilder: more rows than the part holds");
-  if (open_ + n > blob_->size()) throw std::logic_error("ViewBuilder: a row past its space");
-  make_view(view_, std::string_view(blob_->data() + open_, n), index_, static_cast<int32_t>(open_));
+  close_row(view_, blob_, index_, open_, n);
   view_ += 16;
-  blob_->resize(n > kInline ? open_ + n : open_);
 }
 
 std::shared_ptr<const Column> ViewBuilder::finish(std::string name) {

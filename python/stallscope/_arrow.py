@@ -75,11 +75,8 @@ def series(
 
 def strings(table: Sequence[str], codes: np.ndarray[Any, Any], name: str = "") -> pl.Series:
     """table[code] per code as a String Series; null where the code is negative. int32 codes
-    are read in place, others as int64."""
-    c = np.asarray(codes)
-    if c.dtype != np.int32:
-        c = c.astype(np.int64, copy=False)
-    return column(_core.arrow_strings(list(table), c, name))
+    are read in place, others as int64 (the extension converts them)."""
+    return column(_core.arrow_strings(list(table), np.asarray(codes), name))
 
 
 def enum(
