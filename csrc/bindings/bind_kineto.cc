@@ -120,16 +120,19 @@ template <typename T>
 using In = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
 template <typename T>
-const T* column(const py::dict& cols, const char* key, size_t n, std::vector<In<T>>* keep) {
+const T* column(const py::dict& cols, const char* key, size_t n, size_t offset,
+                std::vector<In<T>>* keep) {
   keep->push_back(cols[key].cast<In<T>>());
   const In<T>& a = keep->back();
   if (a.ndim() != 1 || static_cast<size_t>(a.size()) != n) {
     throw py::value_error(std::string("kineto_convert: column ") + key + " has the wrong length");
   }
-  return a.data();
+  return a.data() + offset;
 }
 
-py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uint8_t>& cat_drop,
+// `cols`: one dict of scanner columns per file, or one dict of every file's (file order),
+// split by `sizes`.
+py::dict convert(const py::object& cols, const In<uint8_t>& cat_kind, const In<uint8_t>& cat_drop,
                  const In<int64_t>& name_step, const In<uint8_t>& name_gpu_cat,
                  const In<uint8_t>& kind_gpu, const In<uint8_t>& kind_order,
                  const std::vector<int32_t>& ranks, const std::vector<int64_t>& bases,
@@ -142,26 +145,43 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
       name_step.size() != name_gpu_cat.size() || cat_drop.size() != cat_kind.size()) {
     throw py::value_error("kineto_convert: tables of the wrong size");
   }
-  size_t n = 0;
-  std::vector<kineto::FileIn> files;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    files.push_back({ranks[i], bases[i], sizes[i]});
-    n += sizes[i];
+  const size_t nf = ranks.size();
+  std::vector<py::dict> per_file;
+  if (py::isinstance<py::dict>(cols)) {
+    per_file.assign(nf, cols.cast<py::dict>());
+  } else {
+    for (const py::handle h : cols) per_file.push_back(h.cast<py::dict>());
+    if (per_file.size() != nf) {
+      throw py::value_error("kineto_convert: cols has a dict per file: as many as sizes");
+    }
   }
-  kineto::RowsIn in;
-  in.n = n;
-  std::vector<In<int32_t>> keep32;  // the arrays whose data `in` points into
+  const bool split = py::isinstance<py::dict>(cols);
+  size_t whole = 0;  // rows of the one dict that every file's columns are part of
+  for (size_t s : sizes) whole += s;
+  std::vector<kineto::FileIn> files;
+  std::vector<In<int32_t>> keep32;  // the arrays whose data `files` points into
   std::vector<In<int64_t>> keep64;
-  const std::pair<const char*, const int32_t**> cols32[] = {
-      {"cat", &in.cat}, {"name", &in.name}, {"sync_kind", &in.sync}};
-  const std::pair<const char*, const int64_t**> cols64[] = {
-      {"index", &in.index},   {"ts_ns", &in.ts},
-      {"dur_ns", &in.dur},    {"pid", &in.pid},
-      {"tid", &in.tid},       {"stream", &in.stream},
-      {"device", &in.device}, {"correlation", &in.correlation},
-      {"bytes", &in.bytes},   {"ext", &in.ext}};
-  for (const auto& [key, dst] : cols32) *dst = column<int32_t>(cols, key, n, &keep32);
-  for (const auto& [key, dst] : cols64) *dst = column<int64_t>(cols, key, n, &keep64);
+  size_t offset = 0;
+  for (size_t f = 0; f < nf; ++f) {
+    kineto::FileIn file{ranks[f], bases[f], {}};
+    kineto::RowsIn& in = file.rows;
+    in.n = sizes[f];
+    const size_t len = split ? whole : sizes[f], at = split ? offset : 0;
+    const std::pair<const char*, const int32_t**> cols32[] = {
+        {"cat", &in.cat}, {"name", &in.name}, {"sync_kind", &in.sync}};
+    const std::pair<const char*, const int64_t**> cols64[] = {
+        {"index", &in.index},   {"ts_ns", &in.ts},
+        {"dur_ns", &in.dur},    {"pid", &in.pid},
+        {"tid", &in.tid},       {"stream", &in.stream},
+        {"device", &in.device}, {"correlation", &in.correlation},
+        {"bytes", &in.bytes},   {"ext", &in.ext}};
+    for (const auto& [key, dst] : cols32)
+      *dst = column<int32_t>(per_file[f], key, len, at, &keep32);
+    for (const auto& [key, dst] : cols64)
+      *dst = column<int64_t>(per_file[f], key, len, at, &keep64);
+    files.push_back(file);
+    offset += sizes[f];
+  }
   kineto::Tables t{.cat_kind = cat_kind.data(),
                    .cat_drop = cat_drop.data(),
                    .n_cat = static_cast<size_t>(cat_kind.size()),
@@ -173,27 +193,32 @@ py::dict convert(const py::dict& cols, const In<uint8_t>& cat_kind, const In<uin
   kineto::RowsOut r;
   {
     py::gil_scoped_release nogil;
-    r = kineto::convert_rows(in, t, files, kind_order.data(), mark_cat0, mark_name, threads, links);
+    r = kineto::convert_rows(t, files, kind_order.data(), mark_cat0, mark_name, threads, links);
   }
+  const size_t rows = r.rows;
+  auto frame = [&r, rows](const auto* data) {
+    return shared_array(r.frame, data, rows, false);  // read-only: shared with Polars
+  };
+  auto work = [&r](const auto* data, size_t len) { return shared_array(r.work, data, len, false); };
   py::dict out;
-  out["rank"] = to_frozen(std::move(r.rank));
-  out["pid"] = to_frozen(std::move(r.pid));
-  out["kind"] = to_frozen(std::move(r.kind));
-  out["category"] = to_frozen(std::move(r.category));
-  out["name"] = to_frozen(std::move(r.name));
-  out["start_ns"] = shared_array<int64_t>(r.wide, r.start, r.rows, false);
-  out["end_ns"] = shared_array<int64_t>(r.wide, r.end, r.rows, false);
-  out["lane"] = to_frozen(std::move(r.lane));
-  out["device"] = to_frozen(std::move(r.device));
-  out["correlation"] = shared_array<int64_t>(r.wide, r.correlation, r.rows, false);
-  out["bytes"] = shared_array<int64_t>(r.wide, r.bytes, r.rows, false);
-  out["cat"] = to_frozen(std::move(r.cat));
-  out["ext"] = to_frozen(std::move(r.ext));
-  out["sync_kind"] = to_frozen(std::move(r.sync));
+  out["rank"] = frame(r.rank);
+  out["pid"] = frame(r.pid);
+  out["kind"] = frame(r.kind);
+  out["category"] = frame(r.category);
+  out["name"] = frame(r.name);
+  out["start_ns"] = frame(r.start);
+  out["end_ns"] = frame(r.end);
+  out["lane"] = frame(r.lane);
+  out["device"] = frame(r.device);
+  out["correlation"] = frame(r.correlation);
+  out["bytes"] = frame(r.bytes);
+  out["cat"] = work(r.cat, rows);
+  out["ext"] = work(r.ext, rows);
+  out["sync_kind"] = work(r.sync, rows);
   if (links) {
-    out["index"] = to_frozen(std::move(r.index));
-    out["kind_order"] = to_frozen(std::move(r.kind_order));
-    out["out_row"] = to_frozen(std::move(r.out_row));
+    out["index"] = work(r.index, rows);
+    out["kind_order"] = work(r.kind_order, rows);
+    out["out_row"] = work(r.out_row, r.inputs);
   }
   out["file_row0"] = to_frozen(std::move(r.file_row0));
   out["file_kept"] = to_frozen(std::move(r.file_kept));
@@ -429,10 +454,12 @@ void bind_kineto(py::module_& m) {
         py::arg("ranks"), py::arg("bases"), py::arg("sizes"), py::arg("mark_cat0"),
         py::arg("mark_name"), py::arg("threads") = 2, py::arg("links") = true,
         py::arg("null_name") = -1,
-        "Scanner columns of every file (file order) -> event-schema columns sorted by rank, "
-        "start, event index, file, with one trace mark per file; rows of the categories cat_drop "
-        "marks are left out (csrc/kineto/row_convert.h). threads: 1, or 2 to write the columns "
-        "with a second thread from kineto_convert_threads_min rows on. links: also index, "
+        "Scanner columns of each file (a dict per file, or one dict of every file's in file "
+        "order, split by sizes) -> event-schema columns sorted by rank, start, event index, "
+        "file, with one trace mark per file; rows of the categories cat_drop marks are left out "
+        "(csrc/kineto/row_convert.h). threads: the most threads to use, this one included "
+        "(more than one from kineto_convert_threads_min rows on; more than two for several "
+        "files of one rank each, a thread converting whole files). links: also index, "
         "kind_order and out_row (input row -> output row, -1 dropped), which placing NCCL "
         "collectives needs. null_name: the name code of rows whose name is -1 (none; -1: such "
         "rows are refused).");

@@ -1,6 +1,6 @@
 """Typed stub of the native module (csrc/bindings). Private: use the stallscope package."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 import numpy as np
@@ -145,7 +145,7 @@ def kineto_detail(
     """A DetailJob: the codes checked (IndexError past a table) and the buffers sized here."""
 
 def kineto_convert(
-    cols: dict[str, npt.NDArray[Any]],
+    cols: dict[str, npt.NDArray[Any]] | Sequence[dict[str, npt.NDArray[Any]]],
     cat_kind: npt.NDArray[np.uint8],
     cat_drop: npt.NDArray[np.uint8],
     name_step: npt.NDArray[np.int64],
@@ -161,11 +161,12 @@ def kineto_convert(
     links: bool = True,
     null_name: int = -1,
 ) -> dict[str, npt.NDArray[Any]]:
-    """Scanner columns of every file (file order) -> event-schema columns sorted by rank, start,
-    event index, file, with one trace mark per file; rows of the categories cat_drop marks are
-    left out (out_row -1; file_kept counts the rows kept per file) (csrc/kineto/row_convert.h).
-    threads: 1, or 2 to write the columns with a second thread from
-    kineto_convert_threads_min rows on. links: also index, kind_order and out_row (what
+    """Scanner columns of each file (a dict per file, or one dict of every file's in file order,
+    split by sizes) -> event-schema columns sorted by rank, start, event index, file, with one
+    trace mark per file; rows of the categories cat_drop marks are left out (out_row -1;
+    file_kept counts the rows kept per file) (csrc/kineto/row_convert.h). threads: the most
+    threads to use, this one included (more than one from kineto_convert_threads_min rows on;
+    more than two for several files of one rank each, a thread converting whole files). links: also index, kind_order and out_row (what
     placing NCCL collectives needs; absent otherwise). null_name: the name code of rows
     whose name is -1 (none; -1: such rows are refused with IndexError)."""
 

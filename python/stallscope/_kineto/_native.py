@@ -28,7 +28,7 @@ from stallscope._kineto._convert import (
     unknown_categories,
 )
 from stallscope._kineto._name_facts import name_facts
-from stallscope._kineto._native_read import FileScan, Session
+from stallscope._kineto._native_read import FileScan, Session, _cores
 from stallscope._schema import (
     CATEGORIES,
     CATEGORY,
@@ -167,7 +167,7 @@ def convert_all(
     from stallscope import _core
 
     t = _tables(session.scanner)
-    parts: dict[str, list[np.ndarray[Any, Any]]] = {}
+    per_file: list[dict[str, np.ndarray[Any, Any]]] = []  # each file's scanner columns
     problems: list[dict[str, int]] = []
     sizes: list[int] = []  # rows per file, as scanned (kineto_convert drops cat "Trace")
     for fs in scans:
@@ -185,16 +185,15 @@ def convert_all(
             probs[key] = probs.get(key, 0) + int(per_cat[unknown].sum())
         problems.append(probs)
         sizes.append(len(rows["index"]))
-        for k, v in rows.items():
-            parts.setdefault(k, []).append(v)
-    del rows, v  # the loop's last file: its columns must not outlive `cols` below
-    cols = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in parts.items()}
-    del parts  # each column is held once from here on
+        per_file.append(rows)
+    del rows  # the loop's last file: its columns must not outlive `per_file` below
     # Placing NCCL collectives needs kineto_convert's links (index, kind_order, out_row): most
     # imports have none to place.
     links = any(len(fs.res["nccl"]["index"]) for fs in scans)
+    # Each file's columns as the scanner left them (no copy into one set of columns); with
+    # several files, up to a thread per core converts whole files.
     out = _core.kineto_convert(
-        cols,
+        per_file,
         t.cat_kind,
         t.cat_trace.view(np.uint8),
         t.name_step,
@@ -206,13 +205,15 @@ def convert_all(
         sizes,
         mark_cat0=len(t.cat_detail),
         mark_name=len(t.names),
+        threads=min(_cores(), _CONVERT_THREADS_MAX),
         links=links,
         null_name=len(t.names) - 1,  # "" (names' last entry) for rows without a name
     )
     kept = out.pop("file_kept").tolist()  # rows per file that kineto_convert kept
     ts_float = [bool(fs.res["ts_float"]) and n > 0 for fs, n in zip(scans, kept, strict=True)]
-    file_index = cols.pop("index")  # each file's event indices in file order (for NCCL rows)
-    del cols
+    # Each file's event indices in file order (for NCCL rows); the other columns are freed.
+    file_index = [rows.pop("index") for rows in per_file]
+    del per_file
     # The scan columns are free now. Give large ones back before Polars (another allocator)
     # allocates: glibc would keep them, and the process would hold both.
     trim_heap(sum(sizes))
@@ -269,6 +270,10 @@ def _columns(out: dict[str, np.ndarray[Any, Any]], names: list[str]) -> list[pl.
     ]
 
 
+# Threads the conversion may use at most (a thread converts whole files; the import's other
+# steps are single-threaded, so more would add little).
+_CONVERT_THREADS_MAX: Final = 16
+
 # Rows from which the detail column is written by a thread of its own (about 1 ms of work per
 # 25 k rows; a C++ thread costs tens of µs to start and join). Fresh processes, medians of 5:
 # the A100 NCCL trace (27 k rows) and DLRM's (20 k) 0.3 ms faster with it, the 10 k-event
@@ -292,7 +297,7 @@ def _add_collectives(
     scans: list[FileScan],
     t: _Tables,
     sizes: list[int],
-    file_index: np.ndarray[Any, Any],
+    file_index: list[np.ndarray[Any, Any]],
     names: list[str],
     details: list[str],
 ) -> dict[int, int]:
@@ -301,16 +306,15 @@ def _add_collectives(
     puts them; their names and details are appended to `names` / `details`. The rule
     (`collective_rows`) reads the rows it needs (the operations, the NCCL kernels, the runtime
     calls) as arrays, and every column grows by one shared insertion plan: no frame of every
-    row, no second sort. Returns the rows added per rank. file_index: the scanned rows' event
-    indices in file order (increasing within a file); `sizes`: the scanned rows per file."""
+    row, no second sort. Returns the rows added per rank. file_index: per file, its scanned
+    rows' event indices (increasing); `sizes`: the scanned rows per file."""
     out_row = out.pop("out_row")
     pos_parts: list[np.ndarray[Any, Any]] = []
     meta: dict[str, list[np.ndarray[Any, Any]]] = {}
     offset = 0
-    for fs, size in zip(scans, sizes, strict=True):
+    for fs, size, idx in zip(scans, sizes, file_index, strict=True):
         nc = fs.res["nccl"]
         if len(nc["index"]) and size:  # NCCL rows of dropped events have no row to join
-            idx = file_index[offset : offset + size]
             at = np.searchsorted(idx, nc["index"])
             ok = (at < size) & (idx[np.minimum(at, size - 1)] == nc["index"])
             ok[ok] = out_row[at[ok] + offset] >= 0  # not a dropped row

@@ -5,6 +5,7 @@ rows of dropped categories (cat "Trace") left out."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -175,20 +176,14 @@ def test_rows_without_a_name_take_the_null_name_code() -> None:
         _convert(_rows(dict(cat=0, name=-2, index=0, ts_ns=1, dur_ns=1)), [0], [1], null_name=3)
 
 
-def test_two_threads_write_what_one_writes() -> None:
-    # From kineto_convert_threads_min rows on, a second thread writes half of the columns; from
-    # kineto_prefault_min on, a helper first faults the output's pages in (and sizes the
-    # columns) while the rows are sorted.
-    from stallscope import _core
-
-    rng = np.random.default_rng(7)
-    # A quarter are dropped (cat 3): still enough kept for both.
-    n = 2 * max(_core.kineto_convert_threads_min, _core.kineto_prefault_min)
+def _random_rows(n: int, seed: int = 7) -> dict[str, np.ndarray[Any, Any]]:
+    """n scanner rows of every kind of value; a quarter of them dropped (cat 3)."""
+    rng = np.random.default_rng(seed)
 
     def pick(*values: int) -> np.ndarray[Any, Any]:
         return rng.choice(np.array(values, dtype=np.int64), n)
 
-    rows = {
+    return {
         "cat": rng.integers(0, 4, n).astype(np.int32),
         "name": rng.integers(0, 4, n).astype(np.int32),
         "sync_kind": rng.integers(-1, 3, n).astype(np.int32),
@@ -203,19 +198,58 @@ def test_two_threads_write_what_one_writes() -> None:
         "bytes": pick(NULL, -5, 4096),
         "ext": np.where(rng.random(n) < 0.5, NULL, np.arange(n)),
     }
-    half = n // 2
-    one = _convert(rows, [0, 1], [half, n - half], threads=1)
-    two = _convert(rows, [0, 1], [half, n - half], threads=2)
-    assert one.keys() == two.keys()
-    for k in one:
-        assert one[k].dtype == two[k].dtype, k
-        assert np.array_equal(one[k], two[k]), k
+
+
+def _split(rows: dict[str, np.ndarray[Any, Any]], sizes: list[int]) -> list[dict[str, Any]]:
+    """Each file's columns as a dict of its own (views into `rows`)."""
+    bounds = np.cumsum([0, *sizes]).tolist()
+    return [{k: v[a:b] for k, v in rows.items()} for a, b in itertools.pairwise(bounds)]
+
+
+@pytest.mark.parametrize("shares", [[1.0], [0.5, 0.5], [0.4, 0.0, 0.25, 0.2, 0.15]])
+def test_threads_write_what_one_writes(shares: list[float]) -> None:
+    # One file: from kineto_convert_threads_min rows on, a second thread writes half of the
+    # columns; from kineto_prefault_min on, a helper first faults the output's pages in while
+    # the rows are sorted. Several files of a rank each: each thread converts whole files (up
+    # to `threads` of them at once). Either way, and whether the files' columns come as one
+    # dict or a dict per file, the output is the one thread's, byte for byte.
+    from stallscope import _core
+
+    n = 2 * max(_core.kineto_convert_threads_min, _core.kineto_prefault_min)
+    rows = _random_rows(n)
+    sizes = [int(n * s) for s in shares[:-1]]
+    sizes.append(n - sum(sizes))
+    ranks = list(range(len(sizes)))[::-1]  # rank order is not file order
+    one = _convert(rows, ranks, sizes, threads=1)
+    for threads in (2, 3, 8):
+        for cols in (rows, _split(rows, sizes)):
+            got = _convert(cols, ranks, sizes, threads=threads)  # type: ignore[arg-type]
+            assert got.keys() == one.keys()
+            for k in one:
+                assert got[k].dtype == one[k].dtype, k
+                assert np.array_equal(got[k], one[k]), (k, threads)
     # Without links (no NCCL collectives to place), the same columns less those three.
-    for threads in (1, 2):
-        lean = _convert(rows, [0, 1], [half, n - half], threads=threads, links=False)
+    for threads in (1, 2, 8):
+        lean = _convert(rows, ranks, sizes, threads=threads, links=False)
         assert lean.keys() == one.keys() - {"index", "kind_order", "out_row"}
         for k in lean:
             assert np.array_equal(lean[k], one[k]), k
+
+
+def test_an_error_on_a_converting_thread_reaches_the_caller() -> None:
+    # A bad code in one file, converted on a thread of its own: the import gets the error,
+    # once every thread has stopped (no thread left writing into freed columns).
+    from stallscope import _core
+
+    n = 2 * _core.kineto_convert_threads_min
+    sizes = [n // 4] * 4
+    files = _split(_random_rows(n), sizes)
+    files[2]["cat"] = files[2]["cat"].copy()
+    files[2]["cat"][-1] = 9  # no such category
+    with pytest.raises(IndexError, match="outside its dictionary"):
+        _convert(files, [0, 1, 2, 3], sizes, threads=4)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a dict per file"):
+        _convert(files[:3], [0, 1, 2, 3], sizes, threads=4)  # type: ignore[arg-type]
 
 
 def test_converted_columns_reach_polars_without_a_copy_and_cannot_change_under_it() -> None:
