@@ -230,13 +230,13 @@ py::dict convert(const py::object& cols, const In<uint8_t>& cat_kind, const In<u
 // cleaned args strings). One pass, straight into Arrow view buffers.
 //
 // A DetailJob checks the codes and sizes the buffers on the thread that makes it, then (when
-// asked) writes the rows on a thread of its own while the caller builds the other columns.
+// asked) writes the rows on threads of their own while the caller builds the other columns.
 // The buffers come from the caller's glibc arena: a second thread allocates from an arena of
 // its own, whose blocks are fresh pages even where the caller's heap has freed blocks to
 // reuse (blocks past glibc's mmap threshold are fresh mappings from either thread). The rows
-// are written in parts of kPart rows: the thread takes parts from the front, and the caller,
-// once its own columns are made, takes the rest from the back (result()), so neither waits
-// while the other has rows left.
+// are written in parts of kPart rows: the threads take parts from the front, and the caller,
+// once its own columns are made, takes the rest from the back (result()), so none waits while
+// another has rows left.
 class DetailJob {
  public:
   DetailJob(In<int32_t> cat, std::vector<std::string> cat_table, In<int64_t> ext, In<int32_t> sync,
@@ -274,21 +274,24 @@ class DetailJob {
   }
   DetailJob(const DetailJob&) = delete;
   DetailJob& operator=(const DetailJob&) = delete;
-  ~DetailJob() {
-    if (thread_.joinable()) thread_.join();
-  }
+  ~DetailJob() { join(); }
 
-  // Writes the rows on a thread of its own; result() waits for it.
-  void start() {
+  // Writes the rows on `threads` threads of their own (each taking parts from the front);
+  // result() waits for them.
+  void start(size_t threads) {
     if (started_) throw std::logic_error("kineto_detail: the job was started already");
-    thread_ = std::thread([this] {
-      try {
-        for (size_t k = 0; claim(true, &k);) fill(k);
-      } catch (...) {
-        failed_ = std::current_exception();
-      }
-    });
-    started_ = true;  // only once the thread runs: else result() writes the rows itself
+    if (threads == 0) throw py::value_error("kineto_detail: start() needs 1 thread or more");
+    for (size_t t = 0; t < threads; ++t) {
+      threads_.emplace_back([this] {
+        try {
+          for (size_t k = 0; claim(true, &k);) fill(k);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(claim_);
+          if (!failed_) failed_ = std::current_exception();
+        }
+      });
+      started_ = true;  // once a thread runs: else result() writes the rows itself
+    }
   }
 
   // The column: the parts the thread has not taken are written here (all of them when the
@@ -299,7 +302,7 @@ class DetailJob {
       py::gil_scoped_release nogil;
       started_ = true;
       for (size_t k = 0; claim(false, &k);) fill(k);
-      if (thread_.joinable()) thread_.join();
+      join();
     }
     if (failed_) std::rethrow_exception(failed_);
     auto col = builder_->finish("detail");
@@ -308,6 +311,11 @@ class DetailJob {
   }
 
  private:
+  void join() {
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
   size_t row_bound(size_t i) const {
     return cat_table_[c_[i]].size() + (e_[i] != kineto::kNull ? 25 : 0) +
            (y_[i] >= 0 ? 11 + sync_table_[y_[i]].size() : 0);
@@ -356,7 +364,7 @@ class DetailJob {
   size_t front_ = 0, back_ = 0;  // the parts not taken: [front_, back_)
   std::exception_ptr failed_;
   bool started_ = false;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 py::list strings(const kineto::Dict& d, size_t from) {
@@ -435,8 +443,9 @@ void bind_kineto(py::module_& m) {
   py::class_<DetailJob>(m, "DetailJob",
                         "The detail column of kineto_convert's rows (see _kineto/_native.py), "
                         "its buffers sized on the thread that made the job.")
-      .def("start", &DetailJob::start,
-           "Write the rows on a thread of its own (result() waits for it).")
+      .def("start", &DetailJob::start, py::arg("threads") = 1,
+           "Write the rows on `threads` threads of their own, the parts not taken by them on "
+           "the caller's in result() (which waits for them).")
       .def("result", &DetailJob::result,
            "The column as an ArrowColumn (written here unless start() was called).");
   m.def(

@@ -130,8 +130,9 @@ class DetailJob:
     """The detail column of kineto_convert's rows (see _kineto/_native.py), its buffers sized
     on the thread that made the job."""
 
-    def start(self) -> None:
-        """Write the rows on a thread of its own (result() waits for it)."""
+    def start(self, threads: int = 1) -> None:
+        """Write the rows on `threads` threads of their own, the parts not taken by them on
+        the caller's in result() (which waits for them)."""
     def result(self) -> ArrowColumn:
         """The column (written here unless start() was called)."""
 

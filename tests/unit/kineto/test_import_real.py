@@ -7,6 +7,7 @@ import json
 import warnings
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -141,8 +142,9 @@ def test_every_reader_gives_the_same_events(
 def test_the_detail_thread_gives_the_inline_detail_and_raises_its_errors(
     kineto_data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Large imports write the detail column on a second thread: the same column, and an error
-    in making it reaches the caller instead of being lost with the thread."""
+    """Large imports write the detail column on a second thread (more on machines of more
+    cores): the same column, and an error in making it reaches the caller instead of being lost
+    with the thread."""
     from stallscope import _core
     from stallscope._kineto import _native
 
@@ -150,6 +152,15 @@ def test_the_detail_thread_gives_the_inline_detail_and_raises_its_errors(
     inline = _read(path).events
     monkeypatch.setattr(_native, "DETAIL_THREAD_MIN", 0)
     assert _read(path).events.equals(inline)
+    # Eight cores: seven threads take the parts (8192 rows each) the caller does not.
+    monkeypatch.setattr(_native, "_cores", lambda: 8)
+    monkeypatch.setattr(_native, "DETAIL_ROWS_PER_THREAD", 1)
+    assert _read(path).events.equals(inline)
+    job = _core.kineto_detail(
+        np.zeros(1, np.int32), ["a"], np.zeros(1, np.int64), np.full(1, -1, np.int32), []
+    )
+    with pytest.raises(ValueError, match="1 thread or more"):
+        job.start(0)
 
     def broken(*args: object) -> object:
         raise IndexError("kineto_detail: a code past its table's end")
