@@ -167,9 +167,10 @@ def kineto_convert(
     trace mark per file; rows of the categories cat_drop marks are left out (out_row -1;
     file_kept counts the rows kept per file) (csrc/kineto/row_convert.h). threads: the most
     threads to use, this one included (more than one from kineto_convert_threads_min rows on;
-    more than two for several files of one rank each, a thread converting whole files). links: also index, kind_order and out_row (what
-    placing NCCL collectives needs; absent otherwise). null_name: the name code of rows
-    whose name is -1 (none; -1: such rows are refused with IndexError)."""
+    more than two for several files of one rank each, a thread converting whole files).
+    links: also index, kind_order and out_row (what placing NCCL collectives needs; absent
+    otherwise). null_name: the name code of rows whose name is -1 (none; -1: such rows are
+    refused with IndexError)."""
 
 def kineto_cat_counts(
     cat: npt.NDArray[np.int32], correlation: npt.NDArray[np.int64], n_cat: int
