@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from stallscope._gil import fair_gil
 from stallscope._run_dir import STEM_RE, event_files, read_run_json
 from stallscope._schema import COLUMNS, SCHEMA
 from stallscope.exceptions import RunDirError, StallscopeWarning
@@ -246,6 +247,7 @@ def scan(run_dir: str | os.PathLike[str], *, align_clocks: bool = True) -> pl.La
     return pl.concat(frames, how="vertical")
 
 
+@fair_gil
 def load(run_dir: str | os.PathLike[str], *, align_clocks: bool = True) -> pl.DataFrame:
     """All ranks' events of a run directory as a DataFrame (see `scan`)."""
     return scan(run_dir, align_clocks=align_clocks).collect()

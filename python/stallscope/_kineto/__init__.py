@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from stallscope._gil import fair_gil
 from stallscope._kineto import _native, _native_read
 from stallscope._kineto._collectives import collective_events
 from stallscope._kineto._convert import TRACE_MARK, convert
@@ -243,6 +244,7 @@ def _read_native(
     return conv.frame, infos, general
 
 
+@fair_gil
 def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
     """Import Kineto traces (a file, several, or a folder; one file per rank) with per-rank
     metadata. TraceImportError for unusable input (malformed JSON, truncated gzip, no
@@ -296,6 +298,7 @@ def read_kineto(paths: PathArg | Iterable[PathArg]) -> KinetoImport:
     return KinetoImport(events=events, ranks=dict(sorted(ranks.items())))
 
 
+@fair_gil
 def import_kineto(paths: PathArg | Iterable[PathArg]) -> pl.DataFrame:
     """Events of Kineto (PyTorch profiler) traces in stallscope's event schema: one file,
     several files or a folder (.json / .json.gz, one file per rank). See `read_kineto` for

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from stallscope._gil import fair_gil
 from stallscope.analysis._steps import assign_steps, step_windows
 
 
+@fair_gil
 def capture_summary(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank and step: step_ns, events, regions, and the summed duration (ns) of the
     region time per category (nested regions each count) (``<category>_ns``) and of data waits

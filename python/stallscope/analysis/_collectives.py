@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._gil import fair_gil
 from stallscope._schema import KIND, KIND_ID, detail_value, parse_detail
 from stallscope._sorted import segment_starts
 
@@ -117,6 +118,7 @@ def instances(comm: pl.DataFrame) -> Instances:
     return Instances(instance=np.where(group >= 0, inst, -1), nnodes=nnodes)
 
 
+@fair_gil
 def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank and collective instance, matched across ranks by (group, seq) (and
     name for collectives, see the module docstring):
@@ -153,6 +155,7 @@ def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
 
 
+@fair_gil
 def stragglers(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """Which ranks held the others back, per step: one row per step and rank with
     collectives (matched instances of that step), late_ns (sum over them of how long after the

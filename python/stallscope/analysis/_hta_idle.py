@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._gil import fair_gil
 from stallscope._schema import kind_mask
 from stallscope.analysis._hta_loading import hta_arrays
 
@@ -24,6 +25,7 @@ _SCHEMA = {
 }
 
 
+@fair_gil
 def idle_time_breakdown(
     events: pl.DataFrame | pl.LazyFrame, *, consecutive_kernel_delay: float = 30
 ) -> pl.DataFrame:

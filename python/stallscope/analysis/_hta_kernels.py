@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._gil import fair_gil
 from stallscope._sorted import int_order, segment_starts
 from stallscope.analysis._hta_loading import (
     KERNEL_TYPES,
@@ -37,6 +38,7 @@ def _types(include_memory_kernels: bool) -> tuple[str, ...]:
     return TYPES if include_memory_kernels else TYPES[:2]
 
 
+@fair_gil
 def kernel_type_breakdown(
     events: pl.DataFrame | pl.LazyFrame, *, include_memory_kernels: bool = True
 ) -> pl.DataFrame:
@@ -66,6 +68,7 @@ def kernel_type_breakdown(
     )
 
 
+@fair_gil
 def kernel_breakdown(
     events: pl.DataFrame | pl.LazyFrame,
     *,

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._gil import fair_gil
 from stallscope._sorted import lookup
 from stallscope.analysis._hta_loading import hta_arrays, us_to_ns
 
@@ -19,6 +20,7 @@ LAUNCHES = (
 MEMORY_LAUNCHES = ("cudaMemcpyAsync", "cudaMemsetAsync")
 
 
+@fair_gil
 def launch_stats(
     events: pl.DataFrame | pl.LazyFrame, *, include_memory_events: bool = True
 ) -> pl.DataFrame:
@@ -67,6 +69,7 @@ def launch_stats(
     )
 
 
+@fair_gil
 def launch_stats_summary(
     events: pl.DataFrame | pl.LazyFrame,
     *,

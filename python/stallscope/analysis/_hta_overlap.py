@@ -8,11 +8,13 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._gil import fair_gil
 from stallscope._sorted import distinct
 from stallscope.analysis._hta_loading import hta_arrays, merge_by_type, sweep
 from stallscope.analysis._hta_temporal import hta_pct
 
 
+@fair_gil
 def comm_comp_overlap(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank: rank, overlap_ns (time with communication and computation kernels both
     running), comm_time_ns (merged communication time), overlap_pct (HTA's

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._gil import fair_gil
 from stallscope._sorted import lookup, segment_starts
 from stallscope.analysis._hta_loading import hta_arrays, us_to_ns
 
@@ -26,6 +27,7 @@ LAUNCH_NAMES = (
 )
 
 
+@fair_gil
 def queue_length(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """The queue-length time series: rank, stream, ts_ns (HTA's aligned time x1000, rounded half
     to even), queue_length; one row per change, sorted by rank, stream and time.
@@ -74,6 +76,7 @@ def queue_length(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
 
 
+@fair_gil
 def queue_length_summary(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """Per rank and stream, pandas' describe() of the queue length: count, mean, std, min, p25,
     p50, p75, max."""

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._gil import fair_gil
 from stallscope._sorted import segment_starts
 from stallscope.analysis._hta_loading import (
     KERNEL_TYPES,
@@ -43,6 +44,7 @@ def _per_rank(
     return r[heads], mts[heads], mend[tails], busy
 
 
+@fair_gil
 def temporal_breakdown(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank: rank, kernel_time_ns, idle_time_ns, compute_time_ns,
     non_compute_time_ns, idle_pct, compute_pct, non_compute_pct (HTA's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from stallscope._gil import fair_gil
 from stallscope.analysis._stall_table import STALL_CATEGORIES, STALL_COLUMNS, stall_table
 
 
@@ -21,6 +22,7 @@ def _table(events_or_table: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     return stall_table(events_or_table)
 
 
+@fair_gil
 def stall_summary(events_or_table: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per step across ranks: step, ranks (how many ranks ran it), slowest_rank (the
     rank with the longest step; the lowest such rank on a tie), step_max_ns, step_median_ns,
@@ -54,6 +56,7 @@ def stall_summary(events_or_table: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
 
 
+@fair_gil
 def stall_run_summary(events_or_table: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per stall category (in priority order, host last) over the whole run: category,
     total_ns (summed over ranks and steps), share (fraction of the summed step time; the

@@ -67,6 +67,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._gil import fair_gil
 from stallscope._schema import kind_mask, parse_detail
 from stallscope.analysis._collectives import instances
 from stallscope.analysis._intervals import Union, exclusive, exclusive_arrays
@@ -424,6 +425,7 @@ def _locate_arrays(start: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndar
     return np.where(hit, jj, -1).astype(np.int64)
 
 
+@fair_gil
 def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank and step: rank, step, start_ns, end_ns, step_ns and the time (ns) of
     each stall category (`STALL_COLUMNS`: compute_ns, memcpy_ns, sync_wait_ns, network_ns,
@@ -478,6 +480,7 @@ def _table(win: Windows, grid: Array) -> pl.DataFrame:
     )
 
 
+@fair_gil
 def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """The attributed timeline: rank, step, category (one of `STALL_CATEGORIES`), start_ns,
     end_ns, sorted by rank and start. The intervals of a rank are disjoint, cover each of its

@@ -11,11 +11,13 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._gil import fair_gil
 from stallscope._schema import KIND, KIND_ID
 
 Array = np.ndarray[Any, Any]
 
 
+@fair_gil
 def step_windows(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per rank and step: rank, step, start_ns, end_ns, step_ns, sorted by rank and
     start.
@@ -119,6 +121,7 @@ def windows(
     )
 
 
+@fair_gil
 def assign_steps(
     events: pl.DataFrame | pl.LazyFrame, windows: pl.DataFrame | None = None
 ) -> pl.LazyFrame:
