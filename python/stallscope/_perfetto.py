@@ -23,6 +23,7 @@ from typing import Final
 import orjson
 import polars as pl
 
+from stallscope._gil import fair_gil
 from stallscope._schema import conform
 
 GPU_TID_BASE: Final = 100_000_000
@@ -49,6 +50,7 @@ def _tid(device: pl.Expr, lane: pl.Expr) -> pl.Expr:
     return pl.when(device >= 0).then(gpu).otherwise(lane.cast(pl.Int64))
 
 
+@fair_gil
 def perfetto_json(events: pl.DataFrame | pl.LazyFrame, *, stalls: bool = True) -> bytes:
     """The trace JSON (UTF-8) of `events` (what stallscope.load or import_kineto returns), with
     the stall tracks when `stalls`."""
@@ -226,6 +228,7 @@ def _meta(pid: int, tid: int | None, name: str, args: dict[str, object]) -> str:
     return orjson.dumps(ev).decode()
 
 
+@fair_gil
 def write_perfetto(
     events: pl.DataFrame | pl.LazyFrame, path: str | os.PathLike[str], *, stalls: bool = True
 ) -> Path:

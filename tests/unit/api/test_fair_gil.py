@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 import stallscope
-from stallscope import _gil
+from stallscope import _gil, _perfetto
 from stallscope._gil import SWITCH_S, fair_gil
 
 
@@ -129,6 +129,8 @@ PUBLIC = [
     stallscope.analysis.step_windows,
     stallscope.analysis.assign_steps,
     stallscope.analysis.capture_summary,
+    _perfetto.perfetto_json,  # `stallscope export`
+    _perfetto.write_perfetto,
 ]
 
 
