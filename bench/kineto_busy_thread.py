@@ -6,7 +6,8 @@ say) holds the GIL until CPython asks it to let go, after the switch interval (5
 default). stallscope's work returns from native code into the interpreter hundreds of times per
 call, and each return waits for the GIL. Per trace set, in one process each (warm: one untimed
 run first), `--rounds` rounds of: the work alone, the work with a busy thread with stallscope's
-hand-offs (the default), and the same with them turned off (the interval left at 5 ms). Work =
+hand-offs (the default), and the same with them turned off (the interval left at 5 ms), each
+after an untimed run alone. Work =
 import + the four HTA views + the stall table, each timed; medians. Also the busy thread's
 pace (loop turns per second) while the work runs, against its pace alone.
 
@@ -34,23 +35,34 @@ import kineto_vs_hta as kvh  # noqa: E402  (beside this script)
 MODES = ("alone", "busy_fair", "busy_default")
 
 
+class _Spinner:
+    """A thread running Python bytecode without pause until stopped; `turns` counts its loops."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self.turns = 0
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            n += 1
+        self.turns = n
+
+    def __enter__(self) -> _Spinner:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _spin_rate(seconds: float) -> float:
     """Turns per second of the busy loop alone."""
-    stop = threading.Event()
-    count = [0]
-
-    def spin() -> None:
-        n = 0
-        while not stop.is_set():
-            n += 1
-        count[0] = n
-
-    t = threading.Thread(target=spin)
-    t.start()
-    time.sleep(seconds)
-    stop.set()
-    t.join()
-    return count[0] / seconds
+    with _Spinner() as s:
+        time.sleep(seconds)
+    return s.turns / seconds
 
 
 def child(trace_dir: str, rounds: int) -> dict[str, Any]:
@@ -65,27 +77,19 @@ def child(trace_dir: str, rounds: int) -> dict[str, Any]:
     pace: dict[str, list[float]] = {m: [] for m in MODES[1:]}
     for _ in range(rounds):
         for mode in MODES:
+            # The run right after a busy one was up to 2x slower (caches, freed memory):
+            # each timed run follows an untimed one alone.
+            kvh.stallscope_work(trace_dir)
             _gil.SWITCH_S = 1e-4 if mode != "busy_default" else 1.0  # type: ignore[misc]
-            stop = threading.Event()
-            count = [0]
-
-            def spin(stop: threading.Event = stop, count: list[int] = count) -> None:
-                n = 0
-                while not stop.is_set():
-                    n += 1
-                count[0] = n
-
-            t = threading.Thread(target=spin)
-            if mode != "alone":
-                t.start()
-                time.sleep(0.02)  # the loop running before the work starts
-            t0 = time.perf_counter()
-            w = kvh.stallscope_work(trace_dir)
-            secs = time.perf_counter() - t0
-            if mode != "alone":
-                stop.set()
-                t.join()
-                pace[mode].append(count[0] / (secs + 0.02) / solo_rate)
+            if mode == "alone":
+                w = kvh.stallscope_work(trace_dir)
+            else:
+                with _Spinner() as spinner:
+                    time.sleep(0.02)  # the loop running before the work starts
+                    t0 = time.perf_counter()
+                    w = kvh.stallscope_work(trace_dir)
+                    secs = time.perf_counter() - t0
+                pace[mode].append(spinner.turns / (secs + 0.02) / solo_rate)
             runs[mode].append(w["import"] + w["views"] + w["stall"])
     return {"runs": runs, "busy_thread_pace": pace}
 
@@ -123,7 +127,12 @@ def main() -> None:
         got = json.loads(out.stdout.strip().splitlines()[-1])
         med = {m: statistics.median(v) for m, v in got["runs"].items()}
         pace = {m: statistics.median(v) for m, v in got["busy_thread_pace"].items()}
-        result["per_set"][s.name] = {"median_seconds": med, "busy_thread_pace": pace, **got}
+        result["per_set"][s.name] = {
+            "median_seconds": med,
+            "busy_thread_pace_median": pace,
+            "runs": got["runs"],
+            "busy_thread_pace": got["busy_thread_pace"],
+        }
         print(
             f"{s.name:28s} alone {med['alone'] * 1e3:7.1f} ms   busy thread: with hand-offs "
             f"{med['busy_fair'] * 1e3:7.1f} ms (its pace {pace['busy_fair']:.2f}), CPython's "
