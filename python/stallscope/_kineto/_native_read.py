@@ -21,7 +21,6 @@ for malformed input.
 from __future__ import annotations
 
 import gzip
-import os
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from typing import Any, BinaryIO, Final
 import numpy as np
 import orjson
 
+from stallscope._cpus import usable_cpus
 from stallscope._kineto._fastjson import META_KEYS
 from stallscope.exceptions import TraceImportError
 
@@ -140,11 +140,9 @@ def _pieces(path: Path) -> Iterator[bytearray]:
 
 
 def _cores() -> int:
-    """CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    """CPUs this process may use: its cores, capped by its cgroup's CPU quota (a container's
+    CPU limit), see `stallscope._cpus`."""
+    return usable_cpus()
 
 
 @dataclass
