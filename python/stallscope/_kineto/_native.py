@@ -205,7 +205,7 @@ def convert_all(
         sizes,
         mark_cat0=len(t.cat_detail),
         mark_name=len(t.names),
-        threads=min(_cores(), _CONVERT_THREADS_MAX),
+        threads=min(_cores(), CONVERT_THREADS_MAX),
         links=links,
         null_name=len(t.names) - 1,  # "" (names' last entry) for rows without a name
     )
@@ -274,7 +274,7 @@ def _columns(out: dict[str, np.ndarray[Any, Any]], names: list[str]) -> list[pl.
 
 # Threads the conversion may use at most (a thread converts whole files; the import's other
 # steps are single-threaded, so more would add little).
-_CONVERT_THREADS_MAX: Final = 16
+CONVERT_THREADS_MAX: Final = 16
 
 # Rows from which the detail column is written by a thread of its own (about 1 ms of work per
 # 25 k rows; a C++ thread costs tens of µs to start and join). Fresh processes, medians of 5:
