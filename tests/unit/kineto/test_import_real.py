@@ -109,6 +109,34 @@ def test_several_files_and_folder_agree(kineto_data: Path) -> None:
     assert one["rank"].unique().to_list() == [3]
 
 
+def test_a_folder_converted_a_file_per_thread_gives_the_one_thread_events(
+    kineto_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folders of enough rows are converted a file per thread where there are cores for it:
+    two ranks of the A100 NCCL trace (27 k rows each, NCCL collectives placed among them)
+    give, row for row, the events one thread gives."""
+    import gzip
+
+    import orjson
+
+    from stallscope import _core
+    from stallscope._kineto import _native
+
+    trace = kineto_data / "hta_a100_rank0_of2_ncclmeta" / "nccl_data.json.gz"
+    doc = orjson.loads(gzip.decompress(trace.read_bytes()))
+    for rank in (0, 1):
+        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank}
+        (tmp_path / f"rank{rank}.json").write_bytes(orjson.dumps(doc))
+    monkeypatch.setattr(_native, "_cores", lambda: 4)
+    per_file = _read(tmp_path).events
+    monkeypatch.setattr(_native, "CONVERT_THREADS_MAX", 1)
+    one = _read(tmp_path).events
+    assert per_file.height > _core.kineto_convert_threads_min
+    assert per_file.equals(one)
+    coll = per_file.filter(pl.col("kind") == "collective")
+    assert sorted(coll["rank"].unique().to_list()) == [0, 1]
+
+
 def test_every_rank_has_one_trace_mark_with_facts(kineto_data: Path) -> None:
     ev = _read(kineto_data / "hta_sampled_2rank").events
     marks = ev.filter(pl.col("name") == stallscope._kineto.TRACE_MARK)
