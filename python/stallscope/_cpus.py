@@ -56,14 +56,11 @@ def _along(mount: Path, path: str, quota_of: Callable[[Path], float | None]) -> 
     cgroup namespace shows the process's own cgroup as "/": then only the mount is read."""
     if not mount.is_dir():
         return []
-    out: list[float] = []
-    d = mount
-    for part in [""] + [p for p in path.strip("/").split("/") if p]:
-        d = d / part if part else d
-        q = quota_of(d)
-        if q is not None:
-            out.append(q)
-    return out
+    dirs = [mount]
+    for part in path.strip("/").split("/"):
+        if part:
+            dirs.append(dirs[-1] / part)
+    return [q for d in dirs if (q := quota_of(d)) is not None]
 
 
 def _v2_quota(d: Path) -> float | None:
