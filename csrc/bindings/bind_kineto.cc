@@ -146,8 +146,9 @@ py::dict convert(const py::object& cols, const In<uint8_t>& cat_kind, const In<u
     throw py::value_error("kineto_convert: tables of the wrong size");
   }
   const size_t nf = ranks.size();
+  const bool split = py::isinstance<py::dict>(cols);
   std::vector<py::dict> per_file;
-  if (py::isinstance<py::dict>(cols)) {
+  if (split) {
     per_file.assign(nf, cols.cast<py::dict>());
   } else {
     for (const py::handle h : cols) per_file.push_back(h.cast<py::dict>());
@@ -155,7 +156,6 @@ py::dict convert(const py::object& cols, const In<uint8_t>& cat_kind, const In<u
       throw py::value_error("kineto_convert: cols has a dict per file: as many as sizes");
     }
   }
-  const bool split = py::isinstance<py::dict>(cols);
   size_t whole = 0;  // rows of the one dict that every file's columns are part of
   for (size_t s : sizes) whole += s;
   std::vector<kineto::FileIn> files;

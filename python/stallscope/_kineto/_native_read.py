@@ -139,10 +139,9 @@ def _pieces(path: Path) -> Iterator[bytearray]:
             yield piece
 
 
-def _cores() -> int:
-    """CPUs this process may use: its cores, capped by its cgroup's CPU quota (a container's
-    CPU limit), see `stallscope._cpus`."""
-    return usable_cpus()
+# CPUs this process may use: its cores, capped by its cgroup's CPU quota (a container's CPU
+# limit). A name of this module's own, so that tests can set the machine's size.
+_cores = usable_cpus
 
 
 @dataclass
