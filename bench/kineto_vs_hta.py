@@ -6,7 +6,8 @@ rounds of HTA's time over stallscope's in the same round. Work timed (inside the
 imports) = load the traces + temporal breakdown + idle time breakdown (every rank) + GPU kernel
 breakdown; stallscope also computes its full stall table (work HTA has no equivalent of). The
 headline `speedup` counts all of stallscope's work; `speedup_import_stall` counts its import and
-stall table only (the target's wording), against the same HTA runs. Import
+stall table only (the target's wording), against the same HTA runs; `target` says whether the issue's
+targets are met (`verdict`: speed summed over the sets, memory on every set). Import
 uses the default reader (the native scanner). Peak memory = the child's peak RSS (ru_maxrss of
 itself and, for HTA's multiprocessing parse, its children too: the parent samples the RSS of the
 child's whole process tree every 10 ms and also takes the child's own ru_maxrss; the larger is
@@ -37,6 +38,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OTHERS_LIMIT = 0.1  # cores the rest of the machine may use during a round (the guard's 1.1x)
+# The issue's targets: Kineto import plus the full stall table at least this many times faster
+# than HTA on the same traces in the same run, and peak memory at most this fraction of HTA's.
+SPEED_TARGET = 50.0
+MEMORY_TARGET = 0.2
 
 
 def _peak_rss_mib() -> float:
@@ -201,6 +206,32 @@ def _tree_mem_kib(pid: int) -> tuple[int, int]:
         rss, anon = rss + r, anon + a
         todo += _children(p)
     return rss, anon
+
+
+def verdict(result: dict[str, Any]) -> dict[str, Any]:
+    """The issue's two targets, read off a run: speed = stallscope's import plus stall table
+    against HTA's work, summed over the trace sets (the lesser of the ratio of summed medians
+    and the median of the rounds' summed ratios); memory = the worst set's private memory above
+    the post-import baseline (what the work allocated: RSS also counts the code pages of the
+    libraries it first runs). Per-set speeds and the RSS measures are reported beside them: on
+    the smallest traces a fresh process's fixed costs weigh most (see bench/README.md)."""
+    tot, per = result["total"], result["per_trace"].values()
+    speed = min(tot["speedup_import_stall"], tot["paired_speedup_import_stall"])
+    memory = tot["worst_memory_ratio_anon"]
+    return {
+        "speed": f"import + stall table >= {SPEED_TARGET:g}x HTA's work, summed over the sets",
+        "speed_x": speed,
+        "speed_per_set_min": min(t["speedup_import_stall"] for t in per),
+        "speed_per_set_max": max(t["speedup_import_stall"] for t in per),
+        "speed_met": speed >= SPEED_TARGET,
+        "memory": f"private memory above the post-import baseline <= {MEMORY_TARGET:g} of "
+        "HTA's, every set",
+        "memory_worst": memory,
+        "memory_rss_above_baseline_worst": tot["worst_memory_ratio_above_baseline"],
+        "memory_rss_worst": tot["worst_memory_ratio"],
+        "memory_met": memory <= MEMORY_TARGET,
+        "met": bool(result["valid"]) and speed >= SPEED_TARGET and memory <= MEMORY_TARGET,
+    }
 
 
 def default_data() -> Path | None:
@@ -392,6 +423,7 @@ def main() -> None:
         },
         "runs": runs,
     }
+    result["target"] = verdict(result)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=1) + "\n")
     for name, t in table.items():
@@ -409,6 +441,14 @@ def main() -> None:
         f"total: x{tot['speedup']:.1f} (median of the rounds' ratios x{tot['paired_speedup']:.1f}); "
         f"import + stall table alone x{tot['speedup_import_stall']:.1f} "
         f"(paired x{tot['paired_speedup_import_stall']:.1f})"
+    )
+    v = result["target"]
+    print(
+        f"target: import + stall table x{v['speed_x']:.1f} summed (per set "
+        f"x{v['speed_per_set_min']:.1f}-x{v['speed_per_set_max']:.1f}), private memory above "
+        f"baseline at most {v['memory_worst']:.3f} of HTA's (RSS above baseline "
+        f"{v['memory_rss_above_baseline_worst']:.3f}) -> {'met' if v['met'] else 'NOT met'}"
+        f"{'' if result['valid'] else ' (run invalid: noisy)'}"
     )
 
 
