@@ -36,7 +36,11 @@ def test_pool_exhausted_declines_and_counts(fake: Fake, tmp_path: Path) -> None:
     with stallscope.trace(run, backends=["cupti"]):
         for _ in range(20):
             fake.kernel(K)
-    ev = stallscope.load(run)
+    # The user is told, naming the cause and the setting to raise.
+    with pytest.warns(
+        StallscopeWarning, match=r"40 events dropped.*buffers_declined 20.*pool_limit_bytes"
+    ):
+        ev = stallscope.load(run)
     assert ev.filter(pl.col("kind") == "kernel").height == 0
     assert ev.filter(pl.col("kind") == "runtime").height == 20
     meta = run_entry(run)["backends"]["cupti"]
@@ -57,7 +61,11 @@ def test_incomplete_unknown_and_dropped_records(fake: Fake, tmp_path: Path) -> N
         fake.incomplete_record()  # invalid record: the rest of this buffer is unreadable
         fake.nvtx_mark(b"lost")
         fake.add_dropped(7)
-    ev = stallscope.load(run)
+    with pytest.warns(StallscopeWarning, match=r"10 events dropped while tracing") as seen:
+        ev = stallscope.load(run)
+    said = str(seen[0].message)
+    for what in ("cupti_dropped 7", "incomplete_records 2", "unmatched_markers 1"):
+        assert what in said
     assert ev.filter(pl.col("kind") == "kernel").height == 1
     assert ev.filter(pl.col("kind") == "marker")["name"].to_list() == ["kept"]
     d = run_entry(run)["backends"]["cupti"]

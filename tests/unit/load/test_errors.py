@@ -83,8 +83,13 @@ def test_missing_rank_is_reported(run: Path) -> None:
     (run / "run.json").write_text(json.dumps(doc))
     info = stallscope.run_info(run)
     assert info.world_size == 3 and info.ranks == [0] and info.missing_ranks == [1, 2]
-    with pytest.warns(stallscope.StallscopeWarning, match="rank 1: no event file"):
+    with pytest.warns(stallscope.StallscopeWarning) as seen:
         assert stallscope.load(run).height == 100
+    said = [str(w.message) for w in seen]
+    assert any("rank 1: no event file" in m for m in said), said
+    assert any("rank 2: no event file" in m for m in said), said
+    # rank 1's entry says it was still running: its trace never stopped
+    assert any("rank-00001: trace never stopped" in m for m in said), said
 
 
 def test_clock_offsets_are_applied(run: Path) -> None:

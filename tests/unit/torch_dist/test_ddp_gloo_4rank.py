@@ -75,8 +75,11 @@ def test_a_rank_exiting_before_its_first_flush_is_reported_missing(tmp_path: Pat
     assert info.missing_ranks == [1]
     assert info.ranks == [0]
     assert any("rank 1" in p for p in info.problems)
-    with pytest.warns(stallscope.StallscopeWarning, match="rank 1"):
+    with pytest.warns(stallscope.StallscopeWarning) as seen:
         ev = stallscope.load(out)
+    said = [str(w.message) for w in seen]
+    assert any("rank 1: no event file" in m for m in said), said
+    assert any("rank-00001: trace never stopped" in m for m in said), said
     assert set(ev["rank"]) == {0}
     assert ev.filter(pl.col("kind") == "bucket").height > 0
     # the survivor's stop-side clock exchange failed and says so; its start sample stays
