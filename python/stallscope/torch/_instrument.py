@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
+import time
 from typing import Any
 
 _lifecycle_patched = False
+_exit_yield_registered = False
+
+# The timing callbacks on collectives' futures, and DDP's Python comm hook (torch's default
+# all-reduce hook, which the bucket timing registers), leave a Python callable in a torch Future.
+# The backend's worker thread runs it, then destroys it, taking the GIL to do so. A job that
+# exits within a few ms of its last collective can reach interpreter finalization first: the
+# worker is then made to exit inside a C++ destructor and the process aborts ("terminate called
+# without an active exception"; about one exit in eight of a 2-rank gloo DDP job here;
+# pytorch/pytorch#190489). At exit, before finalization, the main thread lets go of the GIL a
+# few times so that such a thread can finish.
+_EXIT_YIELDS = 3
+_EXIT_YIELD_S = 0.002  # s per yield: a waiting thread needs microseconds to drop its reference
+
+
+def _yield_to_comm_threads() -> None:
+    for _ in range(_EXIT_YIELDS):
+        time.sleep(_EXIT_YIELD_S)
 
 
 def _uses_nccl(backend: Any) -> bool:
@@ -73,7 +92,11 @@ def instrument(model: Any = None, *, buckets: bool = True) -> list[str]:
     from stallscope.torch import _collectives, _ddp
     from stallscope.torch._nccl import enable_plugin
 
+    global _exit_yield_registered
     _patch_lifecycle()
+    if not _exit_yield_registered:
+        atexit.register(_yield_to_comm_threads)
+        _exit_yield_registered = True
     ops = _collectives.patch()
     if dist.is_initialized() and _uses_nccl(dist.get_backend()):
         enable_plugin()
