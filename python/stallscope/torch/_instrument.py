@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 _lifecycle_patched = False
-_exit_yield_registered = False
 
 # The timing callbacks on collectives' futures, and DDP's Python comm hook (torch's default
 # all-reduce hook, which the bucket timing registers), leave a Python callable in a torch Future.
@@ -33,7 +32,8 @@ def _uses_nccl(backend: Any) -> bool:
 
 def _patch_lifecycle() -> None:
     """init_process_group: point NCCL at the plugin before any communicator exists.
-    destroy_process_group: take the stop-side clock sample while the group still exists."""
+    destroy_process_group: take the stop-side clock sample while the group still exists.
+    At exit: let the backends' threads drop the Python callbacks they hold first."""
     global _lifecycle_patched
     if _lifecycle_patched:
         return
@@ -67,6 +67,7 @@ def _patch_lifecycle() -> None:
     for mod in (c10d, dist):
         setattr(mod, "init_process_group", init_process_group)  # noqa: B010
         setattr(mod, "destroy_process_group", destroy_process_group)  # noqa: B010
+    atexit.register(_yield_to_comm_threads)
     _lifecycle_patched = True
 
 
@@ -92,11 +93,7 @@ def instrument(model: Any = None, *, buckets: bool = True) -> list[str]:
     from stallscope.torch import _collectives, _ddp
     from stallscope.torch._nccl import enable_plugin
 
-    global _exit_yield_registered
     _patch_lifecycle()
-    if not _exit_yield_registered:
-        atexit.register(_yield_to_comm_threads)
-        _exit_yield_registered = True
     ops = _collectives.patch()
     if dist.is_initialized() and _uses_nccl(dist.get_backend()):
         enable_plugin()
