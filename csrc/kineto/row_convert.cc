@@ -510,8 +510,7 @@ RowsOut convert_rows(const Tables& t, const std::vector<FileIn>& files, const ui
     }
   }
   out.file_row0 = std::move(row0);
-  out.file_kept.resize(nf);
-  for (size_t f = 0; f < nf; ++f) out.file_kept[f] = kept_n[f];
+  out.file_kept.assign(kept_n.begin(), kept_n.end());
   return out;
 }
 

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _arrow
+from stallscope._cpus import usable_cpus
 from stallscope._kineto._collectives import OP_NAME, Links, Ops, collective_rows
 from stallscope._kineto._convert import (
     FLOW_CATS,
@@ -28,7 +29,7 @@ from stallscope._kineto._convert import (
     unknown_categories,
 )
 from stallscope._kineto._name_facts import name_facts
-from stallscope._kineto._native_read import FileScan, Session, _cores
+from stallscope._kineto._native_read import FileScan, Session
 from stallscope._schema import (
     CATEGORIES,
     CATEGORY,
@@ -271,6 +272,10 @@ def _columns(out: dict[str, np.ndarray[Any, Any]], names: list[str]) -> list[pl.
         _NULL_VALUE.new_from_index(0, len(out["rank"])),
     ]
 
+
+# CPUs this process may use (see stallscope._cpus); a name of this module's own, so that tests
+# can set the machine's size.
+_cores = usable_cpus
 
 # Threads the conversion may use at most (a thread converts whole files; the import's other
 # steps are single-threaded, so more would add little).
