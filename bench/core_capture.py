@@ -22,7 +22,7 @@ import timeit
 from pathlib import Path
 
 from stallscope import _core
-from stallscope._writer import StringCache, chunk_to_table, write_atomic
+from stallscope.capture._writer import StringCache, chunk_to_table, write_atomic
 
 RESULTS = Path(__file__).parent / "results"
 REPEATS = 7

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import stallscope
 from _guard import check
-from stallscope._demo.workload import WorkloadConfig, build, train
+from stallscope.workloads._demo import WorkloadConfig, build, train
 
 ROUNDS = 10
 STEPS = 40

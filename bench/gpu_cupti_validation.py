@@ -98,7 +98,7 @@ def worker_stallscope(step: Any, args: argparse.Namespace, tmp: Path) -> dict[st
     import polars as pl
 
     import stallscope
-    from stallscope import _cupti
+    from stallscope.capture import _cupti
 
     run = tmp / "stallscope_run"
     with stallscope.trace(run, backends=["cupti"]) as tr:
@@ -238,7 +238,7 @@ def versions() -> dict[str, Any]:
     except OSError:
         v["driver_cuda"] = None
     try:
-        from stallscope import _cupti
+        from stallscope.capture import _cupti
 
         r = _cupti.load()
         v["cupti_library"], v["cupti_api_version"] = r.path, r.version

@@ -1,5 +1,5 @@
 """Kineto import and tables beside a busy Python thread: the switch-interval hand-off
-(`stallscope._gil`) against CPython's default, on the real trace sets.
+(`stallscope._utils.gil`) against CPython's default, on the real trace sets.
 
 A thread that runs Python bytecode without pause (a training loop beside an analysis thread,
 say) holds the GIL until CPython asks it to let go, after the switch interval (5 ms by
@@ -68,7 +68,7 @@ def _spin_rate(seconds: float) -> float:
 def child(trace_dir: str, rounds: int) -> dict[str, Any]:
     import warnings
 
-    from stallscope import _gil
+    from stallscope._utils import gil as _gil
 
     warnings.simplefilter("ignore")
     solo_rate = _spin_rate(0.2)

@@ -39,7 +39,7 @@ def child(mode: str, folder: str) -> dict[str, float]:
     import warnings
 
     import stallscope
-    from stallscope._kineto import _native_read
+    from stallscope.io.kineto import _native_read
 
     warnings.simplefilter("ignore")
     if mode == "one_scanner":

@@ -161,7 +161,7 @@ def to_native_table(frame: pl.DataFrame) -> pa.Table:
     """`frame` as the native writer's Arrow table (its very schema: kind / category
     dictionary-encoded on the schema's value lists with uint8 codes and marked as Polars Enums,
     names and details plain strings)."""
-    from stallscope._writer import _ARROW_SCHEMA, _CATEGORY_DICT, _KIND_DICT
+    from stallscope.capture._writer import _ARROW_SCHEMA, _CATEGORY_DICT, _KIND_DICT
 
     table = frame.to_arrow()
     cols = {name: table.column(name) for name in table.column_names}
@@ -176,7 +176,7 @@ def to_native_table(frame: pl.DataFrame) -> pa.Table:
 def generate(run: Path, events: int, ranks: int) -> int:
     import pyarrow.parquet as pq
 
-    from stallscope._writer import _PARQUET_OPTIONS
+    from stallscope.capture._writer import _PARQUET_OPTIONS
 
     run.mkdir(parents=True, exist_ok=True)
     steps = max(2, events // (ranks * per_step_events()))
@@ -201,8 +201,8 @@ def write_run_json(run: Path, ranks: int, steps: int) -> None:
     """run.json as a traced 2-node job leaves it: one entry per rank, stopped, with the clock
     offsets to rank 0 measured at start and stop (a few us apart, drifting by 1 ppm), so `load`
     aligns the clocks as it does for a real multi-node run."""
-    from stallscope._run_dir import FORMAT as RUN_FORMAT
-    from stallscope._run_dir import FORMAT_VERSION, stem_for
+    from stallscope.io._run_dir import FORMAT as RUN_FORMAT
+    from stallscope.io._run_dir import FORMAT_VERSION, stem_for
 
     t_start = 1_700_000_000_000_000_000
     t_stop = t_start + steps * STEP_NS

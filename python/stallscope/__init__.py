@@ -26,13 +26,11 @@ from stallscope import _core
 _os.environ.setdefault("STALLSCOPE_CORE_LIBRARY", _core.__file__ or "")
 
 from stallscope import analysis
-from stallscope._api import counter, loader, mark, region, step
-from stallscope._backends import backends
-from stallscope._kineto import KinetoImport, import_kineto, read_kineto
-from stallscope._load import RunInfo, load, run_info, scan
 from stallscope._schema import CATEGORIES, KINDS, SCHEMA
-from stallscope._trace import Trace, active, start, stop, trace
 from stallscope.analysis import stall_summary, stall_table
+from stallscope.capture._api import counter, loader, mark, region, step
+from stallscope.capture._backends import backends
+from stallscope.capture._trace import Trace, active, start, stop, trace
 from stallscope.exceptions import (
     RunDirError,
     StallscopeError,
@@ -40,6 +38,8 @@ from stallscope.exceptions import (
     TraceError,
     TraceImportError,
 )
+from stallscope.io._load import RunInfo, load, run_info, scan
+from stallscope.io.kineto import KinetoImport, import_kineto, read_kineto
 
 now_ns = _core.now_ns
 

@@ -1,5 +1,5 @@
 """`python -m stallscope VERB ...`, the same as the `stallscope` command."""
 
-from stallscope._cli.main import main
+from stallscope.cli.main import main
 
 main()

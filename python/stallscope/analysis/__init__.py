@@ -2,20 +2,20 @@
 
 from stallscope.analysis._capture_summary import capture_summary
 from stallscope.analysis._collectives import collectives, match_collectives, stragglers
-from stallscope.analysis._hta_idle import idle_time_breakdown
-from stallscope.analysis._hta_kernels import kernel_breakdown, kernel_type_breakdown
-from stallscope.analysis._hta_launch import launch_stats, launch_stats_summary
-from stallscope.analysis._hta_overlap import comm_comp_overlap
-from stallscope.analysis._hta_queue import queue_length, queue_length_summary
-from stallscope.analysis._hta_temporal import temporal_breakdown
-from stallscope.analysis._stall_summary import stall_run_summary, stall_summary
-from stallscope.analysis._stall_table import (
+from stallscope.analysis._steps import assign_steps, step_windows
+from stallscope.analysis.hta._idle import idle_time_breakdown
+from stallscope.analysis.hta._kernels import kernel_breakdown, kernel_type_breakdown
+from stallscope.analysis.hta._launch import launch_stats, launch_stats_summary
+from stallscope.analysis.hta._overlap import comm_comp_overlap
+from stallscope.analysis.hta._queue import queue_length, queue_length_summary
+from stallscope.analysis.hta._temporal import temporal_breakdown
+from stallscope.analysis.stall._summary import stall_run_summary, stall_summary
+from stallscope.analysis.stall._table import (
     STALL_CATEGORIES,
     STALL_COLUMNS,
     stall_intervals,
     stall_table,
 )
-from stallscope.analysis._steps import assign_steps, step_windows
 
 __all__ = [
     "assign_steps",

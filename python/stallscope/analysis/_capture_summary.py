@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from stallscope._gil import fair_gil
+from stallscope._utils.gil import fair_gil
 from stallscope.analysis._steps import assign_steps, step_windows
 
 

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from stallscope import _arrow
-from stallscope._gil import fair_gil
 from stallscope._schema import KIND, KIND_ID, detail_value, parse_detail
-from stallscope._sorted import segment_starts
+from stallscope._utils import arrow as _arrow
+from stallscope._utils.gil import fair_gil
+from stallscope._utils.sorted import segment_starts
 
 Array = np.ndarray[Any, Any]
 

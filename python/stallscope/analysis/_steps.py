@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from stallscope import _arrow
-from stallscope._gil import fair_gil
 from stallscope._schema import KIND, KIND_ID
+from stallscope._utils import arrow as _arrow
+from stallscope._utils.gil import fair_gil
 
 Array = np.ndarray[Any, Any]
 

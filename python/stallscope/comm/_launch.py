@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from stallscope._procs import stop_process_groups
+from stallscope._utils.procs import stop_process_groups
 from stallscope.comm._harness import SweepConfig
 
 

@@ -39,7 +39,7 @@ def _device_and_backend(torch: Any, backend: str) -> tuple[Any, str]:
 
 def run_worker(cfg: SweepConfig, on_row: Any = None) -> dict[str, Any] | None:
     """Run one rank. Returns the report on global rank 0, None elsewhere."""
-    from stallscope._env import placement
+    from stallscope.capture._env import placement
 
     cfg.validate()
     try:

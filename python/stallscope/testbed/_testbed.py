@@ -39,7 +39,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from stallscope._procs import stop_process_groups
+from stallscope._utils.procs import stop_process_groups
 from stallscope.testbed import _net
 from stallscope.testbed._net import TestbedError
 

@@ -1,4 +1,4 @@
-"""The torch.distributed capture backend (see stallscope._hooks): on when torch.distributed is
+"""The torch.distributed capture backend (see stallscope.capture._hooks): on when torch.distributed is
 initialised. At trace start it instruments the collectives, exchanges every rank's topology and
 measures the clock offset to rank 0; at trace stop (or just before destroy_process_group) it
 measures the offset again and writes both into run.json (entry["clock"]["offsets"])."""
@@ -13,9 +13,9 @@ import warnings
 from typing import Any
 
 from stallscope import _core
-from stallscope._clock_sync import DEFAULT_ROUNDS, Sample, measure_torch
-from stallscope._run_dir import read_run_json, update_process
+from stallscope.capture._clock_sync import DEFAULT_ROUNDS, Sample, measure_torch
 from stallscope.exceptions import StallscopeWarning
+from stallscope.io._run_dir import read_run_json, update_process
 
 CLOCK_TIMEOUT_ENV = "STALLSCOPE_CLOCK_TIMEOUT_S"
 CLOCK_TIMEOUT_S = 20.0  # default per exchange step: bounds the wait on a dead or hung rank

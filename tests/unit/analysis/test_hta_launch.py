@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from native_events import US, native_events  # type: ignore[import-not-found]
 
 from stallscope.analysis import launch_stats
-from stallscope.analysis._hta_launch import LAUNCHES, MEMORY_LAUNCHES
-from stallscope.analysis._hta_loading import hta_rows
+from stallscope.analysis.hta._launch import LAUNCHES, MEMORY_LAUNCHES
+from stallscope.analysis.hta._loading import hta_rows
 
 COLUMNS = ["rank", "correlation", "cpu_duration_ns", "gpu_duration_ns", "launch_delay_ns"]
 

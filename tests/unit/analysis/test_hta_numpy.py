@@ -13,9 +13,9 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope._sorted import int_order, lookup
-from stallscope.analysis._hta_idle import idle_from_arrays
-from stallscope.analysis._hta_loading import merge_intervals, sweep
+from stallscope._utils.sorted import int_order, lookup
+from stallscope.analysis.hta._idle import idle_from_arrays
+from stallscope.analysis.hta._loading import merge_intervals, sweep
 
 interval_rows = st.lists(
     st.tuples(

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from native_events import native_events  # type: ignore[import-not-found]
 
 from stallscope.analysis import queue_length
-from stallscope.analysis._hta_loading import hta_rows
-from stallscope.analysis._hta_queue import LAUNCH_NAMES
+from stallscope.analysis.hta._loading import hta_rows
+from stallscope.analysis.hta._queue import LAUNCH_NAMES
 
 rows_strategy = st.lists(
     st.tuples(

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stallscope import _core
-from stallscope._classify import hta_kernel_type_of
 from stallscope._schema import KIND_ID
-from stallscope.analysis._hta_loading import _GPU_KIND, _HTA_KIND, SYNC_NAMES
+from stallscope._schema._classify import hta_kernel_type_of
+from stallscope.analysis.hta._loading import _GPU_KIND, _HTA_KIND, SYNC_NAMES
 
 Row = tuple[str, int, int, int, int, int, str]  # kind, rank, start, end, lane, corr, name
 

@@ -181,7 +181,7 @@ def test_queue_length_matches_hta(name: str) -> None:
 def test_gpu_only_rows_are_the_whole_rows_with_a_stream(name: str) -> None:
     """The kernel views read HTA's rows with a stream only (hta_arrays(gpu_only=True)): made on
     their own, they equal the whole rows' GPU part, array for array, in the same order."""
-    from stallscope.analysis._hta_loading import _hta_rows
+    from stallscope.analysis.hta._loading import _hta_rows
 
     events, _ = _case(name)
     for last_step in (False, True):

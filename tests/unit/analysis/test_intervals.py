@@ -8,7 +8,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope.analysis._intervals import (
+from stallscope.analysis.stall._intervals import (
     difference,
     flatten_offsets,
     measure_before,

@@ -8,7 +8,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope.analysis._intervals import Union, exclusive, exclusive_arrays, merge
+from stallscope.analysis.stall._intervals import Union, exclusive, exclusive_arrays, merge
 
 pairs = st.lists(st.tuples(st.integers(-5, 40), st.integers(1, 12)), max_size=14)
 

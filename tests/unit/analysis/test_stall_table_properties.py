@@ -1,7 +1,7 @@
 """Stall table properties on random event sets: the categories sum to the step time for every
 rank and step, and every instant lands where an independent per-instant oracle of DESIGN.md's
 priority rules puts it (with the CPU-run rule that a thread blocked on communication is not
-computing: see analysis/_stall_table.py)."""
+computing: see analysis/stall/_table.py)."""
 
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def test_bulk_path_matches_oracle(rows: list[dict[str, Any]]) -> None:
     # the same table. The threshold is lowered to 0 so that small frames take that path.
     from unittest import mock
 
-    from stallscope.analysis import _stall_sources
+    from stallscope.analysis.stall import _sources as _stall_sources
 
     with mock.patch.object(_stall_sources, "PARALLEL_ROWS", 0):
         check(rows)

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 import stallscope
-from stallscope import _gil, _perfetto
-from stallscope._gil import SWITCH_S, fair_gil
+from stallscope._utils import gil as _gil
+from stallscope._utils.gil import SWITCH_S, fair_gil
+from stallscope.io import _perfetto
 
 
 @pytest.fixture(autouse=True)

@@ -42,7 +42,7 @@ def test_demo_single_process_traces_real_training_and_prints_each_step(tmp_path:
         [
             sys.executable,
             "-m",
-            "stallscope._cli.main",
+            "stallscope.cli.main",
             "demo",
             "--ranks",
             "1",
@@ -76,7 +76,7 @@ def test_demo_single_process_traces_real_training_and_prints_each_step(tmp_path:
 
 def test_cli_rejects_a_bad_flag_with_usage() -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "stallscope._cli.main", "demo", "--steps", "zero"],
+        [sys.executable, "-m", "stallscope.cli.main", "demo", "--steps", "zero"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -88,7 +88,7 @@ def test_cli_rejects_a_bad_flag_with_usage() -> None:
 def test_demo_default_is_two_rank_ddp_with_matched_all_reduces(tmp_path: Path) -> None:
     out = tmp_path / "ddp"
     p = subprocess.run(
-        [sys.executable, "-m", "stallscope._cli.main", "demo", "--steps", "4", "--out", str(out)],
+        [sys.executable, "-m", "stallscope.cli.main", "demo", "--steps", "4", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,

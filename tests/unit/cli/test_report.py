@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 import stallscope
-from stallscope._cli.main import cli
 from stallscope._schema import conform
 from stallscope.analysis import STALL_COLUMNS
+from stallscope.cli.main import cli
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +183,7 @@ def test_report_numbers_are_whole_in_80_columns(
 
 
 def test_report_too_wide_for_the_terminal_wraps_rather_than_crops() -> None:
-    from stallscope._cli.report import print_step_table
+    from stallscope.cli.report import print_step_table
 
     cats = {c: [123_456_789_012, 1] for c in STALL_COLUMNS}
     table = pl.DataFrame(

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from stallscope._clock_sync import best_sample, client, reference_sample, server
+from stallscope.capture._clock_sync import best_sample, client, reference_sample, server
 
 SKEW_NS = 123_456_789  # the client's clock runs this far behind the server's
 

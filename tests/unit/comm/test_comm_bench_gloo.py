@@ -10,7 +10,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from stallscope._cli.main import cli
+from stallscope.cli.main import cli
 from stallscope.comm import _formulas as f
 
 pytestmark = [
@@ -119,7 +119,7 @@ def test_bench_comm_in_a_job_measures_both_tiers(tmp_path: Path) -> None:
             GROUP_RANK=str(rank // 2),
             NODE_RANK=str(rank // 2),
         )
-        argv = [sys.executable, "-m", "stallscope._cli.main", "bench", "comm", "-b", "64K"]
+        argv = [sys.executable, "-m", "stallscope.cli.main", "bench", "comm", "-b", "64K"]
         argv += ["-e", "128K", "-w", "1", "-n", "2", "--check", "--calibrate", str(cal)]
         argv += ["--timeout", "90", "--min-seconds-per-size", "0", "--min-bytes-per-size", "0"]
         procs.append(

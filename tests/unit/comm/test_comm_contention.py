@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stallscope._cli.bench import contention_warning, results_table
+from stallscope.cli.bench import contention_warning, results_table
 
 
 def _row(nbytes: int, time_ns: float, wait_ns: float | None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Columns handed to Polars through the Arrow C data interface (csrc/arrow, stallscope._arrow):
+"""Columns handed to Polars through the Arrow C data interface (csrc/arrow, stallscope._utils.arrow):
 the same values as Polars' own NumPy constructor, string gathers with nulls, the Kineto detail
 column, ownership (a Series outlives the ArrowColumn it came from), and clear errors."""
 
@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from stallscope import _arrow, _core
+from stallscope import _core
+from stallscope._utils import arrow as _arrow
 
 NULL = np.iinfo(np.int64).min
 DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from stallscope import _cpus
-from stallscope._cpus import cgroup_cpu_quota, usable_cpus
-from stallscope._kineto import _native_read
+from stallscope._utils import cpus as _cpus
+from stallscope._utils.cpus import cgroup_cpu_quota, usable_cpus
+from stallscope.io.kineto import _native_read
 
 
 def _tree(tmp_path: Path, self_cgroup: str, files: dict[str, str]) -> tuple[Path, Path]:

@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stallscope
-from stallscope import _arrow, _core
+from stallscope import _core
+from stallscope._utils import arrow as _arrow
+from stallscope.analysis.hta import _loading as _hta_loading
 from stallscope.analysis import (
-    _hta_loading,
     idle_time_breakdown,
     kernel_breakdown,
     kernel_type_breakdown,

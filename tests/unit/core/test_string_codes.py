@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope import _arrow, _core
+from stallscope import _core
+from stallscope._utils import arrow as _arrow
 
 
 def _reference(values: list[str | None]) -> tuple[list[int], list[int]]:

@@ -124,7 +124,7 @@ def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fake(fake_lib: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
     """The fake loaded as this process's libcupti, reset, with driver and device reported
     present (there are none on CI)."""
-    from stallscope import _cupti
+    from stallscope.capture import _cupti
 
     monkeypatch.setenv(_cupti.ENV_LIBRARY, str(fake_lib))
     r = _cupti.load()

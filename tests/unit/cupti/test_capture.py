@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 import stallscope
-from stallscope import _cupti
-from stallscope._run_dir import read_run_json
+from stallscope.capture import _cupti
+from stallscope.io._run_dir import read_run_json
 from tests.unit.cupti.conftest import Fake
 
 NCCL_MANGLED = "_Z32ncclDevKernel_AllReduce_f32_RING24ncclDevKernelArgsStorageILm4096EE"

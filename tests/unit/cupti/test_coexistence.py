@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 
 import stallscope
-from stallscope import _cupti
-from stallscope._run_dir import read_run_json
+from stallscope.capture import _cupti
 from stallscope.exceptions import StallscopeWarning
+from stallscope.io._run_dir import read_run_json
 from tests.unit.cupti.conftest import Fake
 
 

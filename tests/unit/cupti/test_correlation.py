@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 
 import stallscope
-from stallscope import _cupti
 from stallscope._schema import parse_detail
+from stallscope.capture import _cupti
 from tests.unit.cupti.conftest import Fake
 
 CUSTOM0, CUSTOM1 = 3, 4  # CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 / CUSTOM1

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 import stallscope
-from stallscope import _cupti, _hooks
+from stallscope.capture import _cupti, _hooks
 from tests.unit.cupti.conftest import Fake
 
 
@@ -64,7 +64,7 @@ with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     with stallscope.trace(__import__("sys").argv[1], backends=["cupti"]):
         stallscope.mark("cpu")
-default = [b.name for b in stallscope._hooks.select(None)]
+default = [b.name for b in stallscope.capture._hooks.select(None)]
 print(json.dumps({"rows": rows, "warnings": [str(x.message) for x in w], "default": default}))
 """
 
@@ -100,7 +100,7 @@ def test_no_libcupti_at_all(tmp_path: Path) -> None:
 
 NO_CANDIDATE_SCRIPT = """
 import json, stallscope
-from stallscope import _cupti
+from stallscope.capture import _cupti
 _cupti.candidates = lambda: ["/nonexistent/lib64/libcupti.so.13", "libcupti.so.0-none"]
 _cupti._driver_status = lambda: (True, "driver")
 _cupti._device_status = lambda: (True, "device")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from stallscope import _core
-from stallscope._classify import gpu_category_of
 from stallscope._schema import CATEGORIES, KIND_ID
-from stallscope._writer import StringCache, chunk_to_table
+from stallscope._schema._classify import gpu_category_of
+from stallscope.capture._writer import StringCache, chunk_to_table
 
 UNCLASSIFIED = 0xFF  # csrc/cupti/activity_backend.h kCategoryUnclassified
 

@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 
 import stallscope
-from stallscope._perfetto import STALLS_TID, STEPS_TID, perfetto_json, write_perfetto
 from stallscope._schema import conform
 from stallscope.analysis import stall_table
+from stallscope.io._perfetto import STALLS_TID, STEPS_TID, perfetto_json, write_perfetto
 
 PHASES = {"X", "i", "C", "b", "e", "M"}
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from stallscope._kineto._collectives import NOT_COLLECTIVES, P2P_NAMES
-from stallscope._kineto._convert import DTYPE_BYTES
+from stallscope.io.kineto._collectives import NOT_COLLECTIVES, P2P_NAMES
+from stallscope.io.kineto._convert import DTYPE_BYTES
 
 
 def nccl_ops(ops: pl.DataFrame) -> pl.DataFrame:

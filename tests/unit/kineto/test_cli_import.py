@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 import stallscope
-from stallscope._cli.main import cli
 from stallscope.analysis import temporal_breakdown
+from stallscope.cli.main import cli
 
 
 def test_import_writes_a_loadable_run(kineto_data: Path, tmp_path: Path) -> None:

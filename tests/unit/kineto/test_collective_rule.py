@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from stallscope._kineto import _parse
-from stallscope._kineto._collectives import collective_events
-from stallscope._kineto._convert import convert
 from stallscope._schema import COLUMNS
+from stallscope.io.kineto import _parse
+from stallscope.io.kineto._collectives import collective_events
+from stallscope.io.kineto._convert import convert
 
 _PRIVATE = {
     "_i": pl.Int64,

@@ -79,8 +79,8 @@ def test_minimal_trace(tmp_path: Path) -> None:
 
 def test_file_name_with_detail_separators(tmp_path: Path) -> None:
     """A file named with ';' and '=' (the detail's separators) keeps every mark fact readable."""
-    from stallscope._kineto import TRACE_MARK
     from stallscope._schema import detail_value
+    from stallscope.io.kineto import TRACE_MARK
 
     p = write(tmp_path / "run;rank=2.json", trace([launch(100), kernel(110)]))
     ev = stallscope.import_kineto(p)
@@ -99,7 +99,7 @@ def test_malformed_json(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("isal", [True, False])
 def test_truncated_gzip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isal: bool) -> None:
-    from stallscope._kineto import _native_read
+    from stallscope.io.kineto import _native_read
 
     if not isal:  # a platform without ISA-L: the standard library's reader, the same results
         monkeypatch.setattr(_native_read, "_isal_zlib", None)
@@ -151,7 +151,7 @@ def test_nccl_metadata_of_dropped_events(tmp_path: Path) -> None:
 def test_large_gzip_read_in_a_thread_and_its_truncation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: bool
 ) -> None:
-    from stallscope._kineto import _native_read
+    from stallscope.io.kineto import _native_read
 
     # With a gunzip thread (machines of 3+ cores) and without (the scanner's second thread
     # reads on while this one gunzips).

@@ -15,8 +15,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import stallscope
-from stallscope._kineto import _native_read
 from stallscope.analysis import STALL_COLUMNS, stall_table
+from stallscope.io.kineto import _native_read
 
 SET = Path(__file__).resolve().parents[2] / "data" / "kineto" / "h200_transformer_1rank"
 (TRACE,) = SET.glob("*.json.gz")

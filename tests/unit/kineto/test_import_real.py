@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 import stallscope
-from stallscope._classify import gpu_category
 from stallscope._schema import SCHEMA
+from stallscope._schema._classify import gpu_category
 from stallscope.analysis import collectives
 
 
@@ -120,7 +120,7 @@ def test_a_folder_converted_a_file_per_thread_gives_the_one_thread_events(
     import orjson
 
     from stallscope import _core
-    from stallscope._kineto import _native
+    from stallscope.io.kineto import _native
 
     trace = kineto_data / "hta_a100_rank0_of2_ncclmeta" / "nccl_data.json.gz"
     doc = orjson.loads(gzip.decompress(trace.read_bytes()))
@@ -139,7 +139,7 @@ def test_a_folder_converted_a_file_per_thread_gives_the_one_thread_events(
 
 def test_every_rank_has_one_trace_mark_with_facts(kineto_data: Path) -> None:
     ev = _read(kineto_data / "hta_sampled_2rank").events
-    marks = ev.filter(pl.col("name") == stallscope._kineto.TRACE_MARK)
+    marks = ev.filter(pl.col("name") == stallscope.io.kineto.TRACE_MARK)
     assert marks.height == 2
     assert marks["detail"].str.contains("world_size=128").all()
 
@@ -156,7 +156,7 @@ def test_every_reader_gives_the_same_events(
     kineto_data: Path, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """msgspec reader (when installed), Polars' JSON reader, and the orjson reader agree."""
-    from stallscope._kineto import _parse
+    from stallscope.io.kineto import _parse
 
     fast = _read(kineto_data / name).events
     monkeypatch.setattr(_parse, "parse_fast", lambda holder, path: None)
@@ -174,7 +174,7 @@ def test_the_detail_thread_gives_the_inline_detail_and_raises_its_errors(
     cores): the same column, and an error in making it reaches the caller instead of being lost
     with the thread."""
     from stallscope import _core
-    from stallscope._kineto import _native
+    from stallscope.io.kineto import _native
 
     path = kineto_data / "param_dlrm_8rank"
     inline = _read(path).events

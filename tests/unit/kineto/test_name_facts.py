@@ -7,9 +7,9 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope._kineto._name_facts import NULL, name_facts
-from stallscope._kineto._native import _WHITE_SPACE
 from stallscope._schema import CATEGORIES
+from stallscope.io.kineto._name_facts import NULL, name_facts
+from stallscope.io.kineto._native import _WHITE_SPACE
 
 # Pieces of the patterns, and characters the two engines' Unicode classes disagree on
 # (U+001C-U+001F: Python's \s only; combining marks, U+203F, ZWJ: Rust's \w only; ½ and ²:

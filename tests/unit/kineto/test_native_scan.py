@@ -21,7 +21,7 @@ from test_import_fuzz import document  # type: ignore[import-not-found]
 
 import stallscope
 from stallscope import StallscopeWarning, TraceImportError
-from stallscope._kineto import _native, _native_read, read_kineto
+from stallscope.io.kineto import _native, _native_read, read_kineto
 
 pytestmark = pytest.mark.skipif(
     not _native_read.available(), reason="_core built without KinetoScanner"

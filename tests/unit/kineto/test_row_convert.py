@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stallscope._kineto import _native, _native_read
 from stallscope._schema import CATEGORY_ID, KIND_ID
+from stallscope.io.kineto import _native, _native_read
 
 pytestmark = pytest.mark.skipif(
     not _native_read.available(), reason="_core built without KinetoScanner, or msgspec missing"
@@ -253,7 +253,7 @@ def test_an_error_on_a_converting_thread_reaches_the_caller() -> None:
 
 
 def test_converted_columns_reach_polars_without_a_copy_and_cannot_change_under_it() -> None:
-    from stallscope import _arrow
+    from stallscope._utils import arrow as _arrow
 
     rows = _rows(dict(cat=0, name=0, index=0, ts_ns=30, dur_ns=2, pid=1, tid=2))
     out = _convert(rows, [0], [1])

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_import_fuzz import CATS, NAMES, event_object, scalar  # type: ignore[import-not-found]
 
-from stallscope._kineto import _native_read
+from stallscope.io.kineto import _native_read
 
 pytestmark = pytest.mark.skipif(
     not _native_read.available(), reason="_core built without KinetoScanner"

@@ -14,7 +14,7 @@ import pytest
 
 import stallscope
 from stallscope import TraceImportError
-from stallscope._kineto import _native_read, read_kineto
+from stallscope.io.kineto import _native_read, read_kineto
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 import stallscope.testbed
-from stallscope._cli.main import cli
+from stallscope.cli.main import cli
 from stallscope.testbed import TestbedError
 
 

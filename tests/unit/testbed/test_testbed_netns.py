@@ -171,7 +171,7 @@ def test_signal_to_the_launcher_removes_everything(sig: signal.Signals) -> None:
         [
             sys.executable,
             "-m",
-            "stallscope._cli.main",
+            "stallscope.cli.main",
             "testbed",
             "--nodes",
             "2",

@@ -12,8 +12,8 @@ import pytest
 from dist_jobs import free_port  # type: ignore[import-not-found]
 
 import stallscope
-from stallscope._cli.profile import launcher_mode
 from stallscope.analysis import match_collectives
+from stallscope.cli.profile import launcher_mode
 
 TRAIN = """
 import torch, torch.distributed as dist
@@ -36,7 +36,7 @@ def _profile(out: Path, *command: str, cwd: Path) -> subprocess.CompletedProcess
         [
             sys.executable,
             "-m",
-            "stallscope._cli.main",
+            "stallscope.cli.main",
             "profile",
             "--out",
             str(out),

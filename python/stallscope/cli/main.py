@@ -1,0 +1,32 @@
+"""`stallscope VERB ...`: each verb lives in a module of its own and is registered here."""
+
+from __future__ import annotations
+
+import click
+
+from stallscope import __version__
+from stallscope.cli.bench import bench
+from stallscope.cli.demo import demo
+from stallscope.cli.export import export
+from stallscope.cli.import_ import import_
+from stallscope.cli.profile import profile
+from stallscope.cli.report import report
+from stallscope.cli.testbed import testbed
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="stallscope")
+def cli() -> None:
+    """stallscope: where each training step's time goes, and what another cluster would do."""
+
+
+for _command in (demo, profile, report, export, import_, bench, testbed):
+    cli.add_command(_command)
+
+
+def main() -> None:
+    cli(prog_name="stallscope")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""`stallscope report RUN`: the stall tables of a native run or of Kineto traces."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import polars as pl
+
+MS = 1e6  # ns per ms
+
+
+def _ms(df: pl.DataFrame, cols: list[str], digits: int = 3) -> pl.DataFrame:
+    return df.with_columns(
+        [(pl.col(c) / MS).round(digits).alias(c.removesuffix("_ns") + "_ms") for c in cols]
+    ).drop(cols)
+
+
+def _nonzero(table: pl.DataFrame, cols: tuple[str, ...]) -> list[str]:
+    """The category columns that are not zero everywhere (to keep terminal tables narrow)."""
+    return [c for c in cols if table.height and int(table[c].abs().max()) > 0]  # type: ignore[arg-type]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _label(category: str) -> str:
+    """A category's header: words that may wrap ("sync wait", "data fetch", "host wait")."""
+    return category.replace("_", " ")
+
+
+def print_step_table(table: pl.DataFrame, max_rows: int = 40) -> None:
+    """Print the stall table (one row per rank and step) in ms, only the categories that are
+    not zero everywhere."""
+    from stallscope.analysis import STALL_COLUMNS
+    from stallscope.cli.render import print_frame
+
+    cats = _nonzero(table, STALL_COLUMNS)
+    per = _ms(table.select("rank", "step", "step_ns", *cats), ["step_ns", *cats], digits=2)
+    # The title gives the unit: bare category names (and "total" for the step time) keep the
+    # table within 80 columns.
+    labels = {c: "total" if c == "step_ms" else _label(c.removesuffix("_ms")) for c in per.columns}
+    print_frame(
+        per, title="stalls per step and rank (ms)", max_rows=max_rows, digits=2, labels=labels
+    )
+
+
+def shares_line(whole: pl.DataFrame) -> str:
+    """One line of the run's shares (stall_run_summary): compute / comm (split) / data / host,
+    memcpy when there is some."""
+    share = {str(c): float(v) for c, v in whole.select("category", "share").iter_rows()}
+
+    def pct(*cats: str) -> str:
+        return f"{100 * sum(share.get(c, 0.0) for c in cats):.1f}%"
+
+    comm = ("sync_wait", "network", "interconnect")
+    parts = [f"compute {pct('compute')}"]
+    if share.get("memcpy", 0.0) > 0:
+        parts.append(f"memcpy {pct('memcpy')}")
+    split = ", ".join(f"{c.replace('_', ' ')} {pct(c)}" for c in comm if share.get(c, 0.0) > 0)
+    parts.append(f"comm {pct(*comm)}" + (f" ({split})" if split else ""))
+    parts.append(f"data {pct('data_fetch', 'data_prep', 'data')}")
+    parts.append(f"host {pct('host')}")
+    return " | ".join(parts)
+
+
+@click.command()
+@click.argument("run", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the tables as JSON (ns) for scripts.")
+@click.option(
+    "--max-rows",
+    type=click.IntRange(1, 1_000_000),
+    default=40,
+    show_default=True,
+    help="Rows shown of the per step and rank table.",
+)
+@click.option(
+    "--hta",
+    is_flag=True,
+    help="Also HolisticTraceAnalysis' views of the GPU timeline: temporal breakdown, comm/comp "
+    "overlap, idle time by cause, kernel time by type (HTA 0.5.0's numbers).",
+)
+def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
+    """Where each step's time goes: stall tables per step and rank, per step across ranks,
+    and for the whole run. RUN is a run directory or a folder (or file) of PyTorch profiler
+    traces."""
+    from stallscope.analysis import stall_run_summary, stall_summary, stall_table
+    from stallscope.cli._source import echo_warnings, load_events
+    from stallscope.cli.report_hta import hta_json, hta_views, print_hta
+
+    events, source, notes = load_events(run)
+    table = stall_table(events)
+    across = stall_summary(table)
+    whole = stall_run_summary(table)
+    views = hta_views(events) if hta else None
+    if as_json:
+        import orjson
+
+        doc = {
+            "path": str(run),
+            "source": source,
+            "events": events.height,
+            "ranks": sorted(int(r) for r in events["rank"].unique().to_list()),
+            "warnings": notes,
+            "steps": table.to_dicts(),
+            "across_ranks": across.to_dicts(),
+            "run": whole.with_columns(pl.col("category").cast(pl.String)).to_dicts(),
+        }
+        if views is not None:
+            doc["hta"] = hta_json(views)
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+
+    echo_warnings(notes)
+    ranks = events["rank"].n_unique() if events.height else 0
+    click.echo(
+        f"{run} ({source}): {_count(events.height, 'event')}, {_count(ranks, 'rank')}, "
+        f"{_count(table.height, 'rank-step')}"
+    )
+    if table.height == 0:
+        click.echo(
+            "no steps: the run has no step markers (call stallscope.step() each iteration, or "
+            "profile with torch.profiler's schedule so traces carry ProfilerStep#N)"
+        )
+    else:
+        _print_stalls(table, across, whole, max_rows)
+    if views is not None:
+        click.echo()
+        print_hta(views, max_rows)
+
+
+def _print_stalls(
+    table: pl.DataFrame, across: pl.DataFrame, whole: pl.DataFrame, max_rows: int
+) -> None:
+    from stallscope.analysis import STALL_COLUMNS
+    from stallscope.cli.render import print_frame
+
+    print_step_table(table, max_rows)
+    cats = _nonzero(table, STALL_COLUMNS)
+    maxes = [c.removesuffix("_ns") + "_max_ns" for c in cats]
+    a = across.select("step", "ranks", "slowest_rank", "step_max_ns", "step_median_ns", *maxes)
+    # Bare category names and worded headers (the title gives the unit and the statistic), so
+    # that the table usually fits in 80 columns.
+    labels = {"slowest_rank": "slowest rank", "step_max_ms": "step max"}
+    labels |= {"step_median_ms": "step median"}
+    labels |= {m.removesuffix("_ns") + "_ms": _label(m.removesuffix("_max_ns")) for m in maxes}
+    print_frame(
+        _ms(a, ["step_max_ns", "step_median_ns", *maxes], digits=2),
+        title="per step across ranks (ms; max over ranks unless median)",
+        max_rows=max_rows,
+        digits=2,
+        labels=labels,
+    )
+    w = whole.select(
+        pl.col("category").cast(pl.String),
+        (pl.col("total_ns") / MS).round(3).alias("total_ms"),
+        (pl.col("share") * 100).round(1).alias("share_%"),
+        (pl.col("per_step_ns") / MS).round(3).alias("per_step_ms"),
+    )
+    print_frame(
+        w,
+        title="whole run",
+        digits={"total_ms": 3, "share_%": 1, "per_step_ms": 3},
+        labels={"total_ms": "total ms", "share_%": "share %", "per_step_ms": "per step ms"},
+    )
+    click.echo(f"run: {shares_line(whole)}")
