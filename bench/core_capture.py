@@ -22,7 +22,8 @@ import timeit
 from pathlib import Path
 
 from stallscope import _core
-from stallscope.capture._writer import StringCache, chunk_to_table, write_atomic
+from stallscope.capture._writer import StringCache, chunk_to_table
+from stallscope.io._event_files import write_atomic
 
 RESULTS = Path(__file__).parent / "results"
 REPEATS = 7

@@ -98,7 +98,6 @@ def worker_stallscope(step: Any, args: argparse.Namespace, tmp: Path) -> dict[st
     import polars as pl
 
     import stallscope
-    from stallscope.capture import _cupti
 
     run = tmp / "stallscope_run"
     with stallscope.trace(run, backends=["cupti"]) as tr:
@@ -106,7 +105,7 @@ def worker_stallscope(step: Any, args: argparse.Namespace, tmp: Path) -> dict[st
     if tr.backend_info.get("cupti", {}).get("error"):
         raise SystemExit(f"stallscope CUPTI backend failed: {tr.backend_info['cupti']['error']}")
     ev = stallscope.load(run)
-    lt = _cupti.launches(ev).filter(pl.col("kind") == "kernel")
+    lt = stallscope.analysis.launches(ev).filter(pl.col("kind") == "kernel")
     counts = lt.group_by("step").len().sort("step")
     per = dict(zip(counts["step"].to_list(), counts["len"].to_list(), strict=True))
     kernel_ns = int((lt["end_ns"] - lt["start_ns"]).sum())

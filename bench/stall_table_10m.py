@@ -176,7 +176,7 @@ def to_native_table(frame: pl.DataFrame) -> pa.Table:
 def generate(run: Path, events: int, ranks: int) -> int:
     import pyarrow.parquet as pq
 
-    from stallscope.capture._writer import _PARQUET_OPTIONS
+    from stallscope.io._event_files import PARQUET_OPTIONS
 
     run.mkdir(parents=True, exist_ok=True)
     steps = max(2, events // (ranks * per_step_events()))
@@ -187,7 +187,7 @@ def generate(run: Path, events: int, ranks: int) -> int:
         pq.write_table(
             to_native_table(df),
             run / f"rank-{r:05d}.parquet",
-            **_PARQUET_OPTIONS,  # type: ignore[arg-type]
+            **PARQUET_OPTIONS,  # type: ignore[arg-type]
             row_group_size=10 * per_step_events(),
         )
         total += df.height
@@ -201,8 +201,9 @@ def write_run_json(run: Path, ranks: int, steps: int) -> None:
     """run.json as a traced 2-node job leaves it: one entry per rank, stopped, with the clock
     offsets to rank 0 measured at start and stop (a few us apart, drifting by 1 ppm), so `load`
     aligns the clocks as it does for a real multi-node run."""
-    from stallscope.io._run_dir import FORMAT as RUN_FORMAT
-    from stallscope.io._run_dir import FORMAT_VERSION, stem_for
+    from stallscope.io._run_dir import stem_for
+    from stallscope.io._run_json import FORMAT as RUN_FORMAT
+    from stallscope.io._run_json import FORMAT_VERSION
 
     t_start = 1_700_000_000_000_000_000
     t_stop = t_start + steps * STEP_NS

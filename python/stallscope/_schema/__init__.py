@@ -66,6 +66,10 @@ CATEGORIES: Final[tuple[str, ...]] = (
 GPU_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "gpu_sync")
 """The kinds of GPU activity (their lane is a stream)."""
 
+TRACE_MARK: Final = "kineto:trace"
+"""The name of the one ``mark`` event per rank of an imported Kineto trace that carries the
+file's facts (base time, whether ts was written as floats) in its detail."""
+
 KIND: Final = pl.Enum(list(KINDS))
 CATEGORY: Final = pl.Enum(list(CATEGORIES))
 
@@ -98,11 +102,6 @@ SCHEMA: Final[dict[str, pl.DataType]] = {
 COLUMNS: Final[tuple[str, ...]] = tuple(SCHEMA)
 
 HOST_DEVICE: Final = -1
-
-
-def empty_frame() -> pl.DataFrame:
-    """A frame with the event schema and no rows."""
-    return pl.DataFrame(schema=SCHEMA)
 
 
 def conform(df: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:

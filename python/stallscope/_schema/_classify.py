@@ -29,7 +29,6 @@ MEMORY_RE: Final = r"^(?:Memcpy|Memset|dma|hipMemcpy|hipMemset)"
 SYNC_RE: Final = r"^(?:Stream Sync|Event Sync|Context Sync|Stream Wait Event)$|Sync$"
 
 # The collective in an NCCL kernel name: ncclDevKernel_AllReduce_Sum_f32_RING_LL -> AllReduce.
-NCCL_COLLECTIVE_RE: Final = r"(AllReduce|ReduceScatter|AllGatherV|AllGather|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv|Generic)"
 
 
 def gpu_category(name: pl.Expr) -> pl.Expr:
@@ -62,19 +61,6 @@ def gpu_category_of(name: str) -> str:
     if name.endswith("Sync") or name == "Stream Wait Event":
         return "sync"
     return "compute"
-
-
-def nccl_collective(name: pl.Expr) -> pl.Expr:
-    """The collective named by an NCCL kernel (AllReduce, SendRecv, ...); null otherwise."""
-    return pl.when(name.str.contains(COMM_RE)).then(name.str.extract(NCCL_COLLECTIVE_RE, 1))
-
-
-# HTA 0.5.0's kernel types come from three regexes applied with re.match (anchored at the
-# start; `.` stops at a newline): r"^nccl.*Kernel" (COMMUNICATION), r"(^Memcpy)|(^Memset)|(^dma)"
-# (MEMORY), and r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)" (not COMPUTATION). The same
-# tests as string operations: "Kernel" after "nccl" and "Memcpy" or "Sync" anywhere in the first
-# line. The regexes backtrack over every character of a name (kernel names run to 2 k): 25 µs a
-# name, against under 1 µs here (tests/unit/analysis: equal to the regexes on generated names).
 
 
 def hta_kernel_type_of(name: str) -> str:

@@ -2,6 +2,7 @@
 
 from stallscope.analysis._capture_summary import capture_summary
 from stallscope.analysis._collectives import collectives, match_collectives, stragglers
+from stallscope.analysis._launches import launches
 from stallscope.analysis._steps import assign_steps, step_windows
 from stallscope.analysis.hta._idle import idle_time_breakdown
 from stallscope.analysis.hta._kernels import kernel_breakdown, kernel_type_breakdown
@@ -21,6 +22,7 @@ __all__ = [
     "assign_steps",
     "capture_summary",
     "collectives",
+    "launches",
     "match_collectives",
     "step_windows",
     "stragglers",

@@ -17,7 +17,8 @@ from stallscope import _core
 from stallscope.capture import _hooks
 from stallscope.capture._env import Placement, placement
 from stallscope.exceptions import StallscopeWarning, TraceError
-from stallscope.io._run_dir import final_path, stem_for, update_process
+from stallscope.io import _run_json as run_json
+from stallscope.io._run_dir import final_path, stem_for
 
 _active: Trace | None = None
 _active_lock = threading.Lock()
@@ -224,48 +225,34 @@ class Trace:
 
     # -- run.json ------------------------------------------------------------------------------
     def _write_metadata(self, status: str) -> None:
-        p = self.placement
         mono, real = _core.now_ns(), _core.realtime_ns()
-        entry: dict[str, Any] = {
-            "status": status,
-            f"{'start' if status == 'running' else 'stop'}_clock": {
-                "monotonic_ns": mono,
-                "realtime_ns": real,
-            },
-        }
         if status == "running":
-            entry.update(
-                rank=p.rank,
-                world_size=p.world_size,
-                local_rank=p.local_rank,
-                local_world_size=p.local_world_size,
-                node_rank=p.node_rank,
-                host=p.host,
+            entry = run_json.started(
+                placement=self.placement,
                 pid=self.pid,
                 ppid=os.getppid(),
                 forked_child=_forked_from_traced,
-                clock={"source": "CLOCK_MONOTONIC", "unit": "ns"},
                 flush_interval_s=self.flush_interval,
                 ring_capacity=_core.ring_capacity(),
                 max_threads=_core.max_threads(),
                 versions=_versions(),
-                argv=list(sys.argv),
+                argv=sys.argv,
+                monotonic_ns=mono,
+                realtime_ns=real,
             )
         else:
-            threads = _core.thread_stats()
-            entry.update(
-                threads=threads,
-                drops={
-                    "ring_full": sum(int(t["dropped"]) for t in threads),
-                    "no_thread_slot": _core.no_slot_drops(),
-                    "nesting_too_deep": _core.too_deep_drops(),
-                },
+            entry = run_json.stopped(
+                threads=_core.thread_stats(),
+                no_thread_slot=_core.no_slot_drops(),
+                nesting_too_deep=_core.too_deep_drops(),
                 events_written=self.events_written,
                 backends=self.backend_info,
                 file=self.path.name if self.path else None,
                 steps=_core.step_index(),
+                monotonic_ns=mono,
+                realtime_ns=real,
             )
-        update_process(self.out_dir, self.stem, entry)
+        run_json.update_process(self.out_dir, self.stem, entry)
 
     # -- signals -------------------------------------------------------------------------------
     def _install_sigterm(self) -> None:

@@ -3,19 +3,18 @@ trace runs, merged into one file (a row group per part) when it stops."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from stallscope import _core
 from stallscope._schema import CATEGORIES, KIND_ID, KINDS
 from stallscope._schema._classify import gpu_category_of
-from stallscope.io._run_dir import final_path, part_path
+from stallscope.io._event_files import merge_parts, write_atomic
+from stallscope.io._run_dir import part_path
 
 _COUNTER = KIND_ID["counter"]
 # GPU activity from the CUPTI backend arrives with this category (csrc/cupti/activity_backend.h
@@ -23,19 +22,6 @@ _COUNTER = KIND_ID["counter"]
 # its plain-Python form (no Polars here, see below), evaluated once per distinct name.
 _UNCLASSIFIED = 0xFF
 _gpu_categories: dict[int, tuple[str, int]] = {}  # name id -> (name, category id)
-
-# Parquet settings, chosen by CPU time per event on the CI VM (bench/core_capture.py): zstd level
-# 1; dictionaries only for the string columns (Arrow's default also tries them on every int64
-# column, costing a hash per value for nothing); delta encoding for the time and correlation
-# columns (mostly increasing); statistics only where readers filter (time, rank). About 1.8x the
-# default's throughput and 40 % smaller.
-_PARQUET_OPTIONS: dict[str, object] = {
-    "compression": "zstd",
-    "compression_level": 1,
-    "use_dictionary": ["kind", "category", "name", "detail"],
-    "write_statistics": ["rank", "start_ns", "end_ns"],
-    "column_encoding": {c: "DELTA_BINARY_PACKED" for c in ("start_ns", "end_ns", "correlation")},
-}
 
 
 class StringCache:
@@ -153,13 +139,6 @@ def chunk_to_table(
     )
 
 
-def write_atomic(table: pa.Table, path: Path) -> None:
-    """Write `table` to `path` so that a reader never sees a half-written file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, **_PARQUET_OPTIONS)
-    os.replace(tmp, path)
-
-
 class RankWriter:
     """Background thread: drains the rings every `poll_s` and writes a part file every
     `flush_interval_s`. The GIL is released while the core drains and while Parquet encodes."""
@@ -234,19 +213,3 @@ class RankWriter:
         if self.error is not None:
             raise self.error
         return merge_parts(self.out_dir, self.stem, self.parts)
-
-
-def merge_parts(out_dir: Path, stem: str, parts: list[Path]) -> Path | None:
-    """Merge part files into the stem's final file (one row group per part), then delete them."""
-    if not parts:
-        return None
-    final = final_path(out_dir, stem)
-    tmp = final.with_name(f".{final.name}.tmp")
-    first = pq.ParquetFile(parts[0])
-    with pq.ParquetWriter(tmp, first.schema_arrow, **_PARQUET_OPTIONS) as w:
-        for p in parts:
-            w.write_table(pq.read_table(p), row_group_size=1 << 30)
-    os.replace(tmp, final)
-    for p in parts:
-        p.unlink(missing_ok=True)
-    return final

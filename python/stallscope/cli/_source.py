@@ -45,17 +45,7 @@ def load_events(path: Path) -> tuple[pl.DataFrame, str, list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if kind == "native":
-                events = stallscope.load(path)
-            else:
-                importer = getattr(stallscope, "import_kineto", None)
-                if importer is None:
-                    raise click.ClickException(
-                        f"{path} holds Kineto traces, but this stallscope build has no Kineto "
-                        "importer (stallscope.import_kineto is missing); upgrade stallscope"
-                    )
-                got = importer(path)
-                events = got.collect() if isinstance(got, pl.LazyFrame) else got
+            events = stallscope.load(path) if kind == "native" else stallscope.import_kineto(path)
         except StallscopeError as e:
             raise click.ClickException(str(e)) from None
     return events, kind, [str(w.message) for w in caught]

@@ -7,6 +7,13 @@ from typing import Any
 
 import polars as pl
 
+MS = 1e6  # ns per ms
+
+
+def label(category: str) -> str:
+    """A category's header: words that may wrap ("sync wait", "data fetch", "host wait")."""
+    return category.replace("_", " ")
+
 
 def _cell(v: Any, digits: int | None) -> str:
     if v is None:

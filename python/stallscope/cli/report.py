@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-MS = 1e6  # ns per ms
+from stallscope.cli.render import MS, label
 
 
 def _ms(df: pl.DataFrame, cols: list[str], digits: int = 3) -> pl.DataFrame:
@@ -26,11 +26,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
-def _label(category: str) -> str:
-    """A category's header: words that may wrap ("sync wait", "data fetch", "host wait")."""
-    return category.replace("_", " ")
-
-
 def print_step_table(table: pl.DataFrame, max_rows: int = 40) -> None:
     """Print the stall table (one row per rank and step) in ms, only the categories that are
     not zero everywhere."""
@@ -41,7 +36,7 @@ def print_step_table(table: pl.DataFrame, max_rows: int = 40) -> None:
     per = _ms(table.select("rank", "step", "step_ns", *cats), ["step_ns", *cats], digits=2)
     # The title gives the unit: bare category names (and "total" for the step time) keep the
     # table within 80 columns.
-    labels = {c: "total" if c == "step_ms" else _label(c.removesuffix("_ms")) for c in per.columns}
+    labels = {c: "total" if c == "step_ms" else label(c.removesuffix("_ms")) for c in per.columns}
     print_frame(
         per, title="stalls per step and rank (ms)", max_rows=max_rows, digits=2, labels=labels
     )
@@ -145,7 +140,7 @@ def _print_stalls(
     # that the table usually fits in 80 columns.
     labels = {"slowest_rank": "slowest rank", "step_max_ms": "step max"}
     labels |= {"step_median_ms": "step median"}
-    labels |= {m.removesuffix("_ns") + "_ms": _label(m.removesuffix("_max_ns")) for m in maxes}
+    labels |= {m.removesuffix("_ns") + "_ms": label(m.removesuffix("_max_ns")) for m in maxes}
     print_frame(
         _ms(a, ["step_max_ns", "step_median_ns", *maxes], digits=2),
         title="per step across ranks (ms; max over ranks unless median)",

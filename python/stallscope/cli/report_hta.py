@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from stallscope.analysis.hta._idle import CATEGORIES as IDLE_CAUSES
-from stallscope.cli.report import MS, _label
+from stallscope.cli.render import MS, label
 
 
 def hta_views(events: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -82,7 +82,7 @@ def print_hta(views: dict[str, pl.DataFrame], max_rows: int) -> None:
             title="GPU idle time by cause (HTA, ms)",
             max_rows=max_rows,
             digits=3,
-            labels={c: _label(c) for c in causes},
+            labels={c: label(c) for c in causes},
         )
     types = views["kernel_type_breakdown"].select(
         "kernel_type", (pl.col("time_ns") / MS).alias("time_ms"), "percentage"

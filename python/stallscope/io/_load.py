@@ -13,7 +13,8 @@ import polars as pl
 from stallscope._schema import COLUMNS, SCHEMA
 from stallscope._utils.gil import fair_gil
 from stallscope.exceptions import RunDirError, StallscopeWarning
-from stallscope.io._run_dir import STEM_RE, event_files, read_run_json
+from stallscope.io._run_dir import STEM_RE, event_files
+from stallscope.io._run_json import read_run_json
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 from stallscope import _core
 from stallscope.capture._clock_sync import DEFAULT_ROUNDS, Sample, measure_torch
 from stallscope.exceptions import StallscopeWarning
-from stallscope.io._run_dir import read_run_json, update_process
+from stallscope.io import _run_json as run_json
 
 CLOCK_TIMEOUT_ENV = "STALLSCOPE_CLOCK_TIMEOUT_S"
 CLOCK_TIMEOUT_S = 20.0  # default per exchange step: bounds the wait on a dead or hung rank
@@ -143,17 +143,14 @@ def _measure(trace: Any, when: str, peers: list[int] | None = None) -> Sample | 
 
 
 def _write_clock(trace: Any) -> None:
-    doc = read_run_json(trace.out_dir)
-    clock = dict((doc.get("processes", {}).get(trace.stem) or {}).get("clock") or {})
-    clock.update(
-        reference_rank=0,
-        method="cristian ping-pong over the process group, smallest round trip of "
-        f"{DEFAULT_ROUNDS}",
-        offsets=list(_state.samples),
+    entry = run_json.clock_offsets(
+        trace.out_dir,
+        trace.stem,
+        method=f"cristian ping-pong over the process group, smallest round trip of {DEFAULT_ROUNDS}",
+        samples=_state.samples,
+        problems=_state.problems,
     )
-    if _state.problems:
-        clock["problems"] = list(_state.problems)
-    update_process(trace.out_dir, trace.stem, {"clock": clock})
+    run_json.update_process(trace.out_dir, trace.stem, entry)
 
 
 class TorchDistBackend:
@@ -180,10 +177,11 @@ class TorchDistBackend:
         import torch.distributed as dist
 
         from stallscope.torch import _collectives, _topology
-        from stallscope.torch._instrument import instrument
+        from stallscope.torch._instrument import before_destroy, instrument
         from stallscope.torch._nccl import plugin_stats
 
         ops = instrument(None)
+        before_destroy(finish)
         with _state.lock:
             _state.trace, _state.samples, _state.problems, _state.finished = trace, [], [], False
             _state.generation += 1
@@ -195,7 +193,7 @@ class TorchDistBackend:
         _collectives.topology = _topology.from_posts(posted, dist.get_world_size())
         _collectives._groups.clear()  # nnodes now known
         topo = _collectives.topology.as_json(dist.get_rank())
-        update_process(trace.out_dir, trace.stem, {"topology": topo})
+        run_json.update_process(trace.out_dir, trace.stem, {"topology": topo})
         _measure(trace, "start", peers=sorted(posted))
         return {"ops": ops, "backend": str(dist.get_backend()), "nnodes": topo["nnodes"]}
 

@@ -5,9 +5,22 @@ from __future__ import annotations
 import atexit
 import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 _lifecycle_patched = False
+# Called just before the world group is destroyed, while it still exists (the torch.distributed
+# capture backend takes its stop-side clock sample here); registered by whoever needs it, so
+# this module imports no backend.
+_before_destroy: list[Callable[[], None]] = []
+
+
+def before_destroy(fn: Callable[[], None]) -> None:
+    """Call `fn` (once per registration) just before destroy_process_group() tears the world
+    group down."""
+    if fn not in _before_destroy:
+        _before_destroy.append(fn)
+
 
 # The timing callbacks on collectives' futures, and DDP's Python comm hook (torch's default
 # all-reduce hook, which the bucket timing registers), leave a Python callable in a torch Future.
@@ -40,7 +53,7 @@ def _patch_lifecycle() -> None:
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
-    from stallscope.torch import _backend, _collectives
+    from stallscope.torch import _collectives
     from stallscope.torch._nccl import enable_plugin
 
     orig_init = getattr(c10d.init_process_group, "__stallscope_original__", c10d.init_process_group)
@@ -58,7 +71,8 @@ def _patch_lifecycle() -> None:
     @functools.wraps(orig_destroy)
     def destroy_process_group(group: Any = None) -> Any:
         if group is None or group is dist.group.WORLD:
-            _backend.finish()
+            for fn in list(_before_destroy):
+                fn()
             _collectives.reset_groups()
         return orig_destroy(group)
 

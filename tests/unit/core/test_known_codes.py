@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 import stallscope
 from stallscope import _core
 from stallscope._utils import arrow as _arrow
-from stallscope.analysis.hta import _loading as _hta_loading
 from stallscope.analysis import (
     idle_time_breakdown,
     kernel_breakdown,
     kernel_type_breakdown,
     temporal_breakdown,
 )
+from stallscope.analysis.hta import _loading as _hta_loading
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "kineto"
 TRACE = DATA / "h200_transformer_1rank"

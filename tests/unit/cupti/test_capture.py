@@ -13,7 +13,7 @@ import pytest
 
 import stallscope
 from stallscope.capture import _cupti
-from stallscope.io._run_dir import read_run_json
+from stallscope.io._run_json import read_run_json
 from tests.unit.cupti.conftest import Fake
 
 NCCL_MANGLED = "_Z32ncclDevKernel_AllReduce_f32_RING24ncclDevKernelArgsStorageILm4096EE"
@@ -27,7 +27,7 @@ def traced(tmp_path: Path, body: Any, **kw: Any) -> tuple[pl.DataFrame, dict[str
         body()
     entry = next(iter(read_run_json(run)["processes"].values()))
     if not list(run.glob("rank-*.parquet")):
-        return stallscope._schema.empty_frame(), entry
+        return pl.DataFrame(schema=stallscope.SCHEMA), entry
     return stallscope.load(run), entry
 
 

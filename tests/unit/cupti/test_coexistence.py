@@ -12,7 +12,7 @@ import pytest
 import stallscope
 from stallscope.capture import _cupti
 from stallscope.exceptions import StallscopeWarning
-from stallscope.io._run_dir import read_run_json
+from stallscope.io._run_json import read_run_json
 from tests.unit.cupti.conftest import Fake
 
 

@@ -76,7 +76,7 @@ def test_launch_delay_and_queue_depth(fake: Fake, tmp_path: Path) -> None:
         for _ in range(4):
             fake.kernel(K, stream=7, api_ns=2_000, delay_ns=4_000, duration_ns=1_000_000)
         fake.kernel(K, stream=9, api_ns=2_000, delay_ns=6_000, duration_ns=10_000)
-    lt = _cupti.launches(stallscope.load(run))
+    lt = stallscope.analysis.launches(stallscope.load(run))
     s7 = lt.filter(pl.col("lane") == 7).sort("launch_end_ns")
     assert s7.height == 4
     assert s7["launch_delay_ns"][0] == 4_000
@@ -111,7 +111,7 @@ def test_other_threads_keep_their_own_attribution(fake: Fake, tmp_path: Path) ->
     k = ev.filter(pl.col("kind") == "kernel").sort("lane")
     assert k["detail"].to_list() == ["step=1;region=main_region", "region=loader_thread"]
     # The other thread never called step(): its launch is placed by the host step window.
-    lt = _cupti.launches(ev).sort("lane")
+    lt = stallscope.analysis.launches(ev).sort("lane")
     assert lt["step"].to_list() == [1, 1]
     # Launch calls sit on the OS thread that made them (CUPTI names threads by pthread_self).
     rt = ev.filter(pl.col("kind") == "runtime").sort("correlation")
@@ -168,7 +168,7 @@ def test_without_runtime_records_steps_come_from_gpu_time(fake: Fake, tmp_path: 
     ev = stallscope.load(run)
     assert ev.filter(pl.col("kind") == "runtime").height == 0
     assert ev.filter(pl.col("kind") == "kernel")["detail"].to_list() == [None, None]
-    lt = _cupti.launches(ev).sort("start_ns")
+    lt = stallscope.analysis.launches(ev).sort("start_ns")
     assert lt["launch_end_ns"].to_list() == [None, None]
     assert lt["queue_depth"].to_list() == [None, None]
     assert lt["step"].to_list() == [1, 2]  # by the GPU start time, in the host step windows

@@ -17,7 +17,7 @@ import pytest
 import stallscope
 from stallscope.capture import _cupti
 from stallscope.exceptions import StallscopeWarning
-from stallscope.io._run_dir import read_run_json
+from stallscope.io._run_json import read_run_json
 from tests.unit.cupti.conftest import Fake
 
 K = "_Z6kernelv"
@@ -98,7 +98,7 @@ def test_a_drop_left_from_the_previous_session_is_not_this_traces(
 RING_SCRIPT = """
 import ctypes, json, sys
 import stallscope
-from stallscope.io._run_dir import read_run_json
+from stallscope.io._run_json import read_run_json
 fake = ctypes.CDLL(sys.argv[2])
 fake.fake_cupti_launch_kernel.restype = ctypes.c_uint32
 fake.fake_cupti_launch_kernel.argtypes = [ctypes.c_char_p] + [ctypes.c_uint32] * 2 + [

@@ -14,7 +14,7 @@ from polars.testing import assert_frame_equal
 
 import stallscope
 from stallscope._schema import SCHEMA
-from stallscope.io._run_dir import FORMAT, FORMAT_VERSION
+from stallscope.io._run_json import FORMAT, FORMAT_VERSION
 
 # Rank 3's file is missing in some runs below: load warns, as it should.
 pytestmark = pytest.mark.filterwarnings("ignore::stallscope.StallscopeWarning")

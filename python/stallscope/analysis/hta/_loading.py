@@ -26,11 +26,10 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
-from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS, kind_mask
+from stallscope._schema import GPU_KINDS, KIND, KIND_ID, KINDS, TRACE_MARK, kind_mask
 from stallscope._schema._classify import hta_kernel_type_of
 from stallscope._utils import arrow as _arrow
 from stallscope._utils.sorted import distinct, segment_starts
-from stallscope.io.kineto._convert import TRACE_MARK
 
 NOT_HTA_KINDS = ("mark", "collective", "p2p", "counter", "clock_sync", "bucket")
 SYNC_NAMES = ("Event Sync", "Context Sync")

@@ -1,10 +1,10 @@
-"""Vectorised interval algebra in Polars, on one timeline.
+"""Interval algebra of the stall table, on one timeline.
 
-Intervals are half-open ``[start, end)`` in int64 ns, columns ``start`` and ``end``. Every function
-here works on a single timeline: to handle several ranks at once, lay them out one after another
-first (`flatten`), so that no group-by or per-row Python is needed anywhere (each operation is a
-sort, a cumulative maximum, a filter or an as-of join). The stall table's hot path uses the
-NumPy forms `Union` (measuring the union of millions of intervals) and `exclusive_arrays`.
+Intervals are half-open ``[start, end)`` in int64 ns. Every function here works on a single
+timeline: several ranks are laid out one after another first, so that no group-by or per-row
+Python is needed. `Union` measures the union of millions of intervals (NumPy); `exclusive` and
+`exclusive_arrays` cut labelled intervals into disjoint segments, each with the smallest label
+active over it (Polars and NumPy forms of one rule).
 """
 
 from __future__ import annotations
@@ -73,100 +73,6 @@ class Union:
         return pl.DataFrame({"start": self.s[heads], "end": self.e[tails]})
 
 
-def merge_sorted(intervals: pl.LazyFrame) -> pl.LazyFrame:
-    """The union of `intervals` (sorted by ``start``, every ``end > start``) as disjoint intervals
-    sorted by start. Overlapping and touching intervals merge."""
-    running_end = _E.cum_max()
-    prev = running_end.shift(1)  # largest end among the intervals before this one
-    x = intervals.select(_S, _prev=prev, _last=running_end.last())
-    # A new merged interval starts where the start lies beyond every earlier end; the previous
-    # merged interval ends at the running maximum just before that start.
-    heads = x.filter(pl.col("_prev").is_null() | (pl.col("_prev") < _S))
-    return heads.select(_S, end=pl.col("_prev").shift(-1).fill_null(pl.col("_last")))
-
-
-def merge(intervals: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
-    """The union of `intervals` (any order; empty and negative ones ignored) as disjoint
-    intervals sorted by start."""
-    return merge_sorted(intervals.lazy().select(_S, _E).filter(_E > _S).sort("start"))
-
-
-def cumulative(merged: pl.LazyFrame) -> pl.LazyFrame:
-    """`merged` (disjoint, sorted, from `merge`) prepared for `measure_before`: columns _s, _e
-    and _before (total length of the intervals before this one). Collect it once to reuse it."""
-    length = _E - _S
-    return merged.select(_s=_S, _e=_E, _before=length.cum_sum() - length)
-
-
-def measure_before(
-    merged: pl.LazyFrame, points: pl.LazyFrame, at: str = "t", *, prepared: bool = False
-) -> pl.LazyFrame:
-    """`points` with a column ``measure``: the total length (ns) of the union `merged` (disjoint,
-    sorted, from `merge`; or `cumulative` of it with `prepared`) that lies before each point
-    ``at`` (points sorted by ``at``). The measure of the union inside ``[a, b)`` is then
-    ``measure(b) - measure(a)``."""
-    cum = merged if prepared else cumulative(merged)
-    joined = points.join_asof(
-        cum, left_on=at, right_on="_s", strategy="backward", check_sortedness=False
-    )
-    inside = (pl.col(at) - pl.col("_s")).clip(0, pl.col("_e") - pl.col("_s"))
-    return joined.with_columns(measure=(pl.col("_before") + inside).fill_null(0)).drop(
-        "_s", "_e", "_before"
-    )
-
-
-def measure_within(
-    merged: pl.LazyFrame, windows: pl.LazyFrame, *, prepared: bool = False
-) -> pl.LazyFrame:
-    """`windows` (disjoint, sorted by ``start``) with a column ``measure``: the length of the union
-    `merged` (or its `cumulative` with `prepared`) inside each window."""
-    cum = merged if prepared else cumulative(merged)
-    w = windows.with_row_index("_w")
-    a = measure_before(cum, w.select("_w", t=_S), prepared=True).select("_w", _a="measure")
-    b = measure_before(cum, w.select("_w", t=_E), prepared=True).select("_w", _b="measure")
-    # Windows are disjoint and sorted, so their ends are sorted too: row order is kept.
-    return (
-        w.join(a, on="_w", how="left", maintain_order="left")
-        .join(b, on="_w", how="left", maintain_order="left")
-        .with_columns(measure=pl.col("_b") - pl.col("_a"))
-        .drop("_w", "_a", "_b")
-    )
-
-
-def _sweep(a: pl.LazyFrame, b: pl.LazyFrame, keep: int, cuts: pl.LazyFrame | None) -> pl.LazyFrame:
-    edges = [
-        a.select(t=_S, d=pl.lit(1, pl.Int32)),
-        a.select(t=_E, d=pl.lit(-1, pl.Int32)),
-        b.select(t=_S, d=pl.lit(2, pl.Int32)),
-        b.select(t=_E, d=pl.lit(-2, pl.Int32)),
-    ]
-    if cuts is not None:
-        edges.append(cuts.select("t", d=pl.lit(0, pl.Int32)))
-    sweep = (
-        pl.concat(edges)
-        .group_by("t")
-        .agg(pl.col("d").sum())
-        .sort("t")
-        .with_columns(state=pl.col("d").cum_sum(), nxt=pl.col("t").shift(-1))
-    )
-    # state = (inside a) + 2 * (inside b)
-    return sweep.filter((pl.col("state") == keep) & (pl.col("nxt") > pl.col("t"))).select(
-        start="t", end="nxt"
-    )
-
-
-def difference(a: pl.LazyFrame, b: pl.LazyFrame, cuts: pl.LazyFrame | None = None) -> pl.LazyFrame:
-    """``a \\ b`` for two unions of disjoint intervals: disjoint intervals sorted by start.
-    With `cuts` (a frame with a column ``t``), the result is also split at those times."""
-    return _sweep(a, b, 1, cuts)
-
-
-def intersect(a: pl.LazyFrame, b: pl.LazyFrame, cuts: pl.LazyFrame | None = None) -> pl.LazyFrame:
-    """``a ∩ b`` for two unions of disjoint intervals: disjoint intervals sorted by start, split
-    where either has a boundary (and at `cuts`)."""
-    return _sweep(a, b, 3, cuts)
-
-
 def exclusive(
     labelled: pl.LazyFrame, labels: int, cuts: pl.LazyFrame | None = None
 ) -> pl.LazyFrame:
@@ -226,11 +132,3 @@ def exclusive_arrays(
         nxt[-1] = t[-1]
     keep = (winner < labels) & (nxt > t)
     return winner[keep], t[keep], nxt[keep]
-
-
-def flatten_offsets(bounds: pl.DataFrame) -> pl.DataFrame:
-    """Per key (first column) with its ``lo`` and ``hi`` (ns), the ``offset`` that lays the keys'
-    ranges ``[lo, hi]`` one after another on a single timeline starting at 0:
-    flat = t + offset."""
-    span = (pl.col("hi") - pl.col("lo")).clip(lower_bound=0)
-    return bounds.with_columns(offset=(span.cum_sum() - span) - pl.col("lo"))

@@ -19,12 +19,12 @@ from typing import Any, Final
 
 import polars as pl
 
-from stallscope._schema import COLUMNS, conform, format_detail
+from stallscope._schema import COLUMNS, TRACE_MARK, conform, format_detail
 from stallscope._utils.gil import fair_gil
 from stallscope.exceptions import StallscopeWarning, TraceImportError
 from stallscope.io.kineto import _native, _native_read
 from stallscope.io.kineto._collectives import collective_events
-from stallscope.io.kineto._convert import TRACE_MARK, convert
+from stallscope.io.kineto._convert import convert
 from stallscope.io.kineto._parse import parse_owned, read_bytes
 
 __all__ = ["TRACE_MARK", "KinetoImport", "RankMeta", "import_kineto", "read_kineto"]

@@ -23,7 +23,6 @@ import polars as pl
 from stallscope._schema import GPU_KINDS
 from stallscope._schema._classify import gpu_category
 
-TRACE_MARK: Final = "kineto:trace"
 NULL: Final = -(2**63)  # null in the importer's int64 columns (the scanner's kNull)
 # ASCII classes only: Python's re and Polars' regex engine differ on Unicode \s and \d, and
 # the native reader matches names with either (_kineto/_name_facts.py).

@@ -3,9 +3,9 @@ keys such as Input Dims, grid, block are skipped without building Python objects
 field becomes a string column, the layout _parse produces (so values convert exactly the same
 way: a float's str() is its shortest round-trip form, as in the file).
 
-Returns None when msgspec is not installed or the document does not fit the typed layout (an
-event that is not an object, args that are not an object): the caller then takes its general
-path."""
+Returns None when the document does not fit the typed layout (an event that is not an object,
+args that are not an object): the caller then takes its general path. msgspec is imported on
+first use (its import and the decoder's construction cost a few ms)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from stallscope.exceptions import TraceImportError
 def _decoder() -> Any:
     import msgspec
 
-    # Built with defstruct (not class syntax): msgspec is optional, also for the type checker.
+    # Built with defstruct (not class syntax): the fields come from the tables below.
     args_names = {a: k for a, k in _ARG_ATTRS.items() if a != k}
     args_t: Any = msgspec.defstruct(
         "Args", [(a, Any, None) for a in _ARG_ATTRS], rename=args_names, gc=False
@@ -91,11 +91,9 @@ def _ints(values: list[Any]) -> pl.Series:
 
 
 def parse_fast(holder: list[bytes], path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
-    try:
-        decoder = _decoder()
-        import msgspec
-    except ImportError:
-        return None
+    import msgspec
+
+    decoder = _decoder()
     enabled = gc.isenabled()
     gc.disable()  # ~10^5 new objects: the cyclic collector would rescan them again and again
     try:

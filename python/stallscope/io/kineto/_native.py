@@ -24,6 +24,7 @@ from stallscope._schema import (
     KIND,
     KIND_ID,
     KINDS,
+    TRACE_MARK,
     kind_mask,
 )
 from stallscope._utils import arrow as _arrow
@@ -34,7 +35,6 @@ from stallscope.io.kineto._convert import (
     KIND_OF_CAT,
     NULL,
     PROBLEMS,
-    TRACE_MARK,
     clean_str,
     unknown_categories,
 )

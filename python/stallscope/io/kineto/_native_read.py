@@ -20,31 +20,24 @@ for malformed input.
 
 from __future__ import annotations
 
-import gzip
 import threading
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
-from types import ModuleType
 from typing import Any, BinaryIO, Final
 
 import numpy as np
 import orjson
 
+# ISA-L's gzip reader, loaded with this module (~1 ms to import): an import's first gzip file
+# otherwise paid for it.
+from isal import isal_zlib as _isal_zlib
+
 from stallscope._utils.cpus import usable_cpus
 from stallscope.exceptions import TraceImportError
 from stallscope.io.kineto._fastjson import META_KEYS
-
-# ISA-L's gzip reader, loaded with this module (a dependency of the package; ~1 ms to import):
-# an import's first gzip file otherwise paid for it. None where it is missing.
-_isal_zlib: ModuleType | None
-try:
-    from isal import isal_zlib as _isal_zlib
-except ImportError:  # pragma: no cover - isal is a dependency; the standard library reads then
-    _isal_zlib = None
 
 _PIECE: Final = 1 << 18  # bytes of text per piece the gunzip thread hands over
 _INLINE: Final = 1 << 19  # imports up to this size (bytes on disk) are gunzipped inline, no thread
@@ -91,13 +84,10 @@ def _gzip_readinto(
     """readinto of the gzip stream `f` (members concatenated) and the errors it raises for
     broken gzip. ISA-L's reader inflates straight into the caller's buffer (no bytes object
     per piece: on the V100 trace 13 ms against 40 ms for a decompressor's 16 KiB pieces, in a
-    fresh process); the standard library's reader where ISA-L is missing."""
-    if _isal_zlib is not None and hasattr(_isal_zlib, "_GzipReader"):
-        reader = _isal_zlib._GzipReader(f)  # what isal.igzip's files read through
-        isal_error: type[BaseException] = getattr(_isal_zlib, "IsalError", OSError)
-        return reader.readinto, (EOFError, OSError, isal_error)
-    gz = gzip.GzipFile(fileobj=f, mode="rb")
-    return gz.readinto, (EOFError, OSError, zlib.error)
+    fresh process)."""
+    reader = _isal_zlib._GzipReader(f)  # what isal.igzip's files read through
+    isal_error: type[BaseException] = _isal_zlib.IsalError  # type: ignore[assignment]
+    return reader.readinto, (EOFError, OSError, isal_error)
 
 
 def _gzip_error(path: Path, why: object) -> TraceImportError:
