@@ -1,5 +1,5 @@
 """Per-operation diagnosis of all-reduce on the test bed (the evidence behind the validation's
-method, bench/README.md "Why the earlier runs failed").
+method: docs/performance-notes.md, "Test bed").
 
 On 2 emulated nodes x 1 rank at one rate: for each size, time every all-reduce of a back-to-back
 loop ("loop", as `stallscope bench comm` does) or of operations each preceded by 30 ms of idle

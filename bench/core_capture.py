@@ -1,4 +1,4 @@
-"""Capture-core micro-benchmarks (issue: foundation). Run: python bench/core_capture.py
+"""Capture-core micro-benchmarks. Run: python bench/core_capture.py
 
 Measures, medians over repeats, on this machine:
 - record cost from C++ (one ring push, timestamps given; and with a clock read),

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Every GPU check of the project in one go, on a lent GPU machine that reaches no package index:
+# Every GPU check of the project in one go, on a GPU machine that reaches no package index:
 # install the carried wheels (.whl/, see bench/README.md "All GPU checks in one go") and build
 # stallscope into /tmp/site, then run the CUPTI validation, the NCCL plugin check, the NCCL comm
 # benchmark and the many-core import of rank folders, each under its own time limit so that one
 # failure leaves the others their time. Logs and results are packed after each step into
 # $OUT/gpu_checks.tgz (default OUT: /tmp/stallscope-gpu-checks-out, outside the checkout; one
-# file, since the device tool brings back at most 8); the results also stay in bench/results/.
+# file, easy to copy back from a machine with no network); the results also stay in
+# bench/results/.
 #
 #     bash bench/gpu_checks.sh            # OUT=/some/folder bash bench/gpu_checks.sh
 set -uo pipefail
@@ -18,7 +19,7 @@ PY="${PYTHON:-python3}"
 t0=$(date +%s)
 stamp() { echo "== [$(($(date +%s) - t0)) s] $*" | tee -a "$LOG/status.txt"; }
 pack() {  # the logs and every result so far, in one file under $OUT
-  cp bench/results/gpu_* bench/results/kineto_rank_folders_* "$LOG"/ 2>/dev/null
+  cp bench/results/gpu_* bench/results/kineto_rank_folders.json "$LOG"/ 2>/dev/null
   tar czf "$OUT/gpu_checks.tgz" -C "$LOG" .
 }
 
@@ -58,7 +59,7 @@ run cupti_validation "${CUPTI_LIMIT:-240}" "$PY" bench/gpu_cupti_validation.py \
   --steps "${CUPTI_STEPS:-30}" --warmup 5 --reps "${CUPTI_REPS:-3}"
 run nccl_plugin "${NCCL_PLUGIN_LIMIT:-120}" "$PY" bench/gpu_nccl_plugin.py --iters 10
 run comm_nccl "${COMM_LIMIT:-150}" "$PY" bench/gpu_comm_nccl.py --max-bytes 256M --iters 10
-# Not a GPU check: the lent machine's cores (16) for the side-by-side read of rank folders. Its
+# Not a GPU check: a GPU machine's many cores for the side-by-side read of rank folders. Its
 # base trace, when carried in .kineto/ (the V100 one; else the repository's small H200 trace).
 BASE=$(ls .kineto/*.json.gz 2>/dev/null | head -1)
 run rank_folders "${RANK_FOLDERS_LIMIT:-120}" "$PY" bench/kineto_rank_folders.py --rounds 3 \

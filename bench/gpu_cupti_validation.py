@@ -1,4 +1,4 @@
-"""GPU validation of the CUPTI backend (issue 3): stallscope against torch.profiler on a real GPU.
+"""GPU validation of the CUPTI backend: stallscope against torch.profiler on a real GPU.
 
 Workload: a transformer block (nn.TransformerEncoderLayer, forward + backward + AdamW step),
 `--steps` measured steps after `--warmup` untraced ones. Each run is a fresh process (two CUPTI
@@ -12,8 +12,9 @@ clients cannot share one), in one of these modes:
 Runs are interleaved (`--reps` rounds, the order rotated each round). Checks: kernel count per
 step equal between stallscope and torch.profiler (each launch is placed in the step whose host
 window holds its launch call), total kernel time within 2 %; overhead of each tracer = median
-step time traced / untraced. Results go to bench/results/ with the GPU name, driver and CUDA
-versions. Without a GPU the script says so and exits 0 having measured nothing.
+step time traced / untraced. Results go to bench/results/gpu_cupti_validation.json (`--out`),
+which names the GPU, the driver, CUDA and the date. Without a GPU the script says so and exits 0
+having measured nothing.
 
     python bench/gpu_cupti_validation.py [--steps 50] [--reps 3]
 """
@@ -268,7 +269,7 @@ def main() -> int:
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--d-model", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--out", type=Path, default=HERE / "results" / "gpu_cupti_validation.json")
     p.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -356,9 +357,8 @@ def main() -> int:
                 "kernels": c["kernels"],
                 "kernel_ns": c["kernel_ns"],
             }
-    args.out.mkdir(parents=True, exist_ok=True)
-    slug = "".join(ch if ch.isalnum() else "-" for ch in result["versions"]["gpu"]).strip("-")
-    path = args.out / f"gpu_cupti_validation_{slug}_{result['date'][:10]}.json"
+    path = args.out
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
     cmp_ = result.get("comparison", {})
     print(f"GPU {result['versions']['gpu']}, driver {result['versions']['driver']}")

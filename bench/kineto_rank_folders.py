@@ -10,7 +10,10 @@ On fewer than 4 cores there is nothing to compare (the side-by-side read is not 
 the script says so and exits 0, as the GPU checks do without a GPU.
 
     python bench/kineto_rank_folders.py [--rounds 5] [--ranks 8] [--base TRACE.json.gz]
-        [--out bench/results/kineto_rank_folders_<cores>c.json]
+        [--out bench/results/kineto_rank_folders.json]
+
+The results file records the machine's core count; the synthetic folder is named
+`synthetic_<ranks>_ranks`.
 """
 
 from __future__ import annotations
@@ -51,9 +54,11 @@ def child(mode: str, folder: str) -> dict[str, float]:
 
 
 def _rank_folder(base: Path, ranks: int, into: Path) -> Path:
-    """`ranks` copies of `base`, each with its own distributedInfo rank."""
+    """`ranks` copies of `base`, each with its own distributedInfo rank, in a new folder."""
     import orjson
 
+    into = into / f"synthetic_{ranks}_ranks"
+    into.mkdir()
     doc = orjson.loads(gzip.decompress(base.read_bytes()))
     for r in range(ranks):
         doc["distributedInfo"] = {**(doc.get("distributedInfo") or {}), "rank": r}
@@ -113,7 +118,7 @@ def main() -> None:
         "runs": runs,
         "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
-    out_path = a.out or HERE / "results" / f"kineto_rank_folders_{cores}c.json"
+    out_path = a.out or HERE / "results" / "kineto_rank_folders.json"
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(result, indent=1) + "\n")
     for name, t in table.items():

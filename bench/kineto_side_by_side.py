@@ -11,14 +11,15 @@ back). The children time their work after their imports' threads are idle (`_set
 headline bench). A round counts as quiet when the rest of the machine (other processes and
 hypervisor steal, /proc/stat) used at most OTHERS_LIMIT cores; the summary says how many were.
 
-    python bench/kineto_side_by_side.py BASE [HEAD] [--rounds 9] [--sets a,b] [--out F.json]
+    python bench/kineto_side_by_side.py BASE [HEAD] [--rounds 9] [--sets a,b]
+        [--out bench/results/kineto_side_by_side.json]
 
 BASE and HEAD are git revisions of this repository; HEAD may also be `installed`, the
 stallscope this interpreter imports (an editable install: the working tree). Each round runs a
-fresh copy of each build's folder (`--same-files`: the build's own folder, as before
-2026-11-26): identical extension files were seen to run 25-30 % apart here, depending on the
-copy, so one set of files can decide a comparison on its own (bench/README.md, twenty-sixth
-session). Building needs
+fresh copy of each build's folder (`--same-files`: each build's own folder every round):
+identical extension files were seen to run 25-30 % apart on the project's VM, depending on where
+the copy's pages sit, so one set of files can decide a comparison on its own
+(docs/performance-notes.md, "Measuring"). Building needs
 scikit-build-core and pybind11 in this interpreter (`pip install scikit-build-core pybind11`);
 builds are kept under --work (default /tmp/stallscope-side-by-side/<commit>) and reused.
 """
@@ -33,10 +34,12 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 PHASES = ("import", "views", "stall", "all")  # "all" last: the sum of the others
 INSTALLED = "installed"
 
@@ -172,11 +175,11 @@ def main() -> None:
     ap.add_argument("--sets", default="", help="comma-separated trace sets (default: all)")
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--work", type=Path, default=Path("/tmp/stallscope-side-by-side"))
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "kineto_side_by_side.json")
     ap.add_argument(
         "--same-files",
         action="store_true",
-        help="run each build from its one folder every round (before 2026-11-26; see below)",
+        help="run each build from its one folder every round (see the module docstring)",
     )
     a = ap.parse_args()
     if a.child:
@@ -232,6 +235,7 @@ def main() -> None:
             )
         quiet.append(ok)
     res = summarize(runs, quiet)
+    res.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     res.update(base=a.base, head=a.head, arms=arms, runs=runs)
     for name, ph in [*res["per_set"].items(), ("total", res["total"])]:
         line = f"{name[:28]:28s}" + "".join(
@@ -240,8 +244,8 @@ def main() -> None:
         )
         print(line)
     print(f"quiet rounds: {res['quiet_rounds']} of {res['rounds']}")
-    if a.out:
-        a.out.write_text(json.dumps(res, indent=1))
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(res, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -6,14 +6,14 @@ rounds of HTA's time over stallscope's in the same round. Work timed (inside the
 imports) = load the traces + temporal breakdown + idle time breakdown (every rank) + GPU kernel
 breakdown; stallscope also computes its full stall table (work HTA has no equivalent of). The
 headline `speedup` counts all of stallscope's work; `speedup_import_stall` counts its import and
-stall table only (the target's wording), against the same HTA runs; `target` says whether the issue's
-targets are met (`verdict`: speed summed over the sets, memory on every set). Import
+stall table only (the target's wording), against the same HTA runs; `target` says whether the
+project's targets are met (`verdict`: speed summed over the sets, memory on every set). Import
 uses the default reader (the native scanner). Peak memory = the child's peak RSS (ru_maxrss of
 itself and, for HTA's multiprocessing parse, its children too: the parent samples the RSS of the
 child's whole process tree every 10 ms and also takes the child's own ru_maxrss; the larger is
 reported). Each child times its work once the threads its imports left running are idle
 (`_settle`: OpenBLAS's spin for ~120 ms after NumPy's import, which stallscope's import reaches
-late; --no-settle times right after the imports, as runs before 2026-11-23 did). A run is
+late; --no-settle times right after the imports, without that wait). A run is
 valid when the noise guard before and after it is quiet and, in every round, the rest of the
 machine (other processes and hypervisor steal, from /proc/stat) used at most OTHERS_LIMIT
 cores.
@@ -38,7 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OTHERS_LIMIT = 0.1  # cores the rest of the machine may use during a round (the guard's 1.1x)
-# The issue's targets: Kineto import plus the full stall table at least this many times faster
+# The targets: Kineto import plus the full stall table at least this many times faster
 # than HTA on the same traces in the same run, and peak memory at most this fraction of HTA's.
 SPEED_TARGET = 50.0
 MEMORY_TARGET = 0.2
@@ -209,7 +209,7 @@ def _tree_mem_kib(pid: int) -> tuple[int, int]:
 
 
 def verdict(result: dict[str, Any]) -> dict[str, Any]:
-    """The issue's two targets, read off a run: speed = stallscope's import plus stall table
+    """The two targets, read off a run: speed = stallscope's import plus stall table
     against HTA's work, summed over the trace sets (the lesser of the ratio of summed medians
     and the median of the rounds' summed ratios); memory = the worst set's private memory above
     the post-import baseline (what the work allocated: RSS also counts the code pages of the
@@ -305,7 +305,7 @@ def main() -> None:
     ap.add_argument(
         "--no-settle",
         action="store_true",
-        help="time right after the imports (before 2026-11-23), not once their threads are idle",
+        help="time right after the imports, not once their threads are idle",
     )
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "kineto_vs_hta.json")
@@ -360,7 +360,7 @@ def main() -> None:
                 for h, o in zip(by["hta"], by["stallscope"], strict=True)
             ),
             # HTA's same work against stallscope's import and stall table alone (the views
-            # left out): the target as the issue words it, beside the stricter headline.
+            # left out): the target as it is worded, beside the stricter headline.
             "stallscope_import_stall_s": med["stallscope"]["import_stall_seconds"],
             "speedup_import_stall": med["hta"]["seconds"]
             / med["stallscope"]["import_stall_seconds"],
@@ -382,6 +382,7 @@ def main() -> None:
     hta_total = sum(t["hta_s"] for t in table.values())
     ours_total = sum(t["stallscope_s"] for t in table.values())
     result = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": {
             "cpus": os.cpu_count(),
             "platform": platform.platform(),

@@ -323,6 +323,7 @@ def main() -> None:
     }
     doc = {
         "benchmark": "stall_table_10m",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "events": info["events"],
         "ranks": info["ranks"],
         "steps_per_rank": info["steps"],
