@@ -20,6 +20,12 @@ class TraceImportError(StallscopeError):
     """An external trace (Kineto / PyTorch profiler JSON) could not be imported."""
 
 
+class CatalogError(StallscopeError):
+    """An instance catalog or a price file could not be used: missing, in an unknown format, a
+    column missing or unknown, or a value that is not what the column holds (the message names
+    the file, the row and the column)."""
+
+
 class StallscopeWarning(UserWarning):
     """Something was skipped or is incomplete, and the result may be too (a missing rank, dropped
     events, rows of an imported trace that could not be used)."""

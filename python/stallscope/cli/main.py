@@ -6,6 +6,7 @@ import click
 
 from stallscope import __version__
 from stallscope.cli.bench import bench
+from stallscope.cli.catalog import catalog
 from stallscope.cli.demo import demo
 from stallscope.cli.export import export
 from stallscope.cli.import_ import import_
@@ -20,7 +21,7 @@ def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""
 
 
-for _command in (demo, profile, report, export, import_, bench, testbed):
+for _command in (demo, profile, report, export, import_, bench, testbed, catalog):
     cli.add_command(_command)
 
 

@@ -1,0 +1,24 @@
+"""Cloud configurations for a measured training job: the instance catalog (GPU instances with
+their prices, each with its source and date) and spot interruption rates."""
+
+from __future__ import annotations
+
+from stallscope.recommend._catalog import (
+    CATALOG_COLUMNS,
+    filter_catalog,
+    load_catalog,
+    shipped_catalog_path,
+)
+from stallscope.recommend._gpu_names import KNOWN_GPUS, resolve_gpu
+from stallscope.recommend._interruptions import INTERRUPTION_COLUMNS, load_spot_interruptions
+
+__all__ = [
+    "CATALOG_COLUMNS",
+    "INTERRUPTION_COLUMNS",
+    "KNOWN_GPUS",
+    "filter_catalog",
+    "load_catalog",
+    "load_spot_interruptions",
+    "resolve_gpu",
+    "shipped_catalog_path",
+]
