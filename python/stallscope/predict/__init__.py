@@ -2,6 +2,29 @@
 
 The engine (`_engine`) simulates one step per rank class: tasks on in-order streams with
 dependencies; its timeline goes through the stall table's attribution.
+
+The sourced tables it stands on ship in ``data/``: ``device(name)`` / ``devices()`` (peaks per
+precision, memory, bandwidth, the link each device ships with) and ``link(name)`` / ``links()``
+(NVLink, NVSwitch, PCIe, InfiniBand, cloud networks, Ethernet: bandwidth per direction and
+latency). Every figure carries its source URL and date.
 """
 
 from __future__ import annotations
+
+from stallscope.predict._catalog import CatalogError, Source
+from stallscope.predict._devices import PRECISIONS, Device, device, device_names, devices
+from stallscope.predict._links import Link, link, link_names, links
+
+__all__ = [
+    "PRECISIONS",
+    "CatalogError",
+    "Device",
+    "Link",
+    "Source",
+    "device",
+    "device_names",
+    "devices",
+    "link",
+    "link_names",
+    "links",
+]

@@ -1,0 +1,135 @@
+"""Decoder-transformer model presets with their sources, from ``data/models.json``.
+
+``model(name)`` resolves a preset name or alias (``"gpt3-175b"``, ``"Llama 3.1 405B"``,
+``"MT-NLG"``) case-insensitively; ``models()`` is the table as a Polars frame. Defaults of the
+file format: ``kv_heads`` = ``heads`` (no grouped-query attention), ``ffn_hidden`` =
+4 x ``hidden``, ``gated_ffn`` false. The catalog reader is shared with ``stallscope.predict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Final
+
+import polars as pl
+
+from stallscope.predict._catalog import (
+    CatalogError,
+    Fields,
+    NameIndex,
+    Source,
+    load_entries,
+    parse_source,
+    parse_sources,
+)
+
+_PACKAGE: Final = "stallscope.plan"
+_FILE: Final = "models.json"
+_PATH: Final = "stallscope/plan/data/models.json"
+#: The shape keys of a preset, all sourced.
+SHAPE_KEYS: Final = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """One decoder-only transformer. ``ffn_hidden`` is the width of each input projection of a
+    gated FFN (SwiGLU) when ``gated_ffn``; ``params_b`` the source's parameter count in
+    billions (often rounded or nominal), ``None`` where it gives none."""
+
+    name: str
+    aliases: tuple[str, ...]
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    gated_ffn: bool
+    seq_len: int
+    vocab: int
+    params_b: float | None
+    notes: str
+    source: Source
+    sources: dict[str, Source]
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def source_of(self, field: str) -> Source:
+        """Where ``field`` (a shape key) comes from: its own source, else the preset's."""
+        return self.sources.get(field, self.source)
+
+
+def _parse(entry: dict[str, object], index: int) -> ModelShape:
+    name = entry.get("name")
+    where = f"{_PATH}, model {name if isinstance(name, str) else index!r}"
+    f = Fields(entry, where)
+    source = parse_source(
+        {"url": entry.get("source"), "date": entry.get("date"), "where": entry.get("where", "")},
+        where,
+    )
+    hidden, heads = f.integer("hidden"), f.integer("heads")
+    kv_heads = f.integer("kv_heads", default=heads)
+    if hidden % heads:
+        raise CatalogError(f"{where}: hidden {hidden} is not a multiple of heads {heads}")
+    if heads % kv_heads:
+        raise CatalogError(f"{where}: heads {heads} is not a multiple of kv_heads {kv_heads}")
+    overrides = entry.get("sources")
+    return ModelShape(
+        name=f.text("name"),
+        aliases=f.texts("aliases"),
+        layers=f.integer("layers"),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn_hidden=f.integer("ffn_hidden", default=4 * hidden),
+        gated_ffn=f.flag("gated_ffn", default=False),
+        seq_len=f.integer("seq_len"),
+        vocab=f.integer("vocab"),
+        params_b=f.optional_number("params_b"),
+        notes=f.text("notes", default=""),
+        source=source,
+        sources={}
+        if overrides is None
+        else parse_sources(overrides, where, SHAPE_KEYS, has_default=True),
+    )
+
+
+@cache
+def _catalog() -> tuple[dict[str, ModelShape], NameIndex]:
+    parsed = [_parse(e, i) for i, e in enumerate(load_entries(_PACKAGE, _FILE, "models"))]
+    index = NameIndex("model preset", _PATH, ((m.name, m.aliases) for m in parsed))
+    return {m.name: m for m in parsed}, index
+
+
+def model(name: str) -> ModelShape:
+    """The preset ``name`` (a name or alias, any case, spaces/``_``/``-`` alike).
+
+    Raises ``CatalogError`` with the nearest known names when there is none."""
+    table, index = _catalog()
+    return table[index.resolve(name)]
+
+
+def model_names() -> tuple[str, ...]:
+    """Every preset's canonical name, in file order."""
+    return _catalog()[1].names
+
+
+def models() -> pl.DataFrame:
+    """The preset table: one row per model with its shape, parameter count (billions, as the
+    source states it) and source."""
+    table, _ = _catalog()
+    rows = [
+        {
+            "name": m.name,
+            **{k: getattr(m, k) for k in SHAPE_KEYS},
+            "gated_ffn": m.gated_ffn,
+            "params_b": m.params_b,
+            "aliases": list(m.aliases),
+            "source_url": m.source.url,
+            "source_date": m.source.date,
+        }
+        for m in table.values()
+    ]
+    return pl.DataFrame(rows, schema_overrides={"params_b": pl.Float64})

@@ -1,0 +1,34 @@
+"""Counting helpers the plan tests check the sourced data with: parameters of a preset and the
+model FLOPs behind each source's MFU. They follow the sources' own definitions, written out
+here independently of the data so that a transcription error shows as a mismatch."""
+
+from __future__ import annotations
+
+from stallscope.plan import ModelShape
+
+
+def param_count(m: ModelShape, seq_len: int | None = None) -> float:
+    """Parameters of a decoder-only transformer. Gated-FFN (Llama) models: RMSNorm, no biases,
+    rotary positions, untied output projection. Others (GPT-3, Megatron, MPT): LayerNorm and
+    biases (13 h per layer, as in Narayanan et al.'s count), a learned position table of
+    ``seq_len`` x hidden, tied output projection."""
+    h, d = m.hidden, m.head_dim
+    attn = 2 * h * h + 2 * h * m.kv_heads * d  # q and out; k and v
+    if m.gated_ffn:
+        per_layer = attn + 3 * h * m.ffn_hidden + 2 * h
+        return m.layers * per_layer + 2 * m.vocab * h + h
+    per_layer = attn + 2 * h * m.ffn_hidden + 13 * h
+    return m.layers * per_layer + m.vocab * h + (seq_len or m.seq_len) * h + 2 * h
+
+
+def megatron_model_flops(m: ModelShape, global_batch: int, seq_len: int) -> float:
+    """Korthikanti et al. 2022, equation 7: model FLOPs of one iteration, without recompute:
+    72 B L s h^2 (1 + s / 6h + V / 12hL)."""
+    b, layers, s, h, v = global_batch, m.layers, seq_len, m.hidden, m.vocab
+    return 72 * b * layers * s * h * h * (1 + s / (6 * h) + v / (12 * h * layers))
+
+
+def llm_foundry_flops_per_token(params: float, m: ModelShape, seq_len: int) -> float:
+    """llm-foundry's MFU numerator per token (scripts/train/benchmarking): 3 x (2 x params per
+    token + attention 4 L h s per token)."""
+    return 3 * (2 * params + 4 * m.layers * m.hidden * seq_len)

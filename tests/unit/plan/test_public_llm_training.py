@@ -1,0 +1,140 @@
+"""bench/data/public_llm_training.json: the schema of every entry, and the published figures
+checked against each other (tokens vs step time, MFU vs the source's own FLOP count and the
+device table's peaks, parameter counts vs the preset's shape)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stallscope.plan import model, system
+from stallscope.predict import device
+from tests.unit.plan.conftest import (
+    llm_foundry_flops_per_token,
+    megatron_model_flops,
+    param_count,
+)
+
+FILE = Path(__file__).resolve().parents[3] / "bench" / "data" / "public_llm_training.json"
+DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+KEYS = {
+    "id", "model", "seq_len", "precision", "tp", "pp", "cp", "ep", "dp", "virtual_stages",
+    "micro_batch", "global_batch", "recompute", "sequence_parallel", "zero_stage", "gpu", "gpus",
+    "gpus_per_node", "system", "interconnect", "result", "source", "notes",
+}  # fmt: skip
+OPTIONAL = {"params", "mfu_basis"}
+RESULTS = {
+    "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
+    "peak_fraction", "aggregate_pflops",
+}  # fmt: skip
+
+
+def _entries() -> list[dict[str, Any]]:
+    doc = json.loads(FILE.read_text(encoding="utf-8"))
+    assert doc["schema"] == 1
+    entries: list[dict[str, Any]] = doc["entries"]
+    return entries
+
+
+ENTRIES = _entries()
+
+
+def test_enough_varied_entries() -> None:
+    assert len(ENTRIES) >= 30
+    assert len({e["id"] for e in ENTRIES}) == len(ENTRIES)
+    gpus = {device(e["gpu"]).name for e in ENTRIES}
+    assert {"A100-SXM4-80GB", "A100-SXM4-40GB", "H100-SXM"} <= gpus
+    sizes = [model(e["model"]).params_b or 0 for e in ENTRIES]
+    assert min(sizes) <= 1.5 and max(sizes) >= 1000
+    assert len({e["gpus"] for e in ENTRIES}) >= 10
+    assert any(e["tp"] > 1 for e in ENTRIES) and any(e["pp"] > 1 for e in ENTRIES)
+    assert any(e["cp"] > 1 for e in ENTRIES) and any(e["dp"] > 1 for e in ENTRIES)
+    assert any("step_time_s" in e["result"] for e in ENTRIES)
+    assert len({e["source"]["url"] for e in ENTRIES}) >= 6
+
+
+@pytest.mark.parametrize("e", ENTRIES, ids=[e["id"] for e in ENTRIES])
+def test_entry_schema(e: dict[str, Any]) -> None:
+    assert KEYS <= set(e) <= KEYS | OPTIONAL
+    m = model(e["model"])
+    assert device(e["gpu"]).name == e["gpu"]
+    if e["system"] is not None:
+        assert system(e["system"]).gpu == e["gpu"]
+    assert e["precision"] in ("fp16", "bf16", "fp8")
+    assert e["recompute"] in ("none", "selective", "full", None)
+    assert e["sequence_parallel"] in (True, False, None)
+    assert e["zero_stage"] in (0, 1, 2, 3, None)
+    for k in ("tp", "pp", "cp", "ep", "dp", "gpus", "gpus_per_node", "global_batch", "seq_len"):
+        assert isinstance(e[k], int) and e[k] >= 1, k
+    assert e["tp"] * e["pp"] * e["cp"] * e["dp"] == e["gpus"]
+    assert e["gpus"] % e["gpus_per_node"] == 0 or e["gpus"] < e["gpus_per_node"]
+    assert e["tp"] <= e["gpus_per_node"]  # tensor parallelism stays inside a node
+    assert m.heads % e["tp"] == 0
+    if e["micro_batch"] is not None:
+        assert e["global_batch"] % (e["dp"] * e["micro_batch"]) == 0
+    vp = e["virtual_stages"]
+    assert vp is None or (isinstance(vp, int) and m.layers % (e["pp"] * vp) == 0)
+    assert e["interconnect"] and isinstance(e["notes"], str)
+    src = e["source"]
+    assert src["url"].startswith("https://") and DATE.match(src["date"]) and src["where"]
+    result = e["result"]
+    assert result and set(result) <= RESULTS
+    assert all(isinstance(v, int | float) and v > 0 for v in result.values())
+    for k in ("mfu", "hfu", "peak_fraction"):
+        assert 0 < result.get(k, 0.5) < 1
+
+
+@pytest.mark.parametrize("e", ENTRIES, ids=[e["id"] for e in ENTRIES])
+def test_published_figures_agree_with_each_other(e: dict[str, Any]) -> None:
+    r, n = e["result"], e["gpus"]
+    tokens_per_step = e["global_batch"] * e["seq_len"]
+    if "step_time_s" in r and "tokens_per_s" in r:
+        assert tokens_per_step / r["step_time_s"] == pytest.approx(r["tokens_per_s"], rel=0.01)
+    if "tokens_per_s" in r and "tokens_per_s_per_gpu" in r:
+        assert r["tokens_per_s"] / n == pytest.approx(r["tokens_per_s_per_gpu"], rel=0.01)
+    if "tflops_per_gpu" in r and "aggregate_pflops" in r:
+        assert r["tflops_per_gpu"] * n / 1000 == pytest.approx(r["aggregate_pflops"], rel=0.015)
+    if "tflops_per_gpu" in r and "peak_fraction" in r:
+        peak = device(e["gpu"]).peak_tflops[e["precision"]]
+        assert r["tflops_per_gpu"] / peak == pytest.approx(r["peak_fraction"], abs=0.006)
+    peaks = device(e["gpu"]).peak_tflops
+    if "tflops_per_gpu" in r and e["precision"] in peaks:
+        assert r["tflops_per_gpu"] < peaks[e["precision"]]
+
+
+def _mfu(e: dict[str, Any]) -> float:
+    """MFU from the entry's other figures, by the source's own definition."""
+    basis, r, m = e["mfu_basis"], e["result"], model(e["model"])
+    peak = basis["peak_tflops"] * 1e12 * e["gpus"]
+    if basis["formula"] == "korthikanti-eq7":
+        return megatron_model_flops(m, e["global_batch"], e["seq_len"]) / r["step_time_s"] / peak
+    if basis["formula"] == "stated":
+        flops = basis["model_flops_per_sample"] * e["global_batch"]
+        return float(flops / r["step_time_s"] / peak)
+    assert basis["formula"] == "llm-foundry"
+    per_token = llm_foundry_flops_per_token(e["params"], m, e["seq_len"])
+    return per_token * r["tokens_per_s"] / peak
+
+
+WITH_MFU = [e for e in ENTRIES if "mfu_basis" in e]
+
+
+@pytest.mark.parametrize("e", WITH_MFU, ids=[e["id"] for e in WITH_MFU])
+def test_mfu_matches_the_sources_definition_and_the_device_peak(e: dict[str, Any]) -> None:
+    assert _mfu(e) == pytest.approx(e["result"]["mfu"], rel=0.01)
+    # The peak each source divides by is the dense one of the device table (a sparse
+    # datasheet figure would be twice as large).
+    peak = device(e["gpu"]).peak_tflops[e["precision"]]
+    assert e["mfu_basis"]["peak_tflops"] == pytest.approx(peak, rel=0.001)
+
+
+WITH_PARAMS = [e for e in ENTRIES if "params" in e]
+
+
+@pytest.mark.parametrize("e", WITH_PARAMS, ids=[e["id"] for e in WITH_PARAMS])
+def test_stated_parameter_count_matches_the_preset(e: dict[str, Any]) -> None:
+    assert param_count(model(e["model"]), e["seq_len"]) == pytest.approx(e["params"], rel=0.001)
