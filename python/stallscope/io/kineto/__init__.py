@@ -5,6 +5,26 @@
 schema of _schema.py, so every analysis works on it as on a native capture.
 ``stallscope.read_kineto(path)`` returns the same events plus per-rank metadata (distributedInfo,
 deviceProperties, versions, the problems found).
+
+Two readers, one result. The native scanner (csrc/kineto/stream_scanner.h, driven by _native_read
+and converted by _native) reads every trace PyTorch's profiler writes. The general reader (_parse,
+_fastjson, _convert: typed msgspec decoding, then Polars) reads a file only where the scanner
+declines it, and gives value-for-value the same frame wherever both read (tests/unit/kineto/
+test_native_scan.py holds them equal). The scanner declines, and the general reader takes:
+
+* JSON it cannot vouch for: malformed or truncated text, bad escapes, lone surrogates, invalid
+  UTF-8, control characters in strings, malformed numbers (even in values the importer skips),
+  nesting deeper than 512 levels, anything after the top-level object. The general reader then
+  raises the TraceImportError that names the fault.
+* Values of another shape than the profiler writes where the importer reads a field: an event
+  or its args that is not an object; a list, object or float where an integer belongs (pid,
+  tid, correlation ...), a numeric string there, a non-string where a string belongs; a time
+  (ts, dur) that is not a number, an integer time beyond int64, a float time out of range;
+  traceEvents that is not a list, or given twice; a key given twice in one event or its args.
+  The general reader applies the importer's rules to these (keep, convert or drop and count).
+* Metadata (the top-level members other than traceEvents) that orjson cannot decode, e.g. an
+  integer beyond 64 bits.
+* Every file, when STALLSCOPE_KINETO_READER=general (for comparisons and bisecting).
 """
 
 from __future__ import annotations
