@@ -1,5 +1,5 @@
 """Ground truth for the HTA-identical views: run HolisticTraceAnalysis 0.5.0 on every trace set of
-../shared/data/kineto/ and tests/data/kineto/ and write its numbers as small JSON fixtures
+tests/data/kineto/ and write its numbers as small JSON fixtures
 (tests/data/hta_reference/).
 
 HTA is never a stallscope dependency: run this with the interpreter of a separate venv, e.g.
@@ -73,12 +73,8 @@ def reference(trace_dir: Path) -> dict[str, object]:
 
 def main() -> None:
     logging.disable(logging.WARNING)
-    # The shared trace sets and the repository's own (tests/data/kineto), or the folder given.
-    datas = (
-        [Path(sys.argv[1])]
-        if len(sys.argv) > 1
-        else [ROOT.parent / "shared" / "data" / "kineto", ROOT / "tests" / "data" / "kineto"]
-    )
+    # The repository's trace sets (tests/data/kineto), or the folder given.
+    datas = [Path(sys.argv[1])] if len(sys.argv) > 1 else [ROOT / "tests" / "data" / "kineto"]
     dest = Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "tests" / "data" / "hta_reference"
     dest.mkdir(parents=True, exist_ok=True)
     sets = [p for data in datas if data.is_dir() for p in data.iterdir() if p.is_dir()]

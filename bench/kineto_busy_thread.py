@@ -106,8 +106,8 @@ def main() -> None:
         return
     data = a.data or kvh.default_data()
     if data is None:
-        sys.exit("no trace data: pass --data ../shared/data/kineto")
-    sets = [p for p in sorted(data.iterdir()) if p.is_dir()]
+        sys.exit("no trace data: pass --data tests/data/kineto")
+    sets = kvh.trace_sets(data)
     result: dict[str, Any] = {
         "machine": {
             "cpus": len(__import__("os").sched_getaffinity(0)),

@@ -18,7 +18,7 @@ The modes other than fresh are measurements, not ways to run stallscope: they mo
 the timed region rather than remove them. A run is bracketed by the noise guard and reports the
 cores the rest of the machine used in each round, as `kineto_vs_hta.py` does.
 
-    python bench/kineto_fresh_costs.py [--rounds 5] [--data ../shared/data/kineto]
+    python bench/kineto_fresh_costs.py [--rounds 5] [--data tests/data/kineto]
         [--out bench/results/kineto_fresh_costs.json]
 """
 
@@ -129,7 +129,7 @@ def main() -> None:
         ap.error("no trace folder found: pass --data (the folder of trace sets)")
     if not SMALL_TRACE.is_dir():
         ap.error(f"{SMALL_TRACE} is missing (the code_warm mode's trace)")
-    sets = sorted(p for p in data.iterdir() if p.is_dir())
+    sets = kvh.trace_sets(data)
     from _guard import check
     from stallscope.comm._neighbour import cpu_sample
 

@@ -1,7 +1,7 @@
 """Importing a folder of rank files on a machine of many cores: one scanner for all files (the
 path of machines with 2-3 cores) against files read side by side, a scanner each (4+ cores).
 
-Folders: the multi-file sets of ../shared/data/kineto, and a synthetic 8-rank folder (one base
+Folders: the multi-file sets of tests/data/kineto, and a synthetic 8-rank folder (one base
 trace, the V100 one when present, written once per rank with its distributedInfo rank). Each
 mode runs as a fresh child, interleaved, `--rounds` times; the import alone is timed (the files
 read and converted; views and stall table do not change between the modes). Medians.
@@ -87,10 +87,10 @@ def main() -> None:
     if base is None and data is not None:
         base = data / "hta_v100_rank1_of2_large" / "df_index_resolver.json.gz"
     if base is None or not base.is_file():
-        base = next((ROOT / "tests" / "data" / "kineto").glob("*/*.json.gz"))
+        base = kvh.DATA / "h200_transformer_1rank" / "h200_transformer_rank0.pt.trace.json.gz"
     folders: list[Path] = []
     if data is not None:
-        folders += [p for p in sorted(data.iterdir()) if p.is_dir() and len(list(p.iterdir())) > 1]
+        folders += [p for p in kvh.trace_sets(data) if len(list(p.iterdir())) > 1]
     with tempfile.TemporaryDirectory() as tmp:
         folders.append(_rank_folder(base, a.ranks, Path(tmp)))
         runs: dict[str, dict[str, list[float]]] = {f.name: {m: [] for m in MODES} for f in folders}

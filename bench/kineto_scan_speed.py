@@ -33,12 +33,12 @@ CHUNK = 1 << 20  # bytes of text per feed()
 
 
 def data_dir() -> Path:
-    """The shared Kineto traces (kineto_vs_hta.default_data), or exit naming the fix."""
+    """The repository's Kineto traces (kineto_vs_hta.default_data), or exit naming the fix."""
     from kineto_vs_hta import default_data  # beside this script: on sys.path
 
     found = default_data()
     if found is None:
-        raise SystemExit("no shared/data/kineto above the checkout: name the trace files")
+        raise SystemExit("no tests/data/kineto in the checkout: name the trace files")
     return found
 
 

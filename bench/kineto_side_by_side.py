@@ -189,12 +189,12 @@ def main() -> None:
         ap.error("BASE is required: the git revision of the code before")
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
-    from kineto_vs_hta import OTHERS_LIMIT, default_data
+    from kineto_vs_hta import OTHERS_LIMIT, default_data, trace_sets
 
     data = a.data or default_data()
     if data is None or not data.is_dir():
         _fail("no trace folder: pass --data (the folder of trace sets, one folder each)")
-    sets = sorted(p for p in data.iterdir() if p.is_dir())
+    sets = trace_sets(data)
     if a.sets:
         wanted = a.sets.split(",")
         unknown = sorted(set(wanted) - {p.name for p in sets})

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+KINETO_DATA = REPO / "tests" / "data" / "kineto"
 
 
 def _has_gpu() -> bool:
@@ -49,10 +49,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     item.add_marker(pytest.mark.skip(reason=reason))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def kineto_data() -> Path:
-    """The real multi-rank Kineto traces shared with the project (../shared/data/kineto)."""
-    d = SHARED / "data" / "kineto"
-    if not d.is_dir():
-        pytest.skip(f"shared Kineto traces not found at {d}")
-    return d
+    """The real Kineto traces kept in the repository: one folder per trace set, one file per
+    rank, described by MANIFEST.json (tests/data/kineto/README.md)."""
+    if not (KINETO_DATA / "MANIFEST.json").is_file():
+        pytest.fail(f"{KINETO_DATA}/MANIFEST.json is missing: the checkout is incomplete")
+    return KINETO_DATA

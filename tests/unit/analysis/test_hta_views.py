@@ -1,14 +1,13 @@
 """The HTA-identical views reproduce HolisticTraceAnalysis 0.5.0's numbers on the real traces.
 
 Ground truth: tests/data/hta_reference/*.json, written by bench/hta_reference.py running HTA 0.5.0
-(in its own venv) on ../shared/data/kineto/ and on the project's own tests/data/kineto/ (a trace
-torch 2.11 wrote on an H200). Times in the fixtures are HTA's µs; ours are ns."""
+(in its own venv) on the trace sets of tests/data/kineto/. Times in the fixtures are HTA's µs;
+ours are ns."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -30,32 +29,17 @@ from stallscope.analysis import (
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = ROOT / "tests" / "data" / "hta_reference"
 TRACES = sorted(p.stem for p in REFERENCE.glob("*.json"))
-OWN = ROOT / "tests" / "data" / "kineto"  # trace sets kept in the repository
-
-
-def _data() -> Path | None:
-    env = os.environ.get("STALLSCOPE_KINETO_DATA")
-    for c in ([Path(env)] if env else []) + [
-        p / "shared" / "data" / "kineto" for p in ROOT.parents
-    ]:
-        if (c / "MANIFEST.json").is_file():
-            return c
-    return None
+DATA = ROOT / "tests" / "data" / "kineto"  # the trace sets, one folder each
 
 
 _EVENTS: dict[str, pl.DataFrame] = {}
 
 
 def _case(name: str) -> tuple[pl.DataFrame, dict[str, Any]]:
-    data = OWN if (OWN / name).is_dir() else _data()
-    if data is None:
-        pytest.skip(
-            "real Kineto traces not found: ../shared/data/kineto (or $STALLSCOPE_KINETO_DATA)"
-        )
     if name not in _EVENTS:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _EVENTS[name] = stallscope.import_kineto(data / name)
+            _EVENTS[name] = stallscope.import_kineto(DATA / name)
     return _EVENTS[name], json.loads((REFERENCE / f"{name}.json").read_text())
 
 
@@ -66,13 +50,9 @@ def _same(a: float | None, b: float | None) -> bool:
 
 
 def test_reference_fixtures_cover_every_trace_set() -> None:
-    own = sorted(p.name for p in OWN.iterdir() if p.is_dir())
-    assert own == ["h200_transformer_1rank"]
-    data = _data()
-    shared = sorted(p.name for p in data.iterdir() if p.is_dir()) if data else []
-    assert len(TRACES) == 6
-    assert set(own) <= set(TRACES)
-    assert set(shared) <= set(TRACES)
+    sets = sorted(p.name for p in DATA.iterdir() if p.is_dir())
+    assert len(sets) == 6
+    assert sets == TRACES
 
 
 @pytest.mark.parametrize("name", TRACES)

@@ -217,15 +217,13 @@ def test_export_shows_load_warnings_as_lines(tmp_path: Path) -> None:
     assert "StallscopeWarning" not in res.stderr  # not Python's warning format
 
 
+DATA = Path(__file__).resolve().parents[2] / "data"
+REFERENCE = DATA / "hta_reference"
+
+
 def _kineto_set(name: str) -> Path:
-    for p in Path(__file__).resolve().parents:
-        d = p / "shared" / "data" / "kineto" / name
-        if d.is_dir():
-            return d
-    pytest.skip("real Kineto traces not found: ../shared/data/kineto")
-
-
-REFERENCE = Path(__file__).resolve().parents[2] / "data" / "hta_reference"
+    """A trace set of tests/data/kineto."""
+    return DATA / "kineto" / name
 
 
 def test_report_hta_json_gives_htas_numbers_on_real_traces() -> None:

@@ -1,4 +1,4 @@
-"""import_kineto on the real traces of ../shared/data/kineto: ranks, metadata, kinds, exact
+"""import_kineto on the real traces of tests/data/kineto: ranks, metadata, kinds, exact
 timestamps, steps, collectives, all in stallscope's event schema."""
 
 from __future__ import annotations
