@@ -1,4 +1,4 @@
-"""Shared fixtures and the resource markers' skip rules (gpu, root, netns, torch)."""
+"""Shared fixtures and the resource markers' skip rules (root, netns, torch)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,6 @@ REPO = Path(__file__).resolve().parents[1]
 KINETO_DATA = REPO / "tests" / "data" / "kineto"
 
 
-def _has_gpu() -> bool:
-    return Path("/dev/nvidiactl").exists() or bool(
-        shutil.which("nvidia-smi") and os.path.exists("/proc/driver/nvidia")
-    )
-
-
 def _is_root() -> bool:
     return os.geteuid() == 0
 
@@ -28,7 +22,6 @@ def _has_netns() -> bool:
 
 
 _SKIPS = {
-    "gpu": (_has_gpu, "needs an NVIDIA GPU and driver; none here"),
     "root": (_is_root, "needs root"),
     "netns": (_has_netns, "needs root with iproute2 (ip, tc) for network namespaces"),
     "torch": (
