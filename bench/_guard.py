@@ -1,6 +1,7 @@
-"""Noisy-neighbour guard (research/cpu-testbed.md): time a small matmul process alone, then two
-side by side. On an otherwise idle 2-core machine both run at full speed; if the pair is more
-than 1.1x slower, another tenant is using the cores and timings taken now are not trustworthy."""
+"""Noisy-neighbour guard (docs/architecture.md section 10): time a small matmul process alone,
+then two side by side. On an otherwise idle 2-core machine both run at full speed; if the pair is
+more than 1.1x slower, another tenant is using the cores and timings taken now are not
+trustworthy."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 // HTA's rows of an events frame: which rows HolisticTraceAnalysis 0.5.0 analyses, in its order,
 // with its µs times and each GPU row's launch time. The rules are documented where the result is
-// used, python/stallscope/analysis/_hta_loading.py; this is one pass over the columns instead of
+// used, python/stallscope/analysis/hta/_loading.py; this is one pass over the columns instead of
 // a few dozen NumPy passes.
 #pragma once
 

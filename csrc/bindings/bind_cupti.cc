@@ -1,4 +1,4 @@
-// The CUPTI activity backend's controls (python/stallscope/_cupti.py drives them).
+// The CUPTI activity backend's controls (python/stallscope/capture/_cupti.py drives them).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

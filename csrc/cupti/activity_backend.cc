@@ -146,7 +146,7 @@ void emit(const EventRecord& e) {
 }
 
 // GPU activity: its category is left to the one shared classifier (python/stallscope/
-// _classify.py), which the writer applies to rows marked kCategoryUnclassified.
+// _schema/_classify.py), which the writer applies to rows marked kCategoryUnclassified.
 EventRecord gpu_event(Kind kind, uint64_t start, uint64_t end, uint32_t device, uint32_t stream,
                       uint32_t corr) {
   EventRecord e{};

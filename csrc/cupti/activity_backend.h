@@ -10,7 +10,7 @@
 namespace stallscope::cupti {
 
 // Category value of GPU events the backend leaves to the shared Python classifier: the writer
-// (python/stallscope/_writer.py, _UNCLASSIFIED) replaces it before anything is stored.
+// (python/stallscope/capture/_writer.py, _UNCLASSIFIED) replaces it before anything is stored.
 inline constexpr uint8_t kCategoryUnclassified = 0xff;
 
 struct Options {

@@ -1,5 +1,5 @@
 // The native importer's conversion (see row_convert.h): the rules are those of the general
-// converter (_kineto/_convert.py), row for row.
+// converter (io/kineto/_convert.py), row for row.
 #include "kineto/row_convert.h"
 
 #include <algorithm>

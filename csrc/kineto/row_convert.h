@@ -1,5 +1,5 @@
 // Kineto rows -> event-schema columns, sorted, in one pass (the native importer's conversion;
-// python/stallscope/_kineto/_native.py says what each column means and holds the per-code
+// python/stallscope/io/kineto/_native.py says what each column means and holds the per-code
 // tables). Input: the scanner's columns of each file of an import, as the scanner left them
 // (no concatenation: on a folder of 8 V100 ranks, copying them into one set of columns took
 // 132 of 525 ms), after the Python side's per-file work (ac2g flows linked, null names mapped

@@ -127,7 +127,7 @@ class KinetoScanner:
 def trim_heap() -> bool: ...
 
 class DetailJob:
-    """The detail column of kineto_convert's rows (see _kineto/_native.py), its buffers sized
+    """The detail column of kineto_convert's rows (see io/kineto/_native.py), its buffers sized
     on the thread that made the job."""
 
     def start(self, threads: int = 1) -> None:

@@ -10,7 +10,7 @@ Categories (stallscope's, see _schema.CATEGORIES):
 - compute: every other kernel.
 
 `hta_kernel_type_of` is separate on purpose: it reproduces HolisticTraceAnalysis 0.5.0's own regexes
-(research/kineto-and-hta.md section 2), quirks included, for the HTA-identical views.
+(docs/hta-compatibility.md section 2), quirks included, for the HTA-identical views.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Final
 import polars as pl
 
 # ASCII classes only (no \w, \s, \d): Python's re and Polars' regex engine define the Unicode
-# ones differently, and names are classified by either (_kineto/_name_facts.py).
+# ones differently, and names are classified by either (io/kineto/_name_facts.py).
 COMM_RE: Final = (
     r"^(?:nccl|rccl|hccl)[0-9A-Za-z_]*Kernel|^ncclDevKernel|^ncclSymkDevKernel|^ncclKernel"
 )

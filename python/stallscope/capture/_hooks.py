@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 # name -> module defining BACKEND. Add a line per backend.
 BACKEND_MODULES: dict[str, str] = {}
-BACKEND_MODULES["torch_dist"] = "stallscope.torch._backend"  # issue 4: collectives, clock sync
-BACKEND_MODULES["cupti"] = "stallscope.capture._cupti"  # issue 3: GPU activity through CUPTI
+BACKEND_MODULES["torch_dist"] = "stallscope.torch._backend"  # collectives, clock sync
+BACKEND_MODULES["cupti"] = "stallscope.capture._cupti"  # GPU activity through CUPTI
 
 
 class Backend(Protocol):

@@ -18,8 +18,9 @@ from stallscope.io._run_dir import part_path
 
 _COUNTER = KIND_ID["counter"]
 # GPU activity from the CUPTI backend arrives with this category (csrc/cupti/activity_backend.h
-# kCategoryUnclassified): its category comes from the one shared classifier (_classify.py), in
-# its plain-Python form (no Polars here, see below), evaluated once per distinct name.
+# kCategoryUnclassified): its category comes from the one shared classifier
+# (_schema/_classify.py), in its plain-Python form (no Polars here, see below), evaluated once per
+# distinct name.
 _UNCLASSIFIED = 0xFF
 _gpu_categories: dict[int, tuple[str, int]] = {}  # name id -> (name, category id)
 

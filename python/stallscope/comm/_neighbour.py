@@ -1,6 +1,6 @@
-"""Noisy-neighbour guard (research/cpu-testbed.md): time a small single-threaded matmul process
-alone, then two side by side; if the pair is more than ``limit`` times slower than one alone, the
-machine's cores are not all ours and a measurement taken now should be discarded.
+"""Noisy-neighbour guard (docs/architecture.md section 10): time a small single-threaded matmul
+process alone, then two side by side; if the pair is more than ``limit`` times slower than one
+alone, the machine's cores are not all ours and a measurement taken now should be discarded.
 
 Each process starts its fixed amount of work at one shared wall-clock instant (so interpreter start
 is not timed and the two really overlap) and reports its own elapsed time. Every wait is bounded.

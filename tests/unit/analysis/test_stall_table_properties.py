@@ -1,7 +1,7 @@
 """Stall table properties on random event sets: the categories sum to the step time for every
-rank and step, and every instant lands where an independent per-instant oracle of DESIGN.md's
-priority rules puts it (with the CPU-run rule that a thread blocked on communication is not
-computing: see analysis/stall/_table.py)."""
+rank and step, and every instant lands where an independent per-instant oracle of the priority
+rules (docs/architecture.md section 5) puts it (with the CPU-run rule that a thread blocked on
+communication is not computing: see analysis/stall/_table.py)."""
 
 from __future__ import annotations
 

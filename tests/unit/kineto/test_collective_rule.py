@@ -1,4 +1,4 @@
-"""The collective rule (`_kineto/_collectives.py`, NumPy, used by both readers) against the same
+"""The collective rule (`io/kineto/_collectives.py`, NumPy, used by both readers) against the same
 rule written as Polars queries (`collective_oracle.py`): on the real NCCL traces and on
 generated events with nested operations, equal starts, shared correlations, several ranks and
 threads, and every null in the metadata."""

@@ -1,4 +1,4 @@
-"""HTA's idle time breakdown (research/kineto-and-hta.md section 5), per rank and stream: each gap
+"""HTA's idle time breakdown (docs/hta-compatibility.md section 5), per rank and stream: each gap
 before a kernel / memcpy / memset is host wait (the CPU launched the op only after the stream
 drained), kernel wait (a gap under `consecutive_kernel_delay` µs) or other."""
 

@@ -1,10 +1,10 @@
-"""HTA's GPU kernel breakdown (research/kineto-and-hta.md section 6).
+"""HTA's GPU kernel breakdown (docs/hta-compatibility.md section 6).
 
 `kernel_type_breakdown`: time per kernel type and overlap combination, summed over ranks (a sweep
 over the merged intervals of each type; bit 1 = COMPUTATION, 2 = COMMUNICATION).
 `kernel_breakdown`: per rank and type, sum/max/min/mean/std of ``dur`` per kernel name, the top
 `num_kernels` kept (or up to the `duration_ratio` cumulative quantile) and the rest merged into
-"others", as HTA's get_gpu_kernel_breakdown (memory kernels not analysed, its default).
+"others", as HTA's get_gpu_kernel_breakdown (memory kernels included, as its default).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HTA's CUDA kernel launch statistics (research/kineto-and-hta.md section 7): each launch
+"""HTA's CUDA kernel launch statistics (docs/hta-compatibility.md section 7): each launch
 runtime call joined to its GPU op by correlation; launch delay = GPU start minus the end of the
 runtime call, clipped at 0."""
 

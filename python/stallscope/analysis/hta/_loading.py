@@ -1,5 +1,5 @@
 """HTA's view of a trace: the rows and times HolisticTraceAnalysis 0.5.0 works on, rebuilt from an
-events frame (research/kineto-and-hta.md section 1), so the HTA-identical views give its numbers.
+events frame (docs/hta-compatibility.md section 1), so the HTA-identical views give its numbers.
 
 - Rows: every imported trace row (HTA keeps rows with ``dur`` and ``cat``, except cat Trace);
   stallscope's own additions (the trace mark, collective / p2p events) are left out.

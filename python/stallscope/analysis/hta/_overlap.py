@@ -1,4 +1,4 @@
-"""HTA's communication / computation overlap (research/kineto-and-hta.md section 4): per rank,
+"""HTA's communication / computation overlap (docs/hta-compatibility.md section 4): per rank,
 the share of the (merged) communication kernel time during which a computation kernel also
 runs."""
 

@@ -1,4 +1,4 @@
-"""HTA's queue length (research/kineto-and-hta.md section 7): per stream, +1 at each launch
+"""HTA's queue length (docs/hta-compatibility.md section 8): per stream, +1 at each launch
 runtime call that has a GPU partner, -1 at the start of that GPU op; the running sum in time
 order is the number of ops queued on the stream."""
 

@@ -1,4 +1,4 @@
-"""HTA's temporal breakdown (research/kineto-and-hta.md section 3), per rank: the span of GPU
+"""HTA's temporal breakdown (docs/hta-compatibility.md section 3), per rank: the span of GPU
 activity (kernel_time), the part with no stream busy (idle), the part with a computation kernel
 running (compute), and the rest (communication, memory and other ops not under compute)."""
 

@@ -1,5 +1,5 @@
 """The stall table's inputs: the columns it reads, and the priority label of every event
-(the rules of _stall_table's docstring), by one table lookup on the kind / category codes.
+(the rules of _table's docstring), by one table lookup on the kind / category codes.
 
 Frames below PARALLEL_ROWS take their whole-column passes in NumPy (Polars' per-query cost,
 0.3-4 ms even on 10 k events, would dominate); larger ones in Polars on all threads. Only the
@@ -154,7 +154,7 @@ _DATA_CATS: Final = ("data", "data_fetch", "data_prep")
 
 def label_of(kind: str, category: str | None, gpu: bool) -> int:
     """The priority label of a non-collective event (NO_LABEL: claims no time); the rules of
-    _stall_table's docstring. A null category claims nothing."""
+    _table's docstring. A null category claims nothing."""
     if category is None:
         return NO_LABEL
     region = kind == "region"
@@ -183,7 +183,7 @@ _TABLES: Final = {
 def label_expr(gpu: bool) -> pl.Expr:
     """Every row's label (NO_LABEL, a priority, or COMM_TRANSFER; Int8), by table lookup on
     the Enums' codes. Collective and p2p events get theirs from the matching
-    (_stall_table._collective_intervals)."""
+    (_table._collective_intervals)."""
     code = pl.col("kind").to_physical().cast(pl.Int32) * _CODES + pl.col(
         "category"
     ).to_physical().cast(pl.Int32).fill_null(_NULL_CAT)

@@ -1,4 +1,4 @@
-"""The stall table: where each step's time goes, per rank, in DESIGN.md's categories.
+"""The stall table: where each step's time goes, per rank (docs/architecture.md section 5).
 
 Every instant of a step goes to exactly one category, the first that applies:
 

@@ -25,7 +25,7 @@ from stallscope._schema._classify import gpu_category
 
 NULL: Final = -(2**63)  # null in the importer's int64 columns (the scanner's kNull)
 # ASCII classes only: Python's re and Polars' regex engine differ on Unicode \s and \d, and
-# the native reader matches names with either (_kineto/_name_facts.py).
+# the native reader matches names with either (io/kineto/_name_facts.py).
 STEP_RE: Final = r"ProfilerStep[\t\n\v\f\r ]*#[\t\n\v\f\r ]*([0-9]+)"
 
 HOST_CATS: Final[frozenset[str]] = frozenset(
