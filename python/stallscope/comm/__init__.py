@@ -28,6 +28,8 @@ from stallscope.comm._formulas import (
     cost_terms,
     hierarchical_all_reduce_seconds,
     predict_seconds,
+    shared_beta,
+    tcp_efficiency,
 )
 from stallscope.comm._harness import TIERS, SweepConfig, parse_size, sweep_sizes
 from stallscope.comm._launch import launch_local
@@ -55,7 +57,9 @@ __all__ = [
     "predict_seconds",
     "results_frame",
     "run_worker",
+    "shared_beta",
     "sweep_sizes",
+    "tcp_efficiency",
     "write_calibration",
 ]
 

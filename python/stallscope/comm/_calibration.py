@@ -18,6 +18,8 @@ Calibration file (JSON, ``format`` = "stallscope.comm.calibration", ``version`` 
       "format": "stallscope.comm.calibration", "version": 1,
       "created": ISO-8601 UTC, "host": str, "backend": "gloo" | "nccl",
       "world_size": int, "nnodes": int, "min_fit_bytes": int,
+      "link": {"rate_bps": float | null, "rate": str, "mtu": int, "source": str} | null,
+                                     # the shaped link it ran on (stallscope testbed), if known
       "fits": [{
           "collective": str, "tier": "intra_node" | "inter_node" | "mixed",
           "place": "in" | "out", "group_size": int, "algorithm": str,
@@ -244,6 +246,7 @@ def write_calibration(
         "world_size": report.get("world_size"),
         "nnodes": report.get("nnodes"),
         "min_fit_bytes": min_fit_bytes,
+        "link": report.get("link"),
         "fits": fits.to_dicts(),
         "measurements": report.get("results", []),
     }

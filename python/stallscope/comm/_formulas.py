@@ -25,6 +25,17 @@ Cost models (p ranks, n bytes, alpha s, beta s/byte, gamma s/byte of reduction):
 plus the alternatives tree / Rabenseifner / recursive doubling / binomial broadcast. For every
 "bandwidth-optimal" algorithm the bandwidth coefficient equals the nccl-tests bus factor, so the
 fitted 1/beta is the bus bandwidth the link sustains.
+
+* tree all-reduce (NCCL's double binary tree, reduce and broadcast pipelined):
+  2 log2(p) alpha + 2 n beta + n gamma. Each rank is inside one tree and a leaf of the other,
+  each tree carries n/2, and both phases stream at once, so a rank's link carries 2n each way
+  (NCCL's tuner rates the tree at half its bus bandwidth for the same reason); its latency grows
+  with log2(p) instead of p.
+
+Across nodes (N nodes of G ranks): a node's ranks share its NIC, so when k of them send across
+at once each gets 1/k of it (`shared_beta`); the hierarchical all-reduce runs G inter-node
+all-reduces of n/G at once. TCP over a shaped Ethernet link carries payload at
+`tcp_efficiency(mtu)` of the link rate.
 """
 
 from __future__ import annotations
@@ -44,7 +55,7 @@ COLLECTIVES: tuple[str, ...] = (
 
 #: Algorithms the cost model knows, per collective; the first one is the default.
 ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "rabenseifner", "recursive_doubling"),
+    "all_reduce": ("ring", "tree", "rabenseifner", "recursive_doubling"),
     "all_gather": ("ring",),
     "reduce_scatter": ("ring",),
     "broadcast": ("ring", "binomial", "scatter_allgather"),
@@ -110,6 +121,10 @@ def cost_terms(collective: str, p: int, algorithm: str | None = None) -> CostTer
     if collective == "all_reduce":
         if algo == "ring":
             return CostTerms(2.0 * (p - 1), 2.0 * frac, frac)
+        if algo == "tree":
+            if p == 2:  # one edge: the ring's
+                return CostTerms(2.0, 1.0, 0.5)
+            return CostTerms(2.0 * lg, 2.0, 1.0)
         if algo == "rabenseifner":
             return CostTerms(2.0 * lg, 2.0 * frac, frac)
         return CostTerms(lg, lg, lg)  # recursive doubling
@@ -145,17 +160,32 @@ def predict_seconds(
     return t.latency_terms * alpha + nbytes * (t.bandwidth_terms * beta + t.reduce_terms * gamma)
 
 
+def shared_beta(beta: float, sharing: int, nic_Bps: float | None) -> float:
+    """Seconds per byte of one rank's transfer across nodes while ``sharing`` ranks of its node
+    send at once: its own path's beta, or its share of the node's NIC (bytes/s) if slower."""
+    if sharing < 1:
+        raise ValueError(f"sharing must be >= 1, got {sharing}")
+    if nic_Bps is None:
+        return beta
+    if nic_Bps <= 0:
+        raise ValueError(f"NIC bandwidth must be > 0 bytes/s, got {nic_Bps}")
+    return max(beta, sharing / nic_Bps)
+
+
 def hierarchical_all_reduce_seconds(
     nbytes: float,
     nodes: int,
     per_node: int,
     intra: tuple[float, float],
     inter: tuple[float, float],
+    nic_Bps: float | None = None,
 ) -> float:
     """All-reduce over ``nodes`` x ``per_node`` ranks as NCCL-style hierarchy: reduce-scatter inside
     each node, all-reduce of n/per_node across nodes, all-gather inside each node.
 
-    intra and inter are (alpha s, beta s/byte) of the two link tiers."""
+    intra and inter are (alpha s, beta s/byte) of the two link tiers (inter: one rank's path
+    across nodes); nic_Bps caps a node's traffic (its per_node inter-node all-reduces run at
+    once and share it)."""
     if nodes < 1 or per_node < 1:
         raise ValueError(f"nodes and per_node must be >= 1, got {nodes} and {per_node}")
     a_i, b_i = intra
@@ -165,5 +195,30 @@ def hierarchical_all_reduce_seconds(
         t += predict_seconds("reduce_scatter", nbytes, per_node, a_i, b_i)
         t += predict_seconds("all_gather", nbytes, per_node, a_i, b_i)
     if nodes > 1:
-        t += predict_seconds("all_reduce", nbytes / per_node, nodes, a_n, b_n)
+        b = shared_beta(b_n, per_node, nic_Bps)
+        t += predict_seconds("all_reduce", nbytes / per_node, nodes, a_n, b)
     return t
+
+
+#: Bytes around a TCP segment's payload on an Ethernet link as a shaper counts them: IPv4
+#: header 20, TCP header 20 plus the 12-byte timestamp option Linux sends, Ethernet header 14
+#: (RFC 791, RFC 9293, RFC 7323, IEEE 802.3). A pure ACK is 66 bytes.
+TCP_IP_HEADER_BYTES = 52
+ETHERNET_HEADER_BYTES = 14
+TCP_ACK_FRAME_BYTES = 66
+#: Linux acknowledges every second full segment (delayed ACK).
+SEGMENTS_PER_ACK = 2
+
+
+def tcp_efficiency(mtu: int = 1500, bidirectional: bool = True) -> float:
+    """Payload over link bytes of a bulk TCP transfer on an Ethernet link shaped at its frame
+    bytes (tc tbf counts the Ethernet header): (mtu - 52) / (mtu + 14), less the ACKs of the
+    opposite direction's data when the link carries data both ways (all-reduce does):
+    0.936 at MTU 1500, 0.989 at 9000."""
+    if mtu <= TCP_IP_HEADER_BYTES:
+        raise ValueError(f"MTU must exceed {TCP_IP_HEADER_BYTES} bytes, got {mtu}")
+    frame = mtu + ETHERNET_HEADER_BYTES
+    eff = (mtu - TCP_IP_HEADER_BYTES) / frame
+    if bidirectional:
+        eff *= 1.0 - TCP_ACK_FRAME_BYTES / (SEGMENTS_PER_ACK * frame)
+    return eff

@@ -102,7 +102,25 @@ def make_report(
         "nnodes": layout.nnodes,
         "ranks_per_node": sorted(set(per_node.values())),
         "config": cfg.to_dict(),
+        "link": _testbed_link(),
         "results": [asdict(r) for r in rows],
+    }
+
+
+def _testbed_link() -> dict[str, Any] | None:
+    """The shaped link this rank runs on under `stallscope testbed` (rate in bits/s, None when
+    unshaped; MTU), else None: a calibration then cannot be rescaled to another rate."""
+    rate = os.environ.get("STALLSCOPE_TESTBED_RATE")
+    if rate is None:
+        return None
+    from stallscope.testbed._net import parse_rate
+
+    mtu = os.environ.get("STALLSCOPE_TESTBED_MTU", "")
+    return {
+        "rate_bps": None if rate == "none" else parse_rate(rate),
+        "rate": rate,
+        "mtu": int(mtu) if mtu.isdigit() else None,
+        "source": "stallscope testbed",
     }
 
 

@@ -1,5 +1,8 @@
 """Predict a training job's step time and stalls on configurations never run.
 
+    profile = stallscope.predict.profile_of("runs/ddp")     # a measured run -> Profile
+    profile.save("ddp.profile.json")                         # readable, editable JSON
+
 The engine (`_engine`) simulates one step per rank class: tasks on in-order streams with
 dependencies; its timeline goes through the stall table's attribution.
 
@@ -13,13 +16,23 @@ from __future__ import annotations
 
 from stallscope.predict._catalog import CatalogError, Source
 from stallscope.predict._devices import PRECISIONS, Device, device, device_names, devices
+from stallscope.predict._errors import PredictError, PredictWarning, ProfileError
+from stallscope.predict._extract import WARMUP_RULE, profile_of
 from stallscope.predict._links import Link, link, link_names, links
+from stallscope.predict._profile import PROFILE_FORMAT, PROFILE_VERSION, Profile
 
 __all__ = [
     "PRECISIONS",
+    "PROFILE_FORMAT",
+    "PROFILE_VERSION",
+    "WARMUP_RULE",
     "CatalogError",
     "Device",
     "Link",
+    "PredictError",
+    "PredictWarning",
+    "Profile",
+    "ProfileError",
     "Source",
     "device",
     "device_names",
@@ -27,4 +40,5 @@ __all__ = [
     "link",
     "link_names",
     "links",
+    "profile_of",
 ]

@@ -321,6 +321,10 @@ class Testbed:
             "GLOO_SOCKET_IFNAME": node.interface,  # else gloo binds loopback and cannot connect
             "NCCL_SOCKET_IFNAME": node.interface,
             "STALLSCOPE_TESTBED": self.run_id,
+            # The node's link as shaped (tc units, "none" unshaped) and its MTU: `bench comm`
+            # records them in its calibration so that a prediction can scale to other rates.
+            "STALLSCOPE_TESTBED_RATE": self.rates[node.index] or "none",
+            "STALLSCOPE_TESTBED_MTU": str(self.mtu),
         }
 
     def run(

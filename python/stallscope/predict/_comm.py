@@ -1,0 +1,180 @@
+"""The communication model: how long one collective takes on a target configuration of N nodes
+of G ranks, from per-tier link figures (latency alpha, seconds per byte beta) and the formulas of
+stallscope.comm._formulas.
+
+Two link tiers: ``intra`` (ranks of one node) and ``inter`` (one rank's path to another node);
+a node's ranks share its NIC (``nic_Bps``) when several send across at once. Algorithms:
+
+* one node: the collective's default algorithm over G ranks on the intra tier (NCCL's
+  all-reduce: the faster of ring and tree);
+* one rank per node: the same over N ranks on the inter tier;
+* N x G, NCCL all-reduce: the fastest of the flat ring (every step as slow as its slowest edge:
+  the inter-node one), the tree, and the hierarchy (reduce-scatter inside each node, G
+  all-reduces of n/G across nodes sharing the NIC, all-gather inside), as NCCL's tuner picks
+  the fastest per size;
+* N x G, gloo: torch's gloo all-reduce is one ring over every rank (gloo's RING algorithm), so
+  each step waits for the inter-node edge; its other collectives likewise. The calibration's
+  own fit of a collective is used where it has one (gloo's all-gather, all-to-all and
+  send/recv run at half the link rate once messages pass ~128 KiB: the lock-step the fit holds).
+
+gloo runs a process group's collectives on two threads, so DDP's bucket all-reduces can overlap
+and share the link; the link then moves the same bytes in the same time as back to back
+(measured on the test bed at 200 Mbit/s: two 4 MiB all-reduces at once 367 ms, one after the
+other 361 ms, one 8 MiB 355 ms), so the simulator sends buckets one after another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from stallscope.comm import _formulas
+from stallscope.comm._calibration import Calibration
+from stallscope.predict._errors import PredictError
+
+
+@dataclass(frozen=True)
+class Link:
+    """One tier's figures: alpha (s per algorithm step), beta (s per byte: 1 / bus bandwidth),
+    per-collective fits where measured, the size range they were fitted on, and where they
+    come from."""
+
+    alpha_s: float
+    beta_s_per_byte: float
+    source: str
+    fits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    min_bytes: int | None = None
+    max_bytes: int | None = None
+
+    def of(self, collective: str) -> tuple[float, float]:
+        """(alpha, beta) of ``collective``: its own fit, else the tier's."""
+        return self.fits.get(collective, (self.alpha_s, self.beta_s_per_byte))
+
+    def scaled(self, factor: float, source: str) -> Link:
+        """The same link with every beta times ``factor`` (another rate)."""
+        return Link(
+            self.alpha_s,
+            self.beta_s_per_byte * factor,
+            source,
+            {c: (a, b * factor) for c, (a, b) in self.fits.items()},
+            self.min_bytes,
+            self.max_bytes,
+        )
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        return 1.0 / self.beta_s_per_byte if self.beta_s_per_byte > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class CommModel:
+    """Collective times on N nodes x G ranks (module docstring)."""
+
+    backend: str
+    intra: Link | None
+    inter: Link | None
+    nic_Bps: float | None = None
+
+    def _tier(self, which: str) -> Link:
+        link = self.intra if which == "intra" else self.inter
+        if link is None:
+            what = "within a node" if which == "intra" else "across nodes"
+            raise PredictError(
+                f"no link figures for ranks {what}: give a calibration (`stallscope bench comm "
+                "--calibrate FILE`, both tiers) or a link rate (--rate)"
+            )
+        return link
+
+    def seconds(self, collective: str, nbytes: float, nodes: int, per_node: int) -> float:
+        """Time of one ``collective`` of ``nbytes`` (nccl-tests' size convention) over every
+        rank of ``nodes`` x ``per_node``."""
+        if nodes < 1 or per_node < 1:
+            raise PredictError(f"nodes and ranks per node must be >= 1, got {nodes} x {per_node}")
+        p = nodes * per_node
+        if p == 1 or nbytes <= 0:
+            return 0.0
+        if collective not in _formulas.ALGORITHMS:
+            collective = "all_reduce"  # an unknown operation: priced as the common one
+        nccl = self.backend == "nccl"
+        if nodes == 1:
+            a, b = self._tier("intra").of(collective)
+            return self._best(collective, nbytes, p, a, b, nccl)
+        inter = self._tier("inter")
+        if per_node == 1:
+            a, b = inter.of(collective)
+            b = _formulas.shared_beta(b, 1, self.nic_Bps)
+            return self._best(collective, nbytes, p, a, b, nccl)
+        intra = self._tier("intra")
+        a_i, b_i = intra.of(collective)
+        a_n, b_n = inter.of(collective)
+        # Flat ring: each of its steps waits for the slowest edge, an inter-node one; one ring
+        # edge leaves each node.
+        b_edge = max(b_i, _formulas.shared_beta(b_n, 1, self.nic_Bps))
+        flat = _formulas.predict_seconds(collective, nbytes, p, max(a_i, a_n), b_edge)
+        if not nccl:
+            return flat
+        options = [flat]
+        if collective == "all_reduce":
+            options.append(
+                _formulas.hierarchical_all_reduce_seconds(
+                    nbytes, nodes, per_node, (a_i, b_i), (a_n, b_n), self.nic_Bps
+                )
+            )
+            options.append(
+                _formulas.predict_seconds("all_reduce", nbytes, p, a_n, b_edge, algorithm="tree")
+            )
+        return min(options)
+
+    @staticmethod
+    def _best(collective: str, nbytes: float, p: int, a: float, b: float, nccl: bool) -> float:
+        t = _formulas.predict_seconds(collective, nbytes, p, a, b)
+        if nccl and collective == "all_reduce":
+            t = min(t, _formulas.predict_seconds(collective, nbytes, p, a, b, algorithm="tree"))
+        return t
+
+    def describe(self) -> list[str]:
+        """One line per tier: its bandwidth and where the figure comes from."""
+        out = []
+        for name, link in (("within a node", self.intra), ("across nodes", self.inter)):
+            if link is None:
+                continue
+            out.append(
+                f"{name}: {link.bandwidth_Bps * 8 / 1e9:.3g} Gbit/s bus bandwidth, "
+                f"{link.alpha_s * 1e6:.3g} us per step ({link.source})"
+            )
+        if self.nic_Bps is not None:
+            out.append(f"per-node NIC: {self.nic_Bps * 8 / 1e9:.3g} Gbit/s shared by its ranks")
+        return out
+
+
+def calibration_link(cal: Calibration, tier: str) -> Link | None:
+    """The figures of one tier of a calibration file ("intra_node" / "inter_node"): every
+    collective's fit (in-place preferred); None when the file has no fit on that tier."""
+    f = cal.fits
+    rows = f.filter(f["tier"] == tier).sort(["place", "group_size"])
+    if rows.height == 0:
+        return None
+    fits: dict[str, tuple[float, float]] = {}
+    for c, a, b in rows.select("collective", "alpha_s", "beta_s_per_byte").iter_rows():
+        fits.setdefault(str(c), (float(a), float(b)))
+    base = fits.get("all_reduce") or fits.get("broadcast") or next(iter(fits.values()))
+    return Link(
+        alpha_s=base[0],
+        beta_s_per_byte=base[1],
+        source=f"calibration {cal.source}, {tier} fits",
+        fits=fits,
+        min_bytes=int(rows["min_bytes"].min()),  # type: ignore[arg-type]
+        max_bytes=int(rows["max_bytes"].max()),  # type: ignore[arg-type]
+    )
+
+
+def rate_link(rate_bps: float, mtu: int = 1500, alpha_s: float = 0.0) -> Link:
+    """A shaped Ethernet link of ``rate_bps`` carrying TCP: payload at tcp_efficiency(mtu)."""
+    eff = _formulas.tcp_efficiency(mtu)
+    return Link(
+        alpha_s=alpha_s,
+        beta_s_per_byte=1.0 / (rate_bps / 8.0 * eff),
+        source=f"link rate {rate_bps / 1e6:g} Mbit/s x TCP payload efficiency {eff:.3f} "
+        f"(MTU {mtu})",
+    )

@@ -1,0 +1,393 @@
+"""predict / sweep: a profile and target configurations -> predicted step times and stall
+columns, one row per configuration.
+
+The communication model (_comm) comes from a calibration file, a link rate, or both (a
+calibration recorded at one rate rescaled to another); the step from the DDP or FSDP simulator
+(_ddp, _fsdp) per rank class: the typical ranks and, when the profile measured one, a straggler
+whose compute is slower by its factor. Another device scales each phase's compute per kernel
+class (_scaling). Predictions far beyond what the profile and link figures support carry a
+PredictWarning (once per call, not once per configuration).
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+import polars as pl
+
+from stallscope.analysis import STALL_COLUMNS
+from stallscope.comm._calibration import Calibration
+from stallscope.predict._comm import CommModel, Link, calibration_link, rate_link
+from stallscope.predict._ddp import DdpStep, Key, StepResult
+from stallscope.predict._errors import PredictError, PredictWarning
+from stallscope.predict._extract import RunArg, profile_of
+from stallscope.predict._fsdp import FsdpStep
+from stallscope.predict._profile import Profile
+from stallscope.predict._scaling import phase_scales
+from stallscope.predict._target import Target
+
+#: How far a prediction may reach past its profile before it carries a warning.
+MAX_RANK_GROWTH: Final = 16
+SIZE_MARGIN: Final = 2.0  # sizes within [min / margin, max * margin] of the calibrated ones
+
+_OPS: Final = {
+    "all_gather_into_tensor": "all_gather",
+    "_allgather_base": "all_gather",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter",
+    "all_to_all_single": "all_to_all",
+    "send": "send_recv",
+    "recv": "send_recv",
+    "isend": "send_recv",
+    "irecv": "send_recv",
+    "barrier": "all_reduce",
+}
+
+
+def op_of(name: str) -> str:
+    """The collective a recorded operation name stands for (torch's names -> nccl-tests')."""
+    return _OPS.get(name, name)
+
+
+def nccl_tests_bytes(op: str, payload: int, group: int) -> float:
+    """A rank's recorded payload in nccl-tests' size convention: all-gather's is the rank's
+    input, nccl-tests counts the whole output."""
+    return float(payload * group) if op == "all_gather" else float(payload)
+
+
+@dataclass
+class Prediction:
+    """The rows of `predict` and what they rest on."""
+
+    frame: pl.DataFrame
+    links: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+
+def base_comm(prof: Profile, calibration: Calibration | None, mtu: int) -> CommModel:
+    """The comm model before any target rate: the calibration's tiers, else what the measured
+    run itself shows for its own tier."""
+    backend = prof.measured.backend
+    intra = inter = None
+    if calibration is not None:
+        cb = str(calibration.doc.get("backend") or "")
+        if cb and cb != backend:
+            raise PredictError(
+                f"the calibration {calibration.source} was measured with {cb}, the run uses "
+                f"{backend}: calibrate with the run's backend (`stallscope bench comm "
+                f"--backend {backend} --calibrate FILE`)"
+            )
+        intra = calibration_link(calibration, "intra_node")
+        inter = calibration_link(calibration, "inter_node")
+    if intra is None and prof.measured.nodes == 1 and prof.measured.ranks > 1:
+        intra = _measured_link(prof)
+    nic = inter.bandwidth_Bps if inter is not None else None
+    return CommModel(backend, intra, inter, nic)
+
+
+def _measured_link(prof: Profile) -> Link | None:
+    """The measured run's own tier, from its bucket all-reduces: the fastest seconds per byte
+    of ring all-reduce traffic (a bucket's all-reduce alone on the link; the others queued)."""
+    p = prof.measured.ranks
+    best = None
+    for b in prof.buckets:
+        if b.bytes > 0 and b.measured_ns > 0:
+            per = b.measured_ns * 1e-9 / (2 * (p - 1) / p * b.bytes)
+            best = per if best is None else min(best, per)
+    if best is None:
+        return None
+    return Link(0.0, best, "the measured run's bucket all-reduces (fastest per byte)")
+
+
+def _calibration_rate(cal: Calibration | None) -> tuple[float | None, int | None]:
+    link = (cal.doc.get("link") if cal is not None else None) or {}
+    rate = link.get("rate_bps")
+    mtu = link.get("mtu")
+    return (float(rate) if rate else None), (int(mtu) if mtu else None)
+
+
+def target_comm(
+    base: CommModel, rate_bps: float | None, cal: Calibration | None, mtu: int, notes: set[str]
+) -> CommModel:
+    """The comm model at a target link rate: the calibration's inter-node fits rescaled to it
+    (when the calibration recorded its own rate), else the rate's figure."""
+    if rate_bps is None:
+        return base
+    cal_rate, cal_mtu = _calibration_rate(cal)
+    if base.inter is not None and cal_rate:
+        inter = base.inter.scaled(
+            cal_rate / rate_bps,
+            f"{base.inter.source}, measured at {cal_rate / 1e6:g} Mbit/s, rescaled to "
+            f"{rate_bps / 1e6:g} Mbit/s",
+        )
+    else:
+        if base.inter is not None:
+            notes.add(
+                f"the calibration {cal.source if cal else ''} does not record its link rate: "
+                "the inter-node figure comes from the rate given, not from the calibration "
+                "(run `bench comm --calibrate` under `stallscope testbed` to record it)"
+            )
+        alpha = base.inter.alpha_s if base.inter is not None else 0.0
+        inter = rate_link(rate_bps, cal_mtu or mtu, alpha)
+    return replace(base, inter=inter, nic_Bps=inter.bandwidth_Bps)
+
+
+def _classes(prof: Profile, t: Target) -> list[tuple[str, int]]:
+    slow = prof.straggler_ranks if t.straggler_ranks is None else t.straggler_ranks
+    factor = prof.straggler_factor if t.straggler_factor is None else t.straggler_factor
+    slow = min(slow, t.ranks - 1)
+    if slow <= 0 or factor <= 1.0:
+        return [("typical", t.ranks)]
+    return [("typical", t.ranks - slow), ("straggler", slow)]
+
+
+def _estimate_bytes(comm: CommModel, op: str, seconds: float, nodes: int, per: int) -> float:
+    """The size whose modelled time on the measured configuration is ``seconds`` (bisection:
+    the model's time grows with size)."""
+    lo, hi = 0.0, 1.0
+    while comm.seconds(op, hi, nodes, per) < seconds and hi < 1e15:
+        hi *= 2.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if comm.seconds(op, mid, nodes, per) < seconds:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+class Predictor:
+    """Predicts one profile on many targets; keeps the step graphs between them."""
+
+    def __init__(
+        self, prof: Profile, calibration: Calibration | None = None, mtu: int = 1500
+    ) -> None:
+        self.prof = prof
+        self.cal = calibration
+        self.mtu = mtu
+        self.base = base_comm(prof, calibration, mtu)
+        self.notes: set[str] = set()
+        self._steps: dict[tuple[Any, ...], DdpStep | FsdpStep] = {}
+        self._sizes: dict[Key, tuple[str, float, int]] | None = None
+
+    def _sizes_for(self, comm: CommModel) -> dict[Key, tuple[str, float, int]]:
+        """Per comm key: (collective, bytes in nccl-tests' convention, measured group size)."""
+        if self._sizes is not None:
+            return self._sizes
+        prof, m = self.prof, self.prof.measured
+        out: dict[Key, tuple[str, float, int]] = {}
+        estimated = False
+        for k, b in enumerate(prof.buckets):
+            n = float(b.bytes)
+            if n <= 0 and b.measured_ns > 0:
+                n = _estimate_bytes(comm, "all_reduce", b.measured_ns * 1e-9, m.nodes, m.ranks_per_node)
+                estimated = True
+            out[("bucket", k, 0)] = ("all_reduce", n, m.ranks)
+        for j, c in enumerate(prof.collectives):
+            op = op_of(c.name)
+            n = nccl_tests_bytes(op, c.bytes, c.group_size)
+            if n <= 0 and c.measured_ns > 0:
+                n = _estimate_bytes(comm, op, c.measured_ns * 1e-9, m.nodes, m.ranks_per_node)
+                estimated = True
+            out[("coll", j, 0)] = (op, n, c.group_size)
+        if estimated:
+            self.notes.add(
+                "payload sizes the profile lacks were estimated from their measured times on "
+                "the measured configuration's link figures"
+            )
+        self._sizes = out
+        return out
+
+    def _check_reach(self, t: Target, comm: CommModel, sizes: Iterable[float]) -> None:
+        m = self.prof.measured
+        if t.ranks > MAX_RANK_GROWTH * m.ranks:
+            self.notes.add(
+                f"{t.ranks} ranks is over {MAX_RANK_GROWTH}x the {m.ranks} measured: the "
+                "per-rank behaviour (stragglers, data loading, host time) is extrapolated"
+            )
+        if t.nodes > 1 and m.nodes == 1 and self.cal is None and t.rate_bps is None:
+            self.notes.add(
+                "no calibration and no link rate for the inter-node link: give --rate or "
+                "--calibration"
+            )
+        for link in (comm.intra if t.ranks_per_node > 1 else None, comm.inter if t.nodes > 1 else None):
+            if link is None or link.min_bytes is None or link.max_bytes is None:
+                continue
+            out = [s for s in sizes if s > 0 and not link.min_bytes / SIZE_MARGIN <= s <= link.max_bytes * SIZE_MARGIN]
+            if out:
+                self.notes.add(
+                    f"message sizes {min(out):,.0f}..{max(out):,.0f} B lie outside the "
+                    f"calibrated {link.min_bytes:,}..{link.max_bytes:,} B ({link.source})"
+                )
+
+    def _step(self, t: Target, classes: list[tuple[str, int]]) -> DdpStep | FsdpStep:
+        key = (t.strategy, t.accumulation, tuple(n for n, _ in classes), tuple(classes))
+        step = self._steps.get(key)
+        if step is None:
+            if t.strategy == "fsdp":
+                step = FsdpStep(self.prof, classes, t.accumulation)
+            else:
+                step = DdpStep(self.prof, classes, t.accumulation)
+            self._steps[key] = step
+        return step
+
+    def one(self, t: Target) -> StepResult:
+        prof = self.prof
+        if t.ranks > 1 and not prof.buckets and not prof.collectives:
+            raise PredictError(
+                "the profile holds no gradient buckets or collectives, so the job's "
+                f"communication on {t.ranks} ranks is unknown: profile a run with 2 or more "
+                "ranks (e.g. `stallscope demo --ranks 2`, or stallscope.torch.instrument(model))"
+            )
+        comm = target_comm(self.base, t.rate_bps, self.cal, self.mtu, self.notes)
+        sizes = self._sizes_for(self.base) if t.ranks > 1 else {}
+        self._check_reach(t, comm, (n for _, n, _ in sizes.values()))
+        classes = _classes(prof, t)
+        step = self._step(t, classes)
+        comm_ns: dict[Key, float] = {}
+        for key in step.keys():
+            comm_ns[key] = self._comm_ns(comm, t, key, sizes)
+        base_scale = phase_scales(prof, t)
+        factor = prof.straggler_factor if t.straggler_factor is None else t.straggler_factor
+        scale = {
+            "typical": base_scale,
+            "straggler": {ph: s * factor for ph, s in base_scale.items()},
+        }
+        category = "network" if t.nodes > 1 else "interconnect"
+        _, res = step.run(scale, comm_ns, category)
+        period = prof.loader.period_ns
+        if period is not None:
+            rest = res.step_ns - prof.data_ns
+            data = max(prof.loader.floor_ns, period - rest)
+            _, res = step.run(scale, comm_ns, category, data_ns=data)
+        return res
+
+    def _comm_ns(
+        self, comm: CommModel, t: Target, key: Key, sizes: dict[Key, tuple[str, float, int]]
+    ) -> float:
+        if t.ranks == 1:
+            return 0.0
+        what = key[0]
+        if what in ("ag", "rs"):  # FSDP: the simulator's own sizes
+            op = "all_gather" if what == "ag" else "reduce_scatter"
+            assert isinstance(self._steps, dict)
+            return 1e9 * comm.seconds(op, self._fsdp_bytes(key), t.nodes, t.ranks_per_node)
+        op, n, group = sizes[(what, key[1], 0)]
+        measured = self.prof.measured.ranks
+        if group >= measured:  # the whole job: every target rank
+            nodes, per = t.nodes, t.ranks_per_node
+        else:  # a fixed subgroup: packed onto as few nodes as it needs
+            per = min(group, t.ranks_per_node)
+            nodes = -(-group // per)
+        return 1e9 * comm.seconds(op, n, nodes, per)
+
+    def _fsdp_bytes(self, key: Key) -> float:
+        unit = self.prof.buckets[key[1]]
+        return float(unit.bytes)
+
+    def row(self, t: Target, res: StepResult) -> dict[str, Any]:
+        cols = res.columns()
+        m = self.prof.measured
+        thr = t.ranks * t.accumulation / res.step_ns if res.step_ns else 0.0
+        thr0 = m.ranks / m.step_ns if m.step_ns else 0.0
+        out: dict[str, Any] = {
+            "nodes": t.nodes,
+            "ranks_per_node": t.ranks_per_node,
+            "ranks": t.ranks,
+            "rate_bps": t.rate_bps,
+            "device": t.device or m.device,
+            "strategy": t.strategy,
+            "accumulation": t.accumulation,
+            "step_ns": float(res.step_ns),
+        }
+        for c in STALL_COLUMNS:
+            out[c] = float(cols.get(c.removesuffix("_ns"), 0.0))
+        out["speedup"] = thr / thr0 if thr0 else None
+        return out
+
+
+def predict(
+    run: RunArg | Profile,
+    targets: Target | Sequence[Target],
+    *,
+    calibration: str | Calibration | None = None,
+    mtu: int = 1500,
+) -> pl.DataFrame:
+    """Predicted step and stall columns of ``run`` (a Profile, or anything profile_of takes)
+    on each target: one row per target with nodes, ranks_per_node, ranks, rate_bps, device,
+    strategy, accumulation, step_ns, the stall table's columns (ns; summing to step_ns,
+    averaged over ranks) and speedup (samples per second against the measured run's)."""
+    return prediction(run, targets, calibration=calibration, mtu=mtu).frame
+
+
+def prediction(
+    run: RunArg | Profile,
+    targets: Target | Sequence[Target],
+    *,
+    calibration: str | Calibration | None = None,
+    mtu: int = 1500,
+) -> Prediction:
+    """`predict` with the link figures it used and its warnings (also issued as
+    PredictWarning)."""
+    prof = run if isinstance(run, Profile) else profile_of(run)
+    cal = _calibration(calibration)
+    p = Predictor(prof, cal, mtu)
+    items = [targets] if isinstance(targets, Target) else list(targets)
+    rows = [p.row(t, p.one(t)) for t in items]
+    links: list[str] = []
+    for rate in sorted({t.rate_bps for t in items}, key=lambda r: -1.0 if r is None else r):
+        for line in target_comm(p.base, rate, cal, mtu, set()).describe():
+            if line not in links:
+                links.append(line)
+    for note in sorted(p.notes):
+        warnings.warn(note, PredictWarning, stacklevel=3)
+    frame = pl.DataFrame(rows, schema=_schema(), orient="row") if rows else pl.DataFrame(schema=_schema())
+    return Prediction(frame, links, sorted(p.notes))
+
+
+def _schema() -> dict[str, pl.DataType]:
+    s: dict[str, pl.DataType] = {
+        "nodes": pl.Int64(),
+        "ranks_per_node": pl.Int64(),
+        "ranks": pl.Int64(),
+        "rate_bps": pl.Float64(),
+        "device": pl.String(),
+        "strategy": pl.String(),
+        "accumulation": pl.Int64(),
+        "step_ns": pl.Float64(),
+    }
+    s.update({c: pl.Float64() for c in STALL_COLUMNS})
+    s["speedup"] = pl.Float64()
+    return s
+
+
+def _calibration(c: str | Calibration | None) -> Calibration | None:
+    if c is None or isinstance(c, Calibration):
+        return c
+    try:
+        return Calibration.load(c)
+    except ValueError as e:  # the calibration module's own errors name the file and the fix
+        raise PredictError(str(e)) from None
+
+
+def sweep(
+    run: RunArg | Profile,
+    *,
+    nodes: Iterable[int] = (1,),
+    ranks_per_node: Iterable[int] = (1,),
+    rates_bps: Iterable[float | None] = (None,),
+    calibration: str | Calibration | None = None,
+    mtu: int = 1500,
+    **target: Any,
+) -> pl.DataFrame:
+    """`predict` over every combination of nodes, ranks per node and link rates (other Target
+    fields, e.g. device, apply to all)."""
+    targets = [
+        Target(n, g, r, **target)
+        for n, g, r in itertools.product(list(nodes), list(ranks_per_node), list(rates_bps))
+    ]
+    return predict(run, targets, calibration=calibration, mtu=mtu)

@@ -1,0 +1,68 @@
+"""A target configuration: what to predict the measured job on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from stallscope.predict._errors import PredictError
+
+#: Upper bounds that keep a typo from asking for a billion ranks.
+MAX_NODES: Final = 100_000
+MAX_RANKS_PER_NODE: Final = 1024
+STRATEGIES: Final = ("ddp", "fsdp")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One configuration to predict.
+
+    nodes, ranks_per_node: as `stallscope testbed` means them (ranks per node share the node's
+    link). rate_bps: each node's link rate in bits/s (None: the link figures' own rate).
+    device: another device type by name (None: the measured one). compute_scale: a measured
+    ratio of compute time on the target to the profile's (overrides ``device``).
+    accumulation: micro-batches per optimizer step (gradients all-reduced once, after the
+    last). strategy: "ddp" (the measured buckets) or "fsdp" (parameters sharded: per-unit
+    all-gather before forward and backward, reduce-scatter of gradients). straggler_factor /
+    straggler_ranks: a slower class of ranks (compute times the factor); None: the profile's."""
+
+    nodes: int
+    ranks_per_node: int
+    rate_bps: float | None = None
+    device: str | None = None
+    compute_scale: float | None = None
+    accumulation: int = 1
+    strategy: str = "ddp"
+    straggler_factor: float | None = None
+    straggler_ranks: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise PredictError(f"nodes must be 1..{MAX_NODES}, got {self.nodes}")
+        if not 1 <= self.ranks_per_node <= MAX_RANKS_PER_NODE:
+            raise PredictError(
+                f"ranks per node must be 1..{MAX_RANKS_PER_NODE}, got {self.ranks_per_node}"
+            )
+        if self.rate_bps is not None and not self.rate_bps > 0:
+            raise PredictError(f"a link rate must be > 0 bit/s, got {self.rate_bps}")
+        if self.compute_scale is not None and not self.compute_scale > 0:
+            raise PredictError(f"compute_scale must be > 0, got {self.compute_scale}")
+        if self.accumulation < 1:
+            raise PredictError(f"accumulation must be >= 1 micro-batch, got {self.accumulation}")
+        if self.strategy not in STRATEGIES:
+            raise PredictError(
+                f"unknown strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}"
+            )
+        if self.straggler_factor is not None and self.straggler_factor < 1.0:
+            raise PredictError(
+                f"a straggler factor is a slowdown >= 1.0, got {self.straggler_factor}"
+            )
+        if self.straggler_ranks is not None and not 0 <= self.straggler_ranks < self.ranks:
+            raise PredictError(
+                f"straggler ranks must be 0..{self.ranks - 1} (some ranks must be typical), "
+                f"got {self.straggler_ranks}"
+            )
+
+    @property
+    def ranks(self) -> int:
+        return self.nodes * self.ranks_per_node
