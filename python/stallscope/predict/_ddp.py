@@ -14,6 +14,10 @@ With gradient accumulation the first micro-batches communicate nothing (DDP's no
 Other collectives sit in their phase at their measured offset (compute time after the phase
 began): a blocking one on the compute stream (the thread waits), the others on the comm stream.
 
+Where collectives cannot progress while the rank computes (the profile's ``comm_overlap`` below
+1: a CPU run whose cores all compute), a bucket's all-reduce effectively starts once the share
+1 - comm_overlap of the backward compute after its ready point is done.
+
 Attribution per class runs over [0, the slowest class's end): every class's step is the same
 period in steady state, and a faster class's slack is spent waiting in the next step's first
 collective, so it counts as sync wait.
@@ -107,7 +111,11 @@ class DdpStep:
                     (co.offset_ns, "coll", j) for j, co in colls if co.phase == phase
                 ]
                 if phase == "backward" and last:
-                    points += [(b.ready_ns, "bucket", k) for k, b in enumerate(prof.buckets)]
+                    rho = prof.comm_overlap
+                    points += [
+                        (b.ready_ns + (1.0 - rho) * max(0.0, total - b.ready_ns), "bucket", k)
+                        for k, b in enumerate(prof.buckets)
+                    ]
                 done = 0.0
                 bucket_comm: list[int] = []
                 for at, what, k in sorted(points):

@@ -5,6 +5,13 @@ last step of each rank (it ends when the trace stops, not at a next step). Per k
 rank the facts come from _step_facts (CPU runs) or _step_facts_gpu (GPU runs); the stall table
 gives the data and host time and the measured columns.
 
+Overlap: on a GPU, NCCL moves data on its own while the device computes (``comm_overlap`` 1).
+On a CPU run the collectives need the cores the compute holds: for each bucket issued during
+the backward, the share of its all-reduce that went on while the rank still computed is
+measured (its time beyond its own transfer, over the compute after it, where the transfer is
+priced at the last bucket's seconds per byte); ``comm_overlap`` is 1 minus the median share
+(0: collectives wait for the compute, as on a machine whose cores all compute).
+
 Ranks that differ: per step, the rank with the most compute is that step's straggler; the
 profile's figures are the medians over the other (typical) ranks, and ``straggler_factor`` is
 the median over steps of the straggler's compute over the typical compute (1.0 for one rank).
@@ -273,6 +280,7 @@ def _summarise(
         host_ns=_median(stall(f, "host_ns") for f in typical),
         backward_tail_ns=_median(f.tail_ns for f in typical),
         bytes_source=bytes_source,
+        comm_overlap=1.0 if gpu else _overlap(typical),
         gradient_bytes=sum(b.bytes for b in buckets),
         straggler_factor=max(1.0, _median(ratios)) if multi else 1.0,
         straggler_ranks=1 if multi else 0,
@@ -324,6 +332,27 @@ def _buckets(typical: list[StepFacts], notes: list[str], gpu: bool) -> tuple[lis
     if gpu and not any(f.buckets for f in typical if f.buckets and f.buckets[0][1] > 0):
         return out, "estimated"
     return out, "measured"
+
+
+def _overlap(typical: list[StepFacts]) -> float:
+    """CPU runs: 1 - the median share of the compute after a non-last bucket during which its
+    all-reduce made no progress (module docstring); 1.0 when no bucket overlapped compute."""
+    shares = []
+    for f in typical:
+        if len(f.buckets) < 2:
+            continue
+        total = f.compute.get("backward", 0)
+        _, last_bytes, _, last_ns = f.buckets[-1]
+        if last_bytes <= 0:
+            continue
+        per_byte = last_ns / last_bytes
+        for _, nbytes, ready, measured in f.buckets[:-1]:
+            window = total - ready
+            if window <= 0:
+                continue
+            own = nbytes * per_byte
+            shares.append(min(1.0, max(0.0, (measured - own) / window)))
+    return 1.0 - _median(shares) if shares else 1.0
 
 
 def _collectives(typical: list[StepFacts], world: int) -> list[Collective]:

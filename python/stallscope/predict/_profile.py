@@ -25,6 +25,7 @@ File layout (``format`` = "stallscope.predict.profile", ``version`` = 1)::
       "buckets": [{"index": int, "bytes": int, "ready_ns": float, "ready_spread_ns": float,
                    "measured_ns": float}],
       "bytes_source": "measured" | "estimated" | "none",
+      "comm_overlap": float,      # share of the link a rank's collectives get while it computes
       "gradient_bytes": int,
       "collectives": [{"name": str, "bytes": int, "group_size": int, "phase": str,
                        "offset_ns": float, "blocking": bool, "measured_ns": float}],
@@ -134,6 +135,7 @@ class Profile:
     host_ns: float = 0.0
     backward_tail_ns: float = 0.0
     bytes_source: str = "measured"
+    comm_overlap: float = 1.0
     gradient_bytes: int = 0
     straggler_factor: float = 1.0
     straggler_ranks: int = 0
@@ -177,6 +179,7 @@ class Profile:
             "host_ns": self.host_ns,
             "buckets": [vars(b) for b in self.buckets],
             "bytes_source": self.bytes_source,
+            "comm_overlap": self.comm_overlap,
             "gradient_bytes": self.gradient_bytes,
             "collectives": [vars(c) for c in self.collectives],
             "loader": vars(self.loader),
@@ -297,6 +300,7 @@ class Profile:
             host_ns=r.num("host_ns", 0.0),
             backward_tail_ns=r.num("backward_tail_ns", 0.0),
             bytes_source=r.get("bytes_source", str, "measured"),
+            comm_overlap=min(1.0, r.num("comm_overlap", 1.0)),
             gradient_bytes=r.nonneg_int("gradient_bytes", 0),
             straggler_factor=max(1.0, st.num("factor", 1.0)),
             straggler_ranks=st.nonneg_int("ranks", 0),
