@@ -67,7 +67,16 @@ def run_testbed(
 def workload(
     model: str, emulate: bool, nodes: int, per: int, rate: str | None, out: Path, steps: int
 ) -> dict[str, Any]:
-    argv = [sys.executable, str(WORKLOAD), "--model", model, "--steps", str(steps), "--out", str(out)]
+    argv = [
+        sys.executable,
+        str(WORKLOAD),
+        "--model",
+        model,
+        "--steps",
+        str(steps),
+        "--out",
+        str(out),
+    ]
     if emulate:
         argv.append("--emulate")
     return run_testbed(nodes, per, rate, argv, timeout_s=300)
@@ -96,7 +105,9 @@ def calibrate(rate: str, path: Path, tmp: Path) -> dict[str, Any]:
     info = run_testbed(2, 2, rate, argv, timeout_s=400)
     fits = write_calibration(path, orjson.loads(rep_path.read_bytes()))
     inter = fits.filter(fits["tier"] == "inter_node")
-    info["inter_bandwidth_Mbps"] = float(inter["bandwidth_Bps"][0]) * 8 / 1e6 if inter.height else None
+    info["inter_bandwidth_Mbps"] = (
+        float(inter["bandwidth_Bps"][0]) * 8 / 1e6 if inter.height else None
+    )
     return info
 
 
@@ -113,7 +124,9 @@ def errors(pred: dict[str, Any], meas: dict[str, float]) -> dict[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--models", default="demo,small,large")
     ap.add_argument("--rates", default="1gbit,200mbit,50mbit")
     ap.add_argument("--steps", type=int, default=12)
@@ -187,7 +200,9 @@ def main() -> int:
                     ):
                         with warnings.catch_warnings(record=True) as caught:
                             warnings.simplefilter("always", PredictWarning)
-                            pred = predict(profiles[prof_key], target, calibration=cal).row(0, named=True)
+                            pred = predict(profiles[prof_key], target, calibration=cal).row(
+                                0, named=True
+                            )
                         row.setdefault("predictions", {})[label] = {
                             "predicted_ns": {k: pred[k] for k in ("step_ns", *STALL_COLUMNS)},
                             **errors(pred, meas),
@@ -256,7 +271,11 @@ def markdown(res: dict[str, Any]) -> str:
             f"{p['max_column_error_of_step_pct']:.1f} | "
             f"{'-' if others is None else f'{others:.2f}'} |"
         )
-    lines += ["", "| prediction | runs | step MAE | step max | worst column | targets met |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| prediction | runs | step MAE | step max | worst column | targets met |",
+        "|---|---|---|---|---|---|",
+    ]
     for label, s in res["summary"].items():
         lines.append(
             f"| {label} | {s['runs']} | {s['step_mae_pct']:.2f} % | {s['step_max_abs_pct']:.2f} % | "

@@ -21,6 +21,7 @@ optimizer are compute regions, and stallscope.torch.instrument records buckets a
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import time
 from typing import Any
@@ -44,7 +45,7 @@ def build(name: str, emulate: bool) -> tuple[Any, Any, list[Any]]:
     spec = MODELS[name]
     dims = spec["dims"]
     torch.manual_seed(0)
-    linears = [nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True)]
+    linears = [nn.Linear(a, b) for a, b in itertools.pairwise(dims)]
     if not emulate:
         layers: list[Any] = []
         for i, lin in enumerate(linears):

@@ -160,16 +160,16 @@ def predict_seconds(
     return t.latency_terms * alpha + nbytes * (t.bandwidth_terms * beta + t.reduce_terms * gamma)
 
 
-def shared_beta(beta: float, sharing: int, nic_Bps: float | None) -> float:
+def shared_beta(beta: float, sharing: int, nic_bytes_per_s: float | None) -> float:
     """Seconds per byte of one rank's transfer across nodes while ``sharing`` ranks of its node
     send at once: its own path's beta, or its share of the node's NIC (bytes/s) if slower."""
     if sharing < 1:
         raise ValueError(f"sharing must be >= 1, got {sharing}")
-    if nic_Bps is None:
+    if nic_bytes_per_s is None:
         return beta
-    if nic_Bps <= 0:
-        raise ValueError(f"NIC bandwidth must be > 0 bytes/s, got {nic_Bps}")
-    return max(beta, sharing / nic_Bps)
+    if nic_bytes_per_s <= 0:
+        raise ValueError(f"NIC bandwidth must be > 0 bytes/s, got {nic_bytes_per_s}")
+    return max(beta, sharing / nic_bytes_per_s)
 
 
 def hierarchical_all_reduce_seconds(
@@ -178,13 +178,13 @@ def hierarchical_all_reduce_seconds(
     per_node: int,
     intra: tuple[float, float],
     inter: tuple[float, float],
-    nic_Bps: float | None = None,
+    nic_bytes_per_s: float | None = None,
 ) -> float:
     """All-reduce over ``nodes`` x ``per_node`` ranks as NCCL-style hierarchy: reduce-scatter inside
     each node, all-reduce of n/per_node across nodes, all-gather inside each node.
 
     intra and inter are (alpha s, beta s/byte) of the two link tiers (inter: one rank's path
-    across nodes); nic_Bps caps a node's traffic (its per_node inter-node all-reduces run at
+    across nodes); nic_bytes_per_s caps a node's traffic (its per_node inter-node all-reduces run at
     once and share it)."""
     if nodes < 1 or per_node < 1:
         raise ValueError(f"nodes and per_node must be >= 1, got {nodes} and {per_node}")
@@ -195,7 +195,7 @@ def hierarchical_all_reduce_seconds(
         t += predict_seconds("reduce_scatter", nbytes, per_node, a_i, b_i)
         t += predict_seconds("all_gather", nbytes, per_node, a_i, b_i)
     if nodes > 1:
-        b = shared_beta(b_n, per_node, nic_Bps)
+        b = shared_beta(b_n, per_node, nic_bytes_per_s)
         t += predict_seconds("all_reduce", nbytes / per_node, nodes, a_n, b)
     return t
 

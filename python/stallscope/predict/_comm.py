@@ -3,7 +3,7 @@ of G ranks, from per-tier link figures (latency alpha, seconds per byte beta) an
 stallscope.comm._formulas.
 
 Two link tiers: ``intra`` (ranks of one node) and ``inter`` (one rank's path to another node);
-a node's ranks share its NIC (``nic_Bps``) when several send across at once. Algorithms:
+a node's ranks share its NIC (``nic_bytes_per_s``) when several send across at once. Algorithms:
 
 * one node: the collective's default algorithm over G ranks on the intra tier (NCCL's
   all-reduce: the faster of ring and tree);
@@ -63,7 +63,7 @@ class Link:
         )
 
     @property
-    def bandwidth_Bps(self) -> float:
+    def bandwidth_bytes_per_s(self) -> float:
         return 1.0 / self.beta_s_per_byte if self.beta_s_per_byte > 0 else math.inf
 
 
@@ -74,7 +74,7 @@ class CommModel:
     backend: str
     intra: Link | None
     inter: Link | None
-    nic_Bps: float | None = None
+    nic_bytes_per_s: float | None = None
 
     def _tier(self, which: str) -> Link:
         link = self.intra if which == "intra" else self.inter
@@ -103,14 +103,14 @@ class CommModel:
         inter = self._tier("inter")
         if per_node == 1:
             a, b = inter.of(collective)
-            b = _formulas.shared_beta(b, 1, self.nic_Bps)
+            b = _formulas.shared_beta(b, 1, self.nic_bytes_per_s)
             return self._best(collective, nbytes, p, a, b, nccl)
         intra = self._tier("intra")
         a_i, b_i = intra.of(collective)
         a_n, b_n = inter.of(collective)
         # Flat ring: each of its steps waits for the slowest edge, an inter-node one; one ring
         # edge leaves each node.
-        b_edge = max(b_i, _formulas.shared_beta(b_n, 1, self.nic_Bps))
+        b_edge = max(b_i, _formulas.shared_beta(b_n, 1, self.nic_bytes_per_s))
         flat = _formulas.predict_seconds(collective, nbytes, p, max(a_i, a_n), b_edge)
         if not nccl:
             return flat
@@ -118,7 +118,7 @@ class CommModel:
         if collective == "all_reduce":
             options.append(
                 _formulas.hierarchical_all_reduce_seconds(
-                    nbytes, nodes, per_node, (a_i, b_i), (a_n, b_n), self.nic_Bps
+                    nbytes, nodes, per_node, (a_i, b_i), (a_n, b_n), self.nic_bytes_per_s
                 )
             )
             options.append(
@@ -140,11 +140,13 @@ class CommModel:
             if link is None:
                 continue
             out.append(
-                f"{name}: {link.bandwidth_Bps * 8 / 1e9:.3g} Gbit/s bus bandwidth, "
+                f"{name}: {link.bandwidth_bytes_per_s * 8 / 1e9:.3g} Gbit/s bus bandwidth, "
                 f"{link.alpha_s * 1e6:.3g} us per step ({link.source})"
             )
-        if self.nic_Bps is not None:
-            out.append(f"per-node NIC: {self.nic_Bps * 8 / 1e9:.3g} Gbit/s shared by its ranks")
+        if self.nic_bytes_per_s is not None:
+            out.append(
+                f"per-node NIC: {self.nic_bytes_per_s * 8 / 1e9:.3g} Gbit/s shared by its ranks"
+            )
         return out
 
 

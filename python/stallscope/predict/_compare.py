@@ -19,7 +19,7 @@ def measured_step(
     rule keeps (warm-up dropped; a native run's last step too), per step the mean over ranks,
     then the median over steps. ``measured``: a stall table, an events frame or a run
     directory / traces."""
-    from stallscope.analysis import stall_table, step_windows
+    from stallscope.analysis import stall_table
     from stallscope.predict._extract import kept_windows, table_summary
 
     if isinstance(measured, (str, os.PathLike)):

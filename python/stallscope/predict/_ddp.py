@@ -56,9 +56,7 @@ class StepResult:
     def columns(self) -> dict[str, float]:
         """The columns averaged over ranks (each class weighted by its ranks)."""
         total = sum(n for _, n, _ in self.classes)
-        return {
-            c: sum(n * cols[c] for _, n, cols in self.classes) / total for c in CATEGORIES
-        }
+        return {c: sum(n * cols[c] for _, n, cols in self.classes) / total for c in CATEGORIES}
 
 
 class DdpStep:

@@ -23,7 +23,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import polars as pl
@@ -111,9 +111,7 @@ def kept_windows(windows: pl.DataFrame, native: bool) -> pl.DataFrame:
     return pl.concat(out) if out else windows.head(0)
 
 
-def build_profile(
-    events: pl.DataFrame, meta: RunMeta, kind: str, path: str | None
-) -> Profile:
+def build_profile(events: pl.DataFrame, meta: RunMeta, kind: str, path: str | None) -> Profile:
     """The profile of ``events`` (module docstring)."""
     windows = step_windows(events)
     if windows.height == 0:
@@ -129,13 +127,16 @@ def build_profile(
         w = kept.filter(pl.col("rank") == rank)
         if w.height == 0:
             continue
-        ev: RankEvents = GpuRankEvents(df) if gpu else RankEvents(df)
-        for step, lo, hi in w.select("step", "start_ns", "end_ns").iter_rows():
-            if gpu:
-                assert isinstance(ev, GpuRankEvents)
-                facts.append(gpu_step(ev, int(rank), int(step), lo, hi, meta.ranks))  # type: ignore[arg-type]
-            else:
-                facts.append(cpu_step(ev, int(rank), int(step), lo, hi))  # type: ignore[arg-type]
+        r = int(rank)
+        windows_of_rank = w.select("step", "start_ns", "end_ns").iter_rows()
+        if gpu:
+            g_ev = GpuRankEvents(df)
+            facts += [
+                gpu_step(g_ev, r, int(s), lo, hi, meta.ranks) for s, lo, hi in windows_of_rank
+            ]
+        else:
+            c_ev = RankEvents(df)
+            facts += [cpu_step(c_ev, r, int(s), lo, hi) for s, lo, hi in windows_of_rank]
     table = stall_table(events).join(kept.select("rank", "step"), on=["rank", "step"], how="semi")
     return _summarise(facts, table, meta, kind, path, gpu, windows.height)
 
@@ -182,7 +183,9 @@ def _summarise(
             f"{path or 'the events'}: no compute in the kept steps: trace forward / backward / "
             "optimizer as regions of category compute (CPU runs) or capture the GPU's kernels"
         )
-    row_of = {(int(r), int(s)): i for i, (r, s) in enumerate(table.select("rank", "step").iter_rows())}
+    row_of = {
+        (int(r), int(s)): i for i, (r, s) in enumerate(table.select("rank", "step").iter_rows())
+    }
     # Per step: the straggler (most compute) and the typical ranks (the others).
     by_step: dict[int, list[StepFacts]] = {}
     for f in facts:
@@ -226,7 +229,9 @@ def _summarise(
             )
         )
     buckets, bytes_source = _buckets(typical, notes, gpu)
-    data = [stall(f, "data_ns") + stall(f, "data_fetch_ns") + stall(f, "data_prep_ns") for f in typical]
+    data = [
+        stall(f, "data_ns") + stall(f, "data_fetch_ns") + stall(f, "data_prep_ns") for f in typical
+    ]
     loader = _loader(data, [stall(f, "step_ns") for f in typical], meta.loader_period_ns)
     summary = table_summary(table)
     measured = Measured(
@@ -260,11 +265,15 @@ def _summarise(
                 "rank": f.rank,
                 "step": f.step,
                 "step_ns": stall(f, "step_ns"),
-                "data_ns": stall(f, "data_ns") + stall(f, "data_fetch_ns") + stall(f, "data_prep_ns"),
+                "data_ns": stall(f, "data_ns")
+                + stall(f, "data_fetch_ns")
+                + stall(f, "data_prep_ns"),
                 "host_ns": stall(f, "host_ns"),
                 **{f"{ph}_ns": float(f.compute.get(ph, 0)) for ph in PHASES},
                 "backward_tail_ns": float(f.tail_ns),
-                "exposed_comm_ns": stall(f, "sync_wait_ns") + stall(f, "network_ns") + stall(f, "interconnect_ns"),
+                "exposed_comm_ns": stall(f, "sync_wait_ns")
+                + stall(f, "network_ns")
+                + stall(f, "interconnect_ns"),
                 "buckets": len(f.buckets),
             }
             for f in facts

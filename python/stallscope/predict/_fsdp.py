@@ -69,7 +69,9 @@ class FsdpStep(DdpStep):
                 seg = work("backward", ready - done, f"backward unit {u}", deps=(gather,))
                 done = ready
                 if last:
-                    reduce_scatters.append(comm(rs, ("rs", u, m), (seg,), f"reduce_scatter unit {u}"))
+                    reduce_scatters.append(
+                        comm(rs, ("rs", u, m), (seg,), f"reduce_scatter unit {u}")
+                    )
             work("backward", (bwd.compute_ns if bwd else 0.0) - done, "backward rest")
         g.add(comp, 0, NONE, deps=reduce_scatters, label="wait for reduce-scatters")
         work("backward", prof.backward_tail_ns, "after reduce-scatters")

@@ -67,9 +67,11 @@ def loader_period(events: pl.DataFrame) -> float | None:
     if work.height == 0:
         return None
     waits = events.filter(pl.col("kind") == "data_wait").group_by("rank").len()
-    per_rank = work.group_by("rank").agg(
-        busy=(pl.col("end_ns") - pl.col("start_ns")).sum(), workers=pl.col("pid").n_unique()
-    ).join(waits, on="rank")
+    per_rank = (
+        work.group_by("rank")
+        .agg(busy=(pl.col("end_ns") - pl.col("start_ns")).sum(), workers=pl.col("pid").n_unique())
+        .join(waits, on="rank")
+    )
     if per_rank.height == 0:
         return None
     period = per_rank.select(pl.col("busy") / pl.col("len") / pl.col("workers")).to_series()

@@ -85,7 +85,7 @@ def base_comm(prof: Profile, calibration: Calibration | None, mtu: int) -> CommM
         inter = calibration_link(calibration, "inter_node")
     if intra is None and prof.measured.nodes == 1 and prof.measured.ranks > 1:
         intra = _measured_link(prof)
-    nic = inter.bandwidth_Bps if inter is not None else None
+    nic = inter.bandwidth_bytes_per_s if inter is not None else None
     return CommModel(backend, intra, inter, nic)
 
 
@@ -133,7 +133,7 @@ def target_comm(
             )
         alpha = base.inter.alpha_s if base.inter is not None else 0.0
         inter = rate_link(rate_bps, cal_mtu or mtu, alpha)
-    return replace(base, inter=inter, nic_Bps=inter.bandwidth_Bps)
+    return replace(base, inter=inter, nic_bytes_per_s=inter.bandwidth_bytes_per_s)
 
 
 def _classes(prof: Profile, t: Target) -> list[tuple[str, int]]:
@@ -184,7 +184,9 @@ class Predictor:
         for k, b in enumerate(prof.buckets):
             n = float(b.bytes)
             if n <= 0 and b.measured_ns > 0:
-                n = _estimate_bytes(comm, "all_reduce", b.measured_ns * 1e-9, m.nodes, m.ranks_per_node)
+                n = _estimate_bytes(
+                    comm, "all_reduce", b.measured_ns * 1e-9, m.nodes, m.ranks_per_node
+                )
                 estimated = True
             out[("bucket", k, 0)] = ("all_reduce", n, m.ranks)
         for j, c in enumerate(prof.collectives):
@@ -209,15 +211,17 @@ class Predictor:
                 f"{t.ranks} ranks is over {MAX_RANK_GROWTH}x the {m.ranks} measured: the "
                 "per-rank behaviour (stragglers, data loading, host time) is extrapolated"
             )
-        if t.nodes > 1 and m.nodes == 1 and self.cal is None and t.rate_bps is None:
-            self.notes.add(
-                "no calibration and no link rate for the inter-node link: give --rate or "
-                "--calibration"
-            )
-        for link in (comm.intra if t.ranks_per_node > 1 else None, comm.inter if t.nodes > 1 else None):
+        for link in (
+            comm.intra if t.ranks_per_node > 1 else None,
+            comm.inter if t.nodes > 1 else None,
+        ):
             if link is None or link.min_bytes is None or link.max_bytes is None:
                 continue
-            out = [s for s in sizes if s > 0 and not link.min_bytes / SIZE_MARGIN <= s <= link.max_bytes * SIZE_MARGIN]
+            out = [
+                s
+                for s in sizes
+                if s > 0 and not link.min_bytes / SIZE_MARGIN <= s <= link.max_bytes * SIZE_MARGIN
+            ]
             if out:
                 self.notes.add(
                     f"message sizes {min(out):,.0f}..{max(out):,.0f} B lie outside the "
@@ -249,7 +253,7 @@ class Predictor:
         classes = _classes(prof, t)
         step = self._step(t, classes)
         comm_ns: dict[Key, float] = {}
-        for key in step.keys():
+        for key in step.keys():  # noqa: SIM118 - DdpStep.keys() is a method, not a dict
             comm_ns[key] = self._comm_ns(comm, t, key, sizes)
         base_scale = phase_scales(prof, t)
         factor = prof.straggler_factor if t.straggler_factor is None else t.straggler_factor
@@ -345,7 +349,11 @@ def prediction(
                 links.append(line)
     for note in sorted(p.notes):
         warnings.warn(note, PredictWarning, stacklevel=3)
-    frame = pl.DataFrame(rows, schema=_schema(), orient="row") if rows else pl.DataFrame(schema=_schema())
+    frame = (
+        pl.DataFrame(rows, schema=_schema(), orient="row")
+        if rows
+        else pl.DataFrame(schema=_schema())
+    )
     return Prediction(frame, links, sorted(p.notes))
 
 

@@ -57,7 +57,9 @@ class Spans:
         # Walk the edges of both: inside self and outside other.
         t = np.concatenate([self.start, self.end, other.start, other.end])
         d_self = np.concatenate([np.ones(len(self)), -np.ones(len(self)), np.zeros(2 * len(other))])
-        d_other = np.concatenate([np.zeros(2 * len(self)), np.ones(len(other)), -np.ones(len(other))])
+        d_other = np.concatenate(
+            [np.zeros(2 * len(self)), np.ones(len(other)), -np.ones(len(other))]
+        )
         order = np.lexsort((d_self + d_other, t))  # at one instant, ends before starts
         t, a, b = t[order], np.cumsum(d_self[order]), np.cumsum(d_other[order])
         on = (a > 0) & (b <= 0)
@@ -67,6 +69,8 @@ class Spans:
     def busy_before(self, t: Array | int) -> Array:
         """Total length of the spans before each instant of ``t``."""
         tt = np.asarray(t, dtype=np.int64)
+        if len(self) == 0:
+            return np.zeros(tt.shape, np.int64)
         cum = np.concatenate([[0], np.cumsum(self.end - self.start)])
         i = np.searchsorted(self.start, tt, side="right")  # spans starting at or before t
         inside = np.where(i > 0, np.minimum(self.end[np.maximum(i - 1, 0)], tt), 0)

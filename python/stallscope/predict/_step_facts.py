@@ -27,7 +27,6 @@ import numpy as np
 import polars as pl
 
 from stallscope._schema import detail_value
-from stallscope.predict._kernels import kernel_class
 from stallscope.predict._spans import EMPTY, Spans
 
 Array = np.ndarray[Any, Any]
@@ -123,7 +122,9 @@ def cpu_step(ev: RankEvents, rank: int, step: int, lo: int, hi: int) -> StepFact
         phase[np.isin(reg, holder)] = "backward"
     blocked: dict[int, Spans] = {}
     wait_end: int | None = None
-    sync = calls[[detail_value(ev.detail[i], "async") != "1" for i in calls]] if calls.size else calls
+    sync = (
+        calls[[detail_value(ev.detail[i], "async") != "1" for i in calls]] if calls.size else calls
+    )
     for ln in np.unique(ev.lane[reg]):
         s_list = [ev.start[sync[ev.lane[sync] == ln]]]
         e_list = [ev.end[sync[ev.lane[sync] == ln]]]
@@ -141,8 +142,10 @@ def cpu_step(ev: RankEvents, rank: int, step: int, lo: int, hi: int) -> StepFact
     spans: dict[str, Spans] = {}
     for ph in ("forward", "backward", "optimizer", "other"):
         pieces = [
-            Spans.of(ev.start[reg[(phase == ph) & (ev.lane[reg] == ln)]],
-                     ev.end[reg[(phase == ph) & (ev.lane[reg] == ln)]]).minus(b)
+            Spans.of(
+                ev.start[reg[(phase == ph) & (ev.lane[reg] == ln)]],
+                ev.end[reg[(phase == ph) & (ev.lane[reg] == ln)]],
+            ).minus(b)
             for ln, b in blocked.items()
         ]
         got = Spans.of(
@@ -181,8 +184,15 @@ def cpu_step(ev: RankEvents, rank: int, step: int, lo: int, hi: int) -> StepFact
         offset = int(sp.busy_before(ev.start[i])) if first is not None else 0
         blocking = detail_value(ev.detail[i], "async") != "1"
         f.collectives.append(
-            (ev.name[i], int(ev.nbytes[i]), _group_size(ev.detail[i]), ph, offset, blocking,
-             int(ev.end[i] - ev.start[i]))
+            (
+                ev.name[i],
+                int(ev.nbytes[i]),
+                _group_size(ev.detail[i]),
+                ph,
+                offset,
+                blocking,
+                int(ev.end[i] - ev.start[i]),
+            )
         )
     return f
 

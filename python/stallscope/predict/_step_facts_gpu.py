@@ -52,7 +52,10 @@ class GpuRankEvents(RankEvents):
         self.gpu_by_launch = by_launch[: int(gpu.sum())]  # GPU rows in launch order
         self.gpu_launch_sorted = self.launch[self.gpu_by_launch]
         self.matmul = np.array(
-            [k == "kernel" and kernel_class(n) == "matmul" for k, n in zip(self.kind, self.name, strict=True)]
+            [
+                k == "kernel" and kernel_class(n) == "matmul"
+                for k, n in zip(self.kind, self.name, strict=True)
+            ]
         )
 
     def gpu_launched(self, lo: int, hi: int) -> Array:
@@ -61,22 +64,24 @@ class GpuRankEvents(RankEvents):
         return self.gpu_by_launch[a:b]
 
 
-def _host_span(ev: RankEvents, lo: int, hi: int, pattern: Any, native: str) -> tuple[int, int] | None:
+def _host_span(
+    ev: RankEvents, lo: int, hi: int, pattern: Any, native: str
+) -> tuple[int, int] | None:
     """(first start, last end) of the host regions in [lo, hi) that mark a phase: Kineto's names
     (``pattern``) or a native region named for the phase."""
     reg = ev.rows(("region",), lo, hi)
     hit = [
-        i for i in reg
-        if pattern.search(ev.name[i]) or (ev.category[i] == "compute" and phase_of_name(ev.name[i]) == native)
+        i
+        for i in reg
+        if pattern.search(ev.name[i])
+        or (ev.category[i] == "compute" and phase_of_name(ev.name[i]) == native)
     ]
     if not hit:
         return None
     return int(ev.start[hit].min()), int(ev.end[hit].max())
 
 
-def gpu_step(
-    ev: GpuRankEvents, rank: int, step: int, lo: int, hi: int, world: int
-) -> StepFacts:
+def gpu_step(ev: GpuRankEvents, rank: int, step: int, lo: int, hi: int, world: int) -> StepFacts:
     """The facts of a GPU run's step [lo, hi) (host window; kernels by launch time)."""
     f = StepFacts(rank, step)
     bwd_span = _host_span(ev, lo, hi, _GPU_BACKWARD, "backward")
@@ -113,18 +118,30 @@ def gpu_step(
     bucket_ev = ev.rows(("bucket",), lo, hi)
     colls = ev.rows(("collective",), lo, hi)
     comm_rows = rows[is_comm]
-    ar_kernels = comm_rows[
-        (phase[is_comm] == "backward")
-        & np.array([collective_of_kernel(ev.name[i]) == "all_reduce" for i in comm_rows], bool)
-    ] if comm_rows.size else comm_rows
+    ar_kernels = (
+        comm_rows[
+            (phase[is_comm] == "backward")
+            & np.array([collective_of_kernel(ev.name[i]) == "all_reduce" for i in comm_rows], bool)
+        ]
+        if comm_rows.size
+        else comm_rows
+    )
     ar_bytes = [int(ev.nbytes[i]) for i in colls if _op(ev.name[i]) == "all_reduce"]
     if bucket_ev.size:
-        issues = [(int(ev.start[i]), int(ev.corr[i]), int(ev.nbytes[i]), int(ev.end[i] - ev.start[i])) for i in bucket_ev]
+        issues = [
+            (int(ev.start[i]), int(ev.corr[i]), int(ev.nbytes[i]), int(ev.end[i] - ev.start[i]))
+            for i in bucket_ev
+        ]
         used_kernels: set[int] = set()
     else:
         order = ar_kernels[np.argsort(ev.launch[ar_kernels], kind="stable")]
         issues = [
-            (int(ev.launch[i]), k, ar_bytes[k] if k < len(ar_bytes) else 0, int(ev.end[i] - ev.start[i]))
+            (
+                int(ev.launch[i]),
+                k,
+                ar_bytes[k] if k < len(ar_bytes) else 0,
+                int(ev.end[i] - ev.start[i]),
+            )
             for k, i in enumerate(order)
         ]
         used_kernels = {int(i) for i in order}

@@ -1,0 +1,65 @@
+"""profile_of on real GPU Kineto traces (NCCL): the repository's H200 set, and the five shared
+sets (V100, A100, DLRM on 8 V100, a sampled 128-rank job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import stallscope.predict as sp
+
+from .conftest import REPO_KINETO
+
+
+def test_h200_single_rank_profile() -> None:
+    p = sp.profile_of(REPO_KINETO / "h200_transformer_1rank")
+    m = p.measured
+    assert (m.ranks, m.backend, m.device) == (1, "nccl", "NVIDIA H200")
+    assert p.source["kind"] == "kineto" and p.source["steps_used"] == 2  # 3 steps, 1 warm-up
+    phases = {ph.phase: ph for ph in p.phases}
+    assert set(phases) >= {"forward", "backward", "optimizer"}
+    for ph in phases.values():
+        assert ph.compute_ns > 0
+        assert sum(ph.mix.values()) == pytest.approx(1.0)
+        assert set(ph.mix) <= {"matmul", "memory"}
+    assert phases["forward"].mix["matmul"] > 0  # the layer's GEMMs
+    assert phases["optimizer"].mix == {"matmul": 0.0, "memory": 1.0}  # AdamW: elementwise
+    assert p.buckets == [] and p.comm_overlap == 1.0
+    # the profile's compute is the stall table's (kernels launched in the step)
+    assert p.compute_ns == pytest.approx(m.stalls_ns["compute_ns"], rel=0.1)
+
+
+def test_v100_ddp_buckets_come_from_nccl_kernels(kineto_sets: Path) -> None:
+    p = sp.profile_of(kineto_sets / "hta_v100_rank1_of2_large")
+    assert p.measured.device == "Tesla V100-SXM2-32GB"
+    assert p.measured.ranks == 2
+    assert len(p.buckets) == 404  # AllReduce kernels launched in each step's backward
+    assert p.bytes_source == "estimated" and all(b.bytes == 0 for b in p.buckets)
+    assert any("no bucket events" in n for n in p.notes)
+    assert any("1 of 2 rank" in n for n in p.notes)
+    readies = [b.ready_ns for b in p.buckets]
+    assert readies == sorted(readies)
+    assert 0 < readies[-1] <= p.phase("backward").compute_ns + 1
+    assert all(b.measured_ns > 0 for b in p.buckets)
+
+
+def test_a100_buckets_take_their_sizes_from_nccl_metadata(kineto_sets: Path) -> None:
+    p = sp.profile_of(kineto_sets / "hta_a100_rank0_of2_ncclmeta")
+    assert p.bytes_source == "measured"
+    assert len(p.buckets) == 5 and all(b.bytes > 1_000_000 for b in p.buckets)
+    assert {c.name for c in p.collectives} == {"broadcast"}  # DDP's buffer broadcasts
+    assert all(c.group_size == 2 for c in p.collectives)
+
+
+@pytest.mark.parametrize(
+    ("name", "ranks", "nodes"),
+    [("param_dlrm_8rank", 8, 1), ("hta_sampled_2rank", 128, 16), ("hta_a100_rank0_of16", 16, 2)],
+)
+def test_all_to_all_jobs(kineto_sets: Path, name: str, ranks: int, nodes: int) -> None:
+    p = sp.profile_of(kineto_sets / name)
+    assert p.measured.ranks == ranks
+    assert p.measured.nodes == nodes  # placement assumed: 8 GPUs per node, and said so
+    assert any("assumed" in n for n in p.notes)
+    assert any(c.name == "send_recv" for c in p.collectives)  # NCCL's all-to-all kernels
+    assert p.compute_ns > 0
