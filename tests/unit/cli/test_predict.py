@@ -1,0 +1,97 @@
+"""`stallscope predict`: exit codes, the sweep, the table, --json and -o."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from tests.unit.predict.runs import CpuRun
+
+from stallscope.analysis import STALL_COLUMNS
+from stallscope.cli.main import cli
+from stallscope.predict import profile_of
+
+
+@pytest.fixture(scope="module")
+def profile_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return profile_of(CpuRun().frame()).save(tmp_path_factory.mktemp("p") / "run.profile.json")
+
+
+def test_sweep_prints_every_combination_and_writes_json(profile_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pred.json"
+    res = CliRunner().invoke(
+        cli,
+        [
+            "predict",
+            str(profile_file),
+            "--nodes",
+            "1,2",
+            "--ranks-per-node",
+            "1,2",
+            "--rate",
+            "1gbit,50mbit",
+            "--json",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "measured: 1 x 2" in res.stdout
+    assert "2 x 2, 50 Mbit/s" in res.stdout and "1 x 1, 1 Gbit/s" in res.stdout
+    assert "across nodes: 0.936 Gbit/s" in res.stdout  # the built-in figure it used: the rate
+    doc = orjson.loads(out.read_bytes())
+    assert doc["measured"]["ranks"] == 2 and doc["measured"]["step_ns"] == 42_000_000
+    preds = doc["predictions"]
+    assert len(preds) == 8
+    assert {(p["nodes"], p["ranks_per_node"], p["rate_bps"]) for p in preds} == {
+        (n, g, r) for n in (1, 2) for g in (1, 2) for r in (1e9, 50e6)
+    }
+    for p in preds:
+        assert sum(p[c] for c in STALL_COLUMNS) == pytest.approx(p["step_ns"], abs=2)
+    slow = next(
+        p for p in preds if p["nodes"] == 2 and p["rate_bps"] == 50e6 and p["ranks_per_node"] == 1
+    )
+    fast = next(
+        p for p in preds if p["nodes"] == 2 and p["rate_bps"] == 1e9 and p["ranks_per_node"] == 1
+    )
+    assert slow["network_ns"] > 10 * fast["network_ns"] / 2
+
+
+def test_without_flags_the_measured_configuration(profile_file: Path) -> None:
+    res = CliRunner().invoke(cli, ["predict", str(profile_file)])
+    assert res.exit_code == 0, res.output
+    assert "1 x 2, as calibrated" in res.stdout
+
+
+def test_save_profile(profile_file: Path, tmp_path: Path) -> None:
+    from stallscope.predict import Profile
+
+    out = tmp_path / "again.json"
+    res = CliRunner().invoke(cli, ["predict", str(profile_file), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert Profile.load(out).measured == Profile.load(profile_file).measured
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--nodes", "0"], 2, "must be >= 1"),
+        (["--nodes", "two"], 2, "whole numbers"),
+        (["--rate", "fast"], 2, "is not a tc rate"),
+        (["--nodes", "2"], 1, "--rate"),  # no inter-node figure
+        (["--nodes", "2", "--rate", "1gbit", "--strategy", "zero"], 2, "zero"),
+        (["--device", "H100"], 1, "measured ratio"),
+    ],
+)
+def test_bad_input_exit_codes(profile_file: Path, args: list[str], code: int, message: str) -> None:
+    res = CliRunner().invoke(cli, ["predict", str(profile_file), *args])
+    assert res.exit_code == code
+    assert message in res.output
+    assert "Traceback" not in res.output
+
+
+def test_a_run_that_is_not_there(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["predict", str(tmp_path / "nothing")])
+    assert res.exit_code == 1
+    assert "no such file or directory" in res.output
