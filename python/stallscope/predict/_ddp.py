@@ -25,7 +25,7 @@ collective, so it counts as sync wait.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from stallscope.predict._engine import CATEGORIES, NONE, Graph, Timeline, attribute
@@ -60,16 +60,16 @@ class StepResult:
 
 
 class DdpStep:
-    """The step graph of a profile for given rank classes and micro-batches."""
+    """The step graph of a profile for given rank classes and micro-batches; how many ranks
+    each class stands for is given to run()."""
 
-    def __init__(self, prof: Profile, classes: list[tuple[str, int]], accumulation: int = 1):
+    def __init__(self, prof: Profile, classes: Sequence[str], accumulation: int = 1):
         self.prof = prof
-        self.total_ranks = sum(r for _, r in classes)
         self.g = Graph()
         self.classes: list[_Class] = []
-        for name, ranks in classes:
-            c = _Class(name, ranks)
-            cid = self.g.rank_class(name, ranks)
+        for name in classes:
+            c = _Class(name, 1)
+            cid = self.g.rank_class(name, 1)
             self._build(c, cid, accumulation)
             self.classes.append(c)
         # A collective starts when its last member arrives: wait on the others' arrivals.
@@ -156,19 +156,28 @@ class DdpStep:
 
     def run(
         self,
+        ranks: Sequence[int],
         scale: Mapping[str, Mapping[str, float]],
         comm_ns: Mapping[Key, float],
         comm_category: str,
         data_ns: float | None = None,
     ) -> tuple[Timeline, StepResult]:
-        """Re-time and simulate. ``scale[class][phase]``: compute time multipliers;
-        ``comm_ns[key]``: each collective's time; ``comm_category``: network or interconnect;
-        ``data_ns``: the data wait (None: the profile's)."""
+        """Re-time and simulate. ``ranks``: how many ranks each class stands for;
+        ``scale[class][phase]``: compute time multipliers; ``comm_ns[key]``: each collective's
+        time; ``comm_category``: network or interconnect; ``data_ns``: the data wait (None:
+        the profile's). A task of phase "optimizer_shard" (FSDP) runs the optimizer on
+        1 / ranks of the parameters."""
         g = self.g
-        for c in self.classes:
+        total = sum(ranks)
+        for c, n in zip(self.classes, ranks, strict=True):
+            c.ranks = n
             sc = scale[c.name]
             for task, phase, base in c.compute:
-                g.duration[task] = round(base * sc.get(phase, 1.0))
+                if phase == "optimizer_shard":
+                    mult = sc.get("optimizer", 1.0) / total
+                else:
+                    mult = sc.get(phase, 1.0)
+                g.duration[task] = round(base * mult)
             for task, key in c.comm:
                 g.duration[task] = round(comm_ns[key])
                 g.category[task] = comm_category

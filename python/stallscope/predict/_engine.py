@@ -107,6 +107,9 @@ class Graph:
     category: list[str] = field(default_factory=list)
     label: list[str] = field(default_factory=list)
     nbytes: list[int] = field(default_factory=list)
+    #: The topological order of the last run, kept until a task is added: a graph re-timed
+    #: (durations and categories changed between runs, dependencies not) is ordered once.
+    _order_cache: list[int] | None = field(default=None, repr=False, compare=False)
 
     def rank_class(self, name: str, ranks: int = 1) -> int:
         """A new rank class standing for ``ranks`` identical ranks; returns its id."""
@@ -147,6 +150,7 @@ class Graph:
             raise SimulationError(f"unknown wait category {wait_as!r}: use one of {CATEGORIES}")
         if duration_ns < 0:
             raise SimulationError(f"task {label or len(self.duration)!r} has a negative duration")
+        self._order_cache = None
         self.stream_of.append(stream)
         self.duration.append(round(duration_ns))
         self.deps.append(tuple(deps))
@@ -210,7 +214,9 @@ class Graph:
         end = [0] * n
         ready = [0] * n
         free: dict[int, int] = {}
-        for i in self._order():
+        if self._order_cache is None or len(self._order_cache) != n:
+            self._order_cache = self._order()
+        for i in self._order_cache:
             r = free.get(self.stream_of[i], 0)
             for d in self.deps[i]:
                 if end[d] > r:

@@ -76,7 +76,7 @@ class FsdpStep(DdpStep):
         g.add(comp, 0, NONE, deps=reduce_scatters, label="wait for reduce-scatters")
         work("backward", prof.backward_tail_ns, "after reduce-scatters")
         if opt is not None:
-            work("optimizer", opt.compute_ns / self.total_ranks, "optimizer on the shard")
+            work("optimizer_shard", opt.compute_ns, "optimizer on the shard")
         other = prof.phase("other")
         if other is not None:
             work("other", other.compute_ns, "other")

@@ -228,14 +228,12 @@ class Predictor:
                     f"calibrated {link.min_bytes:,}..{link.max_bytes:,} B ({link.source})"
                 )
 
-    def _step(self, t: Target, classes: list[tuple[str, int]]) -> DdpStep | FsdpStep:
-        key = (t.strategy, t.accumulation, tuple(n for n, _ in classes), tuple(classes))
+    def _step(self, t: Target, names: tuple[str, ...]) -> DdpStep | FsdpStep:
+        key = (t.strategy, t.accumulation, names)
         step = self._steps.get(key)
         if step is None:
-            if t.strategy == "fsdp":
-                step = FsdpStep(self.prof, classes, t.accumulation)
-            else:
-                step = DdpStep(self.prof, classes, t.accumulation)
+            kind = FsdpStep if t.strategy == "fsdp" else DdpStep
+            step = kind(self.prof, names, t.accumulation)
             self._steps[key] = step
         return step
 
@@ -251,7 +249,8 @@ class Predictor:
         sizes = self._sizes_for(self.base) if t.ranks > 1 else {}
         self._check_reach(t, comm, (n for _, n, _ in sizes.values()))
         classes = _classes(prof, t)
-        step = self._step(t, classes)
+        step = self._step(t, tuple(n for n, _ in classes))
+        ranks = [n for _, n in classes]
         comm_ns: dict[Key, float] = {}
         for key in step.keys():  # noqa: SIM118 - DdpStep.keys() is a method, not a dict
             comm_ns[key] = self._comm_ns(comm, t, key, sizes)
@@ -262,12 +261,12 @@ class Predictor:
             "straggler": {ph: s * factor for ph, s in base_scale.items()},
         }
         category = "network" if t.nodes > 1 else "interconnect"
-        _, res = step.run(scale, comm_ns, category)
+        _, res = step.run(ranks, scale, comm_ns, category)
         period = prof.loader.period_ns
         if period is not None:
             rest = res.step_ns - prof.data_ns
             data = max(prof.loader.floor_ns, period - rest)
-            _, res = step.run(scale, comm_ns, category, data_ns=data)
+            _, res = step.run(ranks, scale, comm_ns, category, data_ns=data)
         return res
 
     def _comm_ns(
