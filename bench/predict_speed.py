@@ -39,8 +39,9 @@ def made_up(buckets: int) -> Profile:
     """A DDP step: 40 ms forward, 80 ms backward with ``buckets`` equal buckets of 4 MB ready
     evenly, 5 ms optimizer, a straggler 1.1x slower."""
     return Profile(
-        measured=Measured(ranks=2, nodes=1, ranks_per_node=2, backend="nccl", device="gpu",
-                          step_ns=150 * MS),
+        measured=Measured(
+            ranks=2, nodes=1, ranks_per_node=2, backend="nccl", device="gpu", step_ns=150 * MS
+        ),
         phases=[Phase("forward", 40 * MS), Phase("backward", 80 * MS), Phase("optimizer", 5 * MS)],
         buckets=[
             Bucket(k, 4_000_000, 80 * MS * (k + 1) / buckets, measured_ns=1 * MS)
@@ -67,7 +68,9 @@ def per_config(prof: Profile, targets: list[Target], repeats: int) -> dict[str, 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "predict_speed.json")
     args = ap.parse_args()

@@ -56,6 +56,12 @@ def _rates(text: str | None) -> list[float | None]:
     "a list sweeps. [default: the calibration's rate]",
 )
 @click.option(
+    "--network",
+    default=None,
+    help="The network between nodes, from the link table (ib-ndr, aws-efa-p4d, ethernet-100g...; "
+    "`stallscope catalog links`); a list sweeps. Overrides --rate.",
+)
+@click.option(
     "--calibration",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -104,6 +110,7 @@ def predict(
     nodes: str | None,
     ranks_per_node: str | None,
     rate: str | None,
+    network: str | None,
     calibration: Path | None,
     device: str | None,
     compute_scale: float | None,
@@ -137,6 +144,7 @@ def predict(
             prof = profile_of(run)
         m = prof.measured
         node_list = _ints(nodes, "--nodes") if nodes else [m.nodes]
+        networks = [v.strip() for v in network.split(",")] if network else [None]
         per_list = (
             _ints(ranks_per_node, "--ranks-per-node") if ranks_per_node else [m.ranks_per_node]
         )
@@ -145,12 +153,13 @@ def predict(
                 n,
                 g,
                 r,
+                network=net,
                 device=device,
                 compute_scale=compute_scale,
                 strategy=strategy,
                 accumulation=accumulation,
             )
-            for n, g, r in itertools.product(node_list, per_list, _rates(rate))
+            for n, g, r, net in itertools.product(node_list, per_list, _rates(rate), networks)
         ]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PredictWarning)

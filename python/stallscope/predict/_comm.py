@@ -9,7 +9,8 @@ a node's ranks share its NIC (``nic_bytes_per_s``) when several send across at o
   all-reduce: the faster of ring and tree);
 * one rank per node: the same over N ranks on the inter tier;
 * N x G, NCCL all-reduce: the fastest of the flat ring (every step as slow as its slowest edge:
-  the inter-node one), the tree, and the hierarchy (reduce-scatter inside each node, G
+  the inter-node one; NCCL's rings together cross at the node's NIC bandwidth), the tree, and
+  the hierarchy (reduce-scatter inside each node, G
   all-reduces of n/G across nodes sharing the NIC, all-gather inside), as NCCL's tuner picks
   the fastest per size;
 * N x G, gloo: torch's gloo all-reduce is one ring over every rank (gloo's RING algorithm), so
@@ -35,7 +36,7 @@ from stallscope.predict._errors import PredictError
 
 
 @dataclass(frozen=True)
-class Link:
+class Tier:
     """One tier's figures: alpha (s per algorithm step), beta (s per byte: 1 / bus bandwidth),
     per-collective fits where measured, the size range they were fitted on, and where they
     come from."""
@@ -51,9 +52,9 @@ class Link:
         """(alpha, beta) of ``collective``: its own fit, else the tier's."""
         return self.fits.get(collective, (self.alpha_s, self.beta_s_per_byte))
 
-    def scaled(self, factor: float, source: str) -> Link:
+    def scaled(self, factor: float, source: str) -> Tier:
         """The same link with every beta times ``factor`` (another rate)."""
-        return Link(
+        return Tier(
             self.alpha_s,
             self.beta_s_per_byte * factor,
             source,
@@ -72,17 +73,26 @@ class CommModel:
     """Collective times on N nodes x G ranks (module docstring)."""
 
     backend: str
-    intra: Link | None
-    inter: Link | None
+    intra: Tier | None
+    inter: Tier | None
     nic_bytes_per_s: float | None = None
+    #: Why a missing tier is missing, when there is more to say than "not given".
+    missing: str = ""
 
-    def _tier(self, which: str) -> Link:
+    def _tier(self, which: str) -> Tier:
         link = self.intra if which == "intra" else self.inter
         if link is None:
             what = "within a node" if which == "intra" else "across nodes"
+            fix = (
+                "a network (--network, e.g. ib-ndr) or a link rate (--rate)"
+                if which == "inter"
+                else "name a device of the device table in the profile's measured.device "
+                "(save it with -o, edit it, pass the file as RUN)"
+            )
+            why = f" ({self.missing})" if self.missing and which == "intra" else ""
             raise PredictError(
-                f"no link figures for ranks {what}: give a calibration (`stallscope bench comm "
-                "--calibrate FILE`, both tiers) or a link rate (--rate)"
+                f"no link figures for ranks {what}{why}: give a calibration (`stallscope bench "
+                f"comm --calibrate FILE`, both tiers) or {fix}"
             )
         return link
 
@@ -109,8 +119,13 @@ class CommModel:
         a_i, b_i = intra.of(collective)
         a_n, b_n = inter.of(collective)
         # Flat ring: each of its steps waits for the slowest edge, an inter-node one; one ring
-        # edge leaves each node.
-        b_edge = max(b_i, _formulas.shared_beta(b_n, 1, self.nic_bytes_per_s))
+        # edge leaves each node. NCCL runs several rings (channels) over the node's NICs, so
+        # together they cross at the node's NIC bandwidth; gloo's one ring at one rank's path.
+        if nccl and self.nic_bytes_per_s:
+            b_cross = 1.0 / self.nic_bytes_per_s
+        else:
+            b_cross = _formulas.shared_beta(b_n, 1, self.nic_bytes_per_s)
+        b_edge = max(b_i, b_cross)
         flat = _formulas.predict_seconds(collective, nbytes, p, max(a_i, a_n), b_edge)
         if not nccl:
             return flat
@@ -140,17 +155,22 @@ class CommModel:
             if link is None:
                 continue
             out.append(
-                f"{name}: {link.bandwidth_bytes_per_s * 8 / 1e9:.3g} Gbit/s bus bandwidth, "
+                f"{name}: {rate_text(link.bandwidth_bytes_per_s)} bus bandwidth, "
                 f"{link.alpha_s * 1e6:.3g} us per step ({link.source})"
             )
         if self.nic_bytes_per_s is not None:
-            out.append(
-                f"per-node NIC: {self.nic_bytes_per_s * 8 / 1e9:.3g} Gbit/s shared by its ranks"
-            )
+            out.append(f"per-node NIC: {rate_text(self.nic_bytes_per_s)} shared by its ranks")
         return out
 
 
-def calibration_link(cal: Calibration, tier: str) -> Link | None:
+def rate_text(bytes_per_s: float) -> str:
+    """A bandwidth as people quote it: GB/s from 1 GB/s up, Mbit/s below."""
+    if bytes_per_s >= 1e9:
+        return f"{bytes_per_s / 1e9:.3g} GB/s"
+    return f"{bytes_per_s * 8 / 1e6:.4g} Mbit/s"
+
+
+def calibration_link(cal: Calibration, tier: str) -> Tier | None:
     """The figures of one tier of a calibration file ("intra_node" / "inter_node"): every
     collective's fit (in-place preferred); None when the file has no fit on that tier."""
     f = cal.fits
@@ -161,7 +181,7 @@ def calibration_link(cal: Calibration, tier: str) -> Link | None:
     for c, a, b in rows.select("collective", "alpha_s", "beta_s_per_byte").iter_rows():
         fits.setdefault(str(c), (float(a), float(b)))
     base = fits.get("all_reduce") or fits.get("broadcast") or next(iter(fits.values()))
-    return Link(
+    return Tier(
         alpha_s=base[0],
         beta_s_per_byte=base[1],
         source=f"calibration {cal.source}, {tier} fits",
@@ -171,10 +191,10 @@ def calibration_link(cal: Calibration, tier: str) -> Link | None:
     )
 
 
-def rate_link(rate_bps: float, mtu: int = 1500, alpha_s: float = 0.0) -> Link:
+def rate_link(rate_bps: float, mtu: int = 1500, alpha_s: float = 0.0) -> Tier:
     """A shaped Ethernet link of ``rate_bps`` carrying TCP: payload at tcp_efficiency(mtu)."""
     eff = _formulas.tcp_efficiency(mtu)
-    return Link(
+    return Tier(
         alpha_s=alpha_s,
         beta_s_per_byte=1.0 / (rate_bps / 8.0 * eff),
         source=f"link rate {rate_bps / 1e6:g} Mbit/s x TCP payload efficiency {eff:.3f} "

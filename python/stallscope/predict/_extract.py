@@ -243,6 +243,7 @@ def _summarise(
         step_ns=summary["step_ns"],
         step_spread_ns=_iqr(table["step_ns"].to_list()),
         link_rate_bps=meta.link_rate_bps,
+        precision=_precision(facts) if gpu else None,
         stalls_ns={c: summary[c] for c in STALL_COLUMNS},
     )
     if not buckets and not any(f.collectives for f in facts):
@@ -341,6 +342,14 @@ def _buckets(typical: list[StepFacts], notes: list[str], gpu: bool) -> tuple[lis
     if gpu and not any(f.buckets for f in typical if f.buckets and f.buckets[0][1] > 0):
         return out, "estimated"
     return out, "measured"
+
+
+def _precision(facts: list[StepFacts]) -> str | None:
+    """The precision most matrix-kernel time ran in (as their names state)."""
+    total: Counter[str] = Counter()
+    for f in facts:
+        total.update(f.precision)
+    return total.most_common(1)[0][0] if total else None
 
 
 def _overlap(typical: list[StepFacts]) -> float:

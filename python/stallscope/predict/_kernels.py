@@ -1,7 +1,7 @@
 """Kernel classes for scaling compute to another device.
 
 A kernel's time on another device scales with the resource that bounds it: matrix kernels
-(GEMM, convolution, attention, tensor-core MMA) with peak FLOP/s, everything else (elementwise,
+(GEMM, convolution, attention, tensor-core MMA; cuBLAS's nvjet kernels are GEMMs) with peak FLOP/s, everything else (elementwise,
 reductions, normalisation, copies, embedding lookups) with memory bandwidth. The class comes
 from the kernel's name (CUDA library and PyTorch naming), case-insensitively.
 """
@@ -19,7 +19,7 @@ CLASSES: Final[dict[str, str]] = {
 }
 
 _MATMUL: Final = re.compile(
-    r"gemm|gemv|cublas|cutlass|xmma|wgmma|hmma|imma|mma_|_mma|conv|cudnn|implicit_?gemm|"
+    r"gemm|gemv|cublas|cutlass|nvjet|xmma|wgmma|hmma|imma|mma_|_mma|conv|cudnn|implicit_?gemm|"
     r"winograd|fft|wgrad|dgrad|fprop|attention|attn|flash|fmha|sdpa|bmm|matmul|"
     r"sm\d\d_xmma|ampere_|volta_|turing_|hopper_|sgemm|hgemm|dgemm",
     re.IGNORECASE,
@@ -30,3 +30,24 @@ def kernel_class(name: str) -> str:
     """ "matmul" or "memory" for a GPU kernel's name. FBGEMM's GPU kernels are embedding
     lookups and permutations (memory-bound) despite the library's name."""
     return "matmul" if _MATMUL.search(name.replace("fbgemm", "")) else "memory"
+
+
+#: Precision markers in matrix kernels' names, tried in order (lower-case names).
+_PRECISION: Final = (
+    ("fp8", re.compile(r"fp8|e4m3|e5m2")),
+    ("bf16", re.compile(r"bf16|bfloat16")),
+    ("fp16", re.compile(r"f16|fp16|half|h1688|h16816|h884|hgemm|884gemm")),
+    ("tf32", re.compile(r"tf32|s1688|s16816|xf32")),
+    ("fp32", re.compile(r"sgemm|fp32|f32|float")),
+)
+
+
+def kernel_precision(name: str) -> str | None:
+    """The arithmetic precision a matrix kernel's name states (fp8, bf16, fp16, tf32, fp32), or
+    None. cuBLAS / CUTLASS name tensor-core TF32 kernels "s1688" / "s16816" (single-precision
+    inputs on 16x8x8 / 16x8x16 MMA) and FP32 SIMT kernels "sgemm"."""
+    low = name.lower()
+    for precision, pat in _PRECISION:
+        if pat.search(low):
+            return precision
+    return None

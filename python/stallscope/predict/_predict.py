@@ -14,14 +14,14 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import polars as pl
 
 from stallscope.analysis import STALL_COLUMNS
 from stallscope.comm._calibration import Calibration
-from stallscope.predict._comm import CommModel, Link, calibration_link, rate_link
+from stallscope.predict._comm import CommModel
 from stallscope.predict._ddp import DdpStep, Key, StepResult
 from stallscope.predict._errors import PredictError, PredictWarning
 from stallscope.predict._extract import RunArg, profile_of
@@ -29,6 +29,7 @@ from stallscope.predict._fsdp import FsdpStep
 from stallscope.predict._profile import Profile
 from stallscope.predict._scaling import phase_scales
 from stallscope.predict._target import Target
+from stallscope.predict._tiers import Tiers
 
 #: How far a prediction may reach past its profile before it carries a warning.
 MAX_RANK_GROWTH: Final = 16
@@ -68,74 +69,6 @@ class Prediction:
     warnings: list[str] = field(default_factory=list)
 
 
-def base_comm(prof: Profile, calibration: Calibration | None, mtu: int) -> CommModel:
-    """The comm model before any target rate: the calibration's tiers, else what the measured
-    run itself shows for its own tier."""
-    backend = prof.measured.backend
-    intra = inter = None
-    if calibration is not None:
-        cb = str(calibration.doc.get("backend") or "")
-        if cb and cb != backend:
-            raise PredictError(
-                f"the calibration {calibration.source} was measured with {cb}, the run uses "
-                f"{backend}: calibrate with the run's backend (`stallscope bench comm "
-                f"--backend {backend} --calibrate FILE`)"
-            )
-        intra = calibration_link(calibration, "intra_node")
-        inter = calibration_link(calibration, "inter_node")
-    if intra is None and prof.measured.nodes == 1 and prof.measured.ranks > 1:
-        intra = _measured_link(prof)
-    nic = inter.bandwidth_bytes_per_s if inter is not None else None
-    return CommModel(backend, intra, inter, nic)
-
-
-def _measured_link(prof: Profile) -> Link | None:
-    """The measured run's own tier, from its bucket all-reduces: the fastest seconds per byte
-    of ring all-reduce traffic (a bucket's all-reduce alone on the link; the others queued)."""
-    p = prof.measured.ranks
-    best = None
-    for b in prof.buckets:
-        if b.bytes > 0 and b.measured_ns > 0:
-            per = b.measured_ns * 1e-9 / (2 * (p - 1) / p * b.bytes)
-            best = per if best is None else min(best, per)
-    if best is None:
-        return None
-    return Link(0.0, best, "the measured run's bucket all-reduces (fastest per byte)")
-
-
-def _calibration_rate(cal: Calibration | None) -> tuple[float | None, int | None]:
-    link = (cal.doc.get("link") if cal is not None else None) or {}
-    rate = link.get("rate_bps")
-    mtu = link.get("mtu")
-    return (float(rate) if rate else None), (int(mtu) if mtu else None)
-
-
-def target_comm(
-    base: CommModel, rate_bps: float | None, cal: Calibration | None, mtu: int, notes: set[str]
-) -> CommModel:
-    """The comm model at a target link rate: the calibration's inter-node fits rescaled to it
-    (when the calibration recorded its own rate), else the rate's figure."""
-    if rate_bps is None:
-        return base
-    cal_rate, cal_mtu = _calibration_rate(cal)
-    if base.inter is not None and cal_rate:
-        inter = base.inter.scaled(
-            cal_rate / rate_bps,
-            f"{base.inter.source}, measured at {cal_rate / 1e6:g} Mbit/s, rescaled to "
-            f"{rate_bps / 1e6:g} Mbit/s",
-        )
-    else:
-        if base.inter is not None:
-            notes.add(
-                f"the calibration {cal.source if cal else ''} does not record its link rate: "
-                "the inter-node figure comes from the rate given, not from the calibration "
-                "(run `bench comm --calibrate` under `stallscope testbed` to record it)"
-            )
-        alpha = base.inter.alpha_s if base.inter is not None else 0.0
-        inter = rate_link(rate_bps, cal_mtu or mtu, alpha)
-    return replace(base, inter=inter, nic_bytes_per_s=inter.bandwidth_bytes_per_s)
-
-
 def _classes(prof: Profile, t: Target) -> list[tuple[str, int]]:
     slow = prof.straggler_ranks if t.straggler_ranks is None else t.straggler_ranks
     factor = prof.straggler_factor if t.straggler_factor is None else t.straggler_factor
@@ -169,8 +102,9 @@ class Predictor:
         self.prof = prof
         self.cal = calibration
         self.mtu = mtu
-        self.base = base_comm(prof, calibration, mtu)
         self.notes: set[str] = set()
+        self.tiers = Tiers(prof, calibration, mtu, self.notes)
+        self.base = self.tiers.base
         self._steps: dict[tuple[Any, ...], DdpStep | FsdpStep] = {}
         self._sizes: dict[Key, tuple[str, float, int]] | None = None
 
@@ -245,7 +179,7 @@ class Predictor:
                 f"communication on {t.ranks} ranks is unknown: profile a run with 2 or more "
                 "ranks (e.g. `stallscope demo --ranks 2`, or stallscope.torch.instrument(model))"
             )
-        comm = target_comm(self.base, t.rate_bps, self.cal, self.mtu, self.notes)
+        comm = self.tiers.target(t)
         sizes = self._sizes_for(self.base) if t.ranks > 1 else {}
         self._check_reach(t, comm, (n for _, n, _ in sizes.values()))
         classes = _classes(prof, t)
@@ -302,6 +236,7 @@ class Predictor:
             "ranks_per_node": t.ranks_per_node,
             "ranks": t.ranks,
             "rate_bps": t.rate_bps,
+            "network": t.network,
             "device": t.device or m.device,
             "strategy": t.strategy,
             "accumulation": t.accumulation,
@@ -342,8 +277,8 @@ def prediction(
     items = [targets] if isinstance(targets, Target) else list(targets)
     rows = [p.row(t, p.one(t)) for t in items]
     links: list[str] = []
-    for rate in sorted({t.rate_bps for t in items}, key=lambda r: -1.0 if r is None else r):
-        for line in target_comm(p.base, rate, cal, mtu, set()).describe():
+    for model in p.tiers.used():
+        for line in model.describe():
             if line not in links:
                 links.append(line)
     for note in sorted(p.notes):
@@ -362,6 +297,7 @@ def _schema() -> dict[str, pl.DataType]:
         "ranks_per_node": pl.Int64(),
         "ranks": pl.Int64(),
         "rate_bps": pl.Float64(),
+        "network": pl.String(),
         "device": pl.String(),
         "strategy": pl.String(),
         "accumulation": pl.Int64(),

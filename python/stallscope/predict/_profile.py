@@ -17,6 +17,7 @@ File layout (``format`` = "stallscope.predict.profile", ``version`` = 1)::
                  "ranks": [int], "steps_total": int, "steps_used": int, "warmup_rule": str},
       "measured": {"ranks": int, "nodes": int, "ranks_per_node": int, "backend": str,
                    "device": str, "link_rate_bps": float | null,
+                   "precision": "fp32" | "tf32" | "fp16" | "bf16" | "fp8" | null,
                    "step_ns": float, "step_spread_ns": float, "stalls_ns": {column: ns}},
       "phases": [{"phase": str, "compute_ns": float, "memcpy_ns": float, "spread_ns": float,
                   "mix": {kernel class: share}}],
@@ -119,6 +120,7 @@ class Measured:
     step_ns: float
     step_spread_ns: float = 0.0
     link_rate_bps: float | None = None
+    precision: str | None = None  # of the matrix kernels (most of their time), GPU runs
     stalls_ns: dict[str, float] = field(default_factory=dict)
 
 
@@ -169,6 +171,7 @@ class Profile:
                 "backend": m.backend,
                 "device": m.device,
                 "link_rate_bps": m.link_rate_bps,
+                "precision": m.precision,
                 "step_ns": m.step_ns,
                 "step_spread_ns": m.step_spread_ns,
                 "stalls_ns": m.stalls_ns,
@@ -234,6 +237,7 @@ class Profile:
             step_ns=m.num("step_ns"),
             step_spread_ns=m.num("step_spread_ns", 0.0),
             link_rate_bps=m.opt_num("link_rate_bps"),
+            precision=m.get("precision", str, None) if m.doc.get("precision") else None,
             stalls_ns={str(k): float(v) for k, v in m.get("stalls_ns", dict, {}).items()},
         )
         phases = []

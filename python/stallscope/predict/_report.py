@@ -64,7 +64,7 @@ def display_table(prof: Profile, pred: Prediction) -> pl.DataFrame:
             config = f"measured: {what}"
             speedup = 1.0
         else:
-            config = f"{what}, {_rate(r['rate_bps'])}"
+            config = f"{what}, {r.get('network') or _rate(r['rate_bps'])}"
             if r.get("strategy", "ddp") != "ddp":
                 config += f", {r['strategy']}"
             if r.get("accumulation", 1) != 1:

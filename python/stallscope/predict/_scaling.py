@@ -1,21 +1,64 @@
 """Compute on another device: each phase's time scales per kernel class (_kernels) with the
-ratio of the device figure that bounds it, from the device table (`predict._devices`), or by a
-ratio the user measured (Target.compute_scale)."""
+ratio of the device figure that bounds it, from the device table (``device(name)``), or by a
+ratio the user measured (Target.compute_scale).
+
+matmul kernels: measured device's peak FLOP/s over the target's, at the profile's precision
+(the precision most of its matrix-kernel time ran in). A target without that precision runs the
+nearest it has: TF32 code as FP32 (no TF32 tensor cores), BF16 and FP8 as FP16.
+memory kernels (elementwise, reductions, copies): memory bandwidth ratio.
+Idle gaps, data and host time do not scale (the host launches at its own pace).
+"""
 
 from __future__ import annotations
 
+from typing import Final
+
+from stallscope.predict._catalog import CatalogError
+from stallscope.predict._devices import Device, device
 from stallscope.predict._errors import PredictError
 from stallscope.predict._profile import PHASES, Profile
 from stallscope.predict._target import Target
 
+#: The precision a device without a figure for the profile's runs instead.
+FALLBACK: Final = {"tf32": "fp32", "bf16": "fp16", "fp8": "fp16", "fp64_tensor": "fp64"}
+#: Assumed where the profile's kernels name no precision.
+DEFAULT_PRECISION: Final = "fp32"
 
-def device_ratios(measured: str, target: str) -> dict[str, float]:
-    """Per kernel class, target time over measured time: peak FLOP/s ratio for matmul
-    kernels, memory bandwidth ratio for the rest."""
-    raise PredictError(
-        f"scaling compute from {measured!r} to {target!r} needs the device table, which this "
-        "build lacks: give a measured ratio instead (compute_scale / --compute-scale)"
+
+def lookup(name: str, what: str) -> Device:
+    """A device of the table; PredictError with the nearest names when unknown."""
+    try:
+        return device(name)
+    except CatalogError as e:
+        raise PredictError(f"{what}: {e}") from None
+
+
+def _flops(d: Device, precision: str) -> float:
+    p = precision
+    while p not in d.peak_tflops and p in FALLBACK:
+        p = FALLBACK[p]
+    if p not in d.peak_tflops:
+        have = ", ".join(d.peak_tflops) or "none"
+        raise PredictError(
+            f"{d.name} has no sourced peak for {precision} (it has: {have}): give a measured "
+            "ratio instead (compute_scale / --compute-scale)"
+        )
+    return d.peak_flops(p)
+
+
+def device_ratios(measured: str, target: str, precision: str | None) -> dict[str, float]:
+    """Per kernel class, target time over measured time (module docstring)."""
+    src = lookup(
+        measured,
+        "the profile's device is not in the device table (set measured.device in the profile "
+        "to a known name, or give compute_scale / --compute-scale)",
     )
+    dst = lookup(target, "unknown target device")
+    prec = precision or DEFAULT_PRECISION
+    return {
+        "matmul": _flops(src, prec) / _flops(dst, prec),
+        "memory": src.memory_bandwidth_bytes_per_s / dst.memory_bandwidth_bytes_per_s,
+    }
 
 
 def phase_scales(prof: Profile, t: Target) -> dict[str, float]:
@@ -29,7 +72,7 @@ def phase_scales(prof: Profile, t: Target) -> dict[str, float]:
             f"the profile ran on CPU threads: their compute cannot be scaled to {t.device!r} "
             "from device figures; give a measured ratio (compute_scale / --compute-scale)"
         )
-    ratios = device_ratios(prof.measured.device, t.device)
+    ratios = device_ratios(prof.measured.device, t.device, prof.measured.precision)
     out = dict.fromkeys(PHASES, 1.0)
     for ph in prof.phases:
         out[ph.phase] = sum(share * ratios.get(cls, 1.0) for cls, share in ph.mix.items())

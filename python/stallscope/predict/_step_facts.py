@@ -78,6 +78,7 @@ class StepFacts:
     matmul: dict[str, int] = field(default_factory=dict)  # phase -> matmul-class kernel ns
     kernels: dict[str, int] = field(default_factory=dict)  # phase -> all kernel ns (the mix)
     tail_ns: int = 0  # backward compute after DDP's wait for the all-reduces
+    precision: dict[str, int] = field(default_factory=dict)  # matmul ns per stated precision
     buckets: list[tuple[int, int, int, int]] = field(default_factory=list)
     # (index, bytes, ready_ns: backward compute before it was ready, measured_ns)
     collectives: list[tuple[str, int, int, str, int, bool, int]] = field(default_factory=list)

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from stallscope._schema import GPU_KINDS, detail_value
-from stallscope.predict._kernels import kernel_class
+from stallscope.predict._kernels import kernel_class, kernel_precision
 from stallscope.predict._spans import Spans
 from stallscope.predict._step_facts import (
     _GPU_BACKWARD,
@@ -51,12 +51,13 @@ class GpuRankEvents(RankEvents):
         by_launch = np.argsort(np.where(gpu, self.launch, np.iinfo(np.int64).max), kind="stable")
         self.gpu_by_launch = by_launch[: int(gpu.sum())]  # GPU rows in launch order
         self.gpu_launch_sorted = self.launch[self.gpu_by_launch]
-        self.matmul = np.array(
-            [
-                k == "kernel" and kernel_class(n) == "matmul"
-                for k, n in zip(self.kind, self.name, strict=True)
-            ]
-        )
+        # Per distinct kernel name (a trace repeats a few hundred names thousands of times).
+        names = {n: (kernel_class(n) == "matmul", kernel_precision(n)) for n in set(self.name)}
+        is_kernel = self.kind == "kernel"
+        self.matmul = np.array([names[n][0] for n in self.name], bool) & is_kernel
+        self.precision = [
+            names[n][1] if m else None for n, m in zip(self.name, self.matmul, strict=True)
+        ]
 
     def gpu_launched(self, lo: int, hi: int) -> Array:
         """GPU rows launched in [lo, hi)."""
@@ -111,6 +112,9 @@ def gpu_step(ev: GpuRankEvents, rank: int, step: int, lo: int, hi: int, world: i
         dur = ev.end[sel] - ev.start[sel]
         f.kernels[ph] = int(dur.sum())
         f.matmul[ph] = int(dur[ev.matmul[sel]].sum())
+        for i, d in zip(sel, dur, strict=True):
+            if (prec := ev.precision[i]) is not None:
+                f.precision[prec] = f.precision.get(prec, 0) + int(d)
     bwd = spans["backward"]
     compute_rows = rows[is_compute]
     # Issue points of the buckets: bucket events (native runs) or NCCL all-reduce kernels

@@ -19,6 +19,8 @@ class Target:
 
     nodes, ranks_per_node: as `stallscope testbed` means them (ranks per node share the node's
     link). rate_bps: each node's link rate in bits/s (None: the link figures' own rate).
+    network: a network of the link table between the nodes (e.g. "ib-ndr", "aws-efa-p4d";
+    overrides rate_bps).
     device: another device type by name (None: the measured one). compute_scale: a measured
     ratio of compute time on the target to the profile's (overrides ``device``).
     accumulation: micro-batches per optimizer step (gradients all-reduced once, after the
@@ -29,6 +31,7 @@ class Target:
     nodes: int
     ranks_per_node: int
     rate_bps: float | None = None
+    network: str | None = None
     device: str | None = None
     compute_scale: float | None = None
     accumulation: int = 1

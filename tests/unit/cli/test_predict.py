@@ -39,7 +39,7 @@ def test_sweep_prints_every_combination_and_writes_json(profile_file: Path, tmp_
     assert res.exit_code == 0, res.output
     assert "measured: 1 x 2" in res.stdout
     assert "2 x 2, 50 Mbit/s" in res.stdout and "1 x 1, 1 Gbit/s" in res.stdout
-    assert "across nodes: 0.936 Gbit/s" in res.stdout  # the built-in figure it used: the rate
+    assert "across nodes: 935.6 Mbit/s" in res.stdout  # the built-in figure it used: the rate
     doc = orjson.loads(out.read_bytes())
     assert doc["measured"]["ranks"] == 2 and doc["measured"]["step_ns"] == 42_000_000
     preds = doc["predictions"]
@@ -95,3 +95,18 @@ def test_a_run_that_is_not_there(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["predict", str(tmp_path / "nothing")])
     assert res.exit_code == 1
     assert "no such file or directory" in res.output
+
+
+def test_network_and_device_options(profile_file: Path) -> None:
+    res = CliRunner().invoke(
+        cli, ["predict", str(profile_file), "--nodes", "2", "--network", "ethernet-10g,ib-ndr"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "2 x 2, ethernet-10g" in res.stdout and "2 x 2, ib-ndr" in res.stdout
+    assert "link table: ib-ndr" in res.stdout
+    h200 = Path(__file__).resolve().parents[2] / "data" / "kineto" / "h200_transformer_1rank"
+    res = CliRunner().invoke(cli, ["predict", str(h200), "--device", "A100-SXM4-80GB"])
+    assert res.exit_code == 0, res.output
+    assert "1 x 1, as calibrated, A100-SXM4-80GB" in res.stdout
+    res = CliRunner().invoke(cli, ["predict", str(h200), "--device", "H1OO"])
+    assert res.exit_code == 1 and "nearest: H100-SXM" in res.output

@@ -11,14 +11,14 @@ import pytest
 from stallscope.comm import Calibration, tcp_efficiency
 from stallscope.comm import _formulas as f
 from stallscope.predict import PredictError
-from stallscope.predict._comm import CommModel, Link, calibration_link, rate_link
+from stallscope.predict._comm import CommModel, Tier, calibration_link, rate_link
 
 MB = 1e6
 
 
 def _model(backend: str = "gloo", nic: float | None = None) -> CommModel:
-    intra = Link(alpha_s=10e-6, beta_s_per_byte=1 / 10e9, source="intra")
-    inter = Link(alpha_s=50e-6, beta_s_per_byte=1 / 1e9, source="inter")
+    intra = Tier(alpha_s=10e-6, beta_s_per_byte=1 / 10e9, source="intra")
+    inter = Tier(alpha_s=50e-6, beta_s_per_byte=1 / 1e9, source="inter")
     return CommModel(backend, intra, inter, nic)
 
 

@@ -168,11 +168,12 @@ def test_fsdp_gathers_parameters_and_shards_the_optimizer() -> None:
 def test_predict_rows_and_schema() -> None:
     frame = predict(profile(), [Target(1, 1), Target(2, 2, 1e9)])
     assert frame.height == 2
-    assert frame.columns[:8] == [
+    assert frame.columns[:9] == [
         "nodes",
         "ranks_per_node",
         "ranks",
         "rate_bps",
+        "network",
         "device",
         "strategy",
         "accumulation",

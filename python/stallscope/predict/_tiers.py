@@ -1,0 +1,159 @@
+"""Which link figures a prediction uses, per tier.
+
+Within a node, the first that applies: the calibration's intra-node fits (when the target keeps
+the measured device); the measured run's own bucket all-reduces (a CPU run on one node, no
+calibration); the link the (target, else measured) device ships with, from the link table
+(NVLink, NVSwitch, PCIe: bandwidth per direction per GPU, NCCL's latency).
+
+Across nodes, the first that applies: a network of the link table named by the target
+(``Target.network``: InfiniBand, a cloud's network, Ethernet); a link rate (``Target.rate_bps``:
+the calibration's inter-node fits rescaled from the rate they were measured at, else the rate
+times TCP's payload efficiency); the calibration's inter-node fits. None: a prediction across
+nodes is an error naming the options.
+
+The node's NIC (shared by its ranks): a network's whole-node figure (cloud networks), one port
+per rank (InfiniBand, Ethernet ports), or the link itself (a rate, a calibration taken with one
+rank per node).
+"""
+
+from __future__ import annotations
+
+from stallscope.comm._calibration import Calibration
+from stallscope.predict._catalog import CatalogError
+from stallscope.predict._comm import CommModel, Tier, calibration_link, rate_link
+from stallscope.predict._devices import device
+from stallscope.predict._errors import PredictError
+from stallscope.predict._links import Link as TableLink
+from stallscope.predict._links import link
+from stallscope.predict._profile import Profile
+from stallscope.predict._target import Target
+
+
+def _cite(t: TableLink) -> str:
+    src = t.source("GBps_per_direction")
+    return f"link table: {t.name}, {t.nominal} ({src.url}, {src.date})"
+
+
+def table_intra(device_name: str) -> Tier | None:
+    """The intra-node link a device ships with, or None (not in the table, or no link)."""
+    try:
+        name = device(device_name).intra_node_link
+    except CatalogError:
+        return None
+    if name is None:
+        return None
+    t = link(name)
+    return Tier(t.latency_us * 1e-6, 1.0 / t.bytes_per_s, _cite(t))
+
+
+def table_inter(name: str) -> tuple[Tier, float | None]:
+    """(one rank's path across nodes, the node's NIC bandwidth or None) of a network."""
+    try:
+        t = link(name)
+    except CatalogError as e:
+        raise PredictError(f"unknown network: {e}") from None
+    if t.tier != "inter":
+        raise PredictError(
+            f"{t.name} is a link within a node, not a network between nodes: give an inter-node "
+            "link (e.g. ib-ndr, aws-efa-p4d, ethernet-100g; `stallscope catalog links`)"
+        )
+    if t.per == "node":  # a whole node's network: each rank's path is one of its NICs
+        path = t.bytes_per_s / (t.nics_per_node or t.gpus_per_node or 1)
+        return Tier(t.latency_us * 1e-6, 1.0 / path, _cite(t)), t.bytes_per_s
+    return Tier(t.latency_us * 1e-6, 1.0 / t.bytes_per_s, _cite(t) + ", one port per rank"), None
+
+
+def _measured_link(prof: Profile) -> Tier | None:
+    """The measured run's own tier, from its bucket all-reduces: the fastest seconds per byte
+    of ring all-reduce traffic (a bucket's all-reduce alone on the link; the others queued)."""
+    p = prof.measured.ranks
+    best = None
+    for b in prof.buckets:
+        if b.bytes > 0 and b.measured_ns > 0:
+            per = b.measured_ns * 1e-9 / (2 * (p - 1) / p * b.bytes)
+            best = per if best is None else min(best, per)
+    if best is None:
+        return None
+    return Tier(0.0, best, "the measured run's bucket all-reduces (fastest per byte)")
+
+
+class Tiers:
+    """The comm models of one profile and calibration: the measured configuration's and each
+    target's (cached by device, network and rate)."""
+
+    def __init__(self, prof: Profile, cal: Calibration | None, mtu: int, notes: set[str]):
+        self.prof, self.cal, self.mtu, self.notes = prof, cal, mtu, notes
+        backend = prof.measured.backend
+        if cal is not None:
+            cb = str(cal.doc.get("backend") or "")
+            if cb and cb != backend:
+                raise PredictError(
+                    f"the calibration {cal.source} was measured with {cb}, the run uses "
+                    f"{backend}: calibrate with the run's backend (`stallscope bench comm "
+                    f"--backend {backend} --calibrate FILE`)"
+                )
+        self.cal_intra = calibration_link(cal, "intra_node") if cal is not None else None
+        self.cal_inter = calibration_link(cal, "inter_node") if cal is not None else None
+        link_doc = (cal.doc.get("link") if cal is not None else None) or {}
+        self.cal_rate = float(link_doc["rate_bps"]) if link_doc.get("rate_bps") else None
+        self.cal_mtu = int(link_doc["mtu"]) if link_doc.get("mtu") else None
+        self._cache: dict[tuple[str | None, str | None, float | None], CommModel] = {}
+        self._used: dict[tuple[str | None, str | None, float | None], None] = {}
+        self.base = self.for_target(None, None, None)
+
+    def _intra(self, dev: str | None) -> Tier | None:
+        m = self.prof.measured
+        same = dev is None or dev == m.device
+        if self.cal_intra is not None and same:
+            return self.cal_intra
+        if same and m.device == "cpu" and m.nodes == 1 and m.ranks > 1:
+            return _measured_link(self.prof)
+        return table_intra(dev or m.device)
+
+    def _inter(self, network: str | None, rate: float | None) -> tuple[Tier | None, float | None]:
+        if network is not None:
+            return table_inter(network)
+        if rate is not None:
+            if self.cal_inter is not None and self.cal_rate:
+                inter = self.cal_inter.scaled(
+                    self.cal_rate / rate,
+                    f"{self.cal_inter.source}, measured at {self.cal_rate / 1e6:g} Mbit/s, "
+                    f"rescaled to {rate / 1e6:g} Mbit/s",
+                )
+            else:
+                if self.cal_inter is not None:
+                    self.notes.add(
+                        f"the calibration {self.cal.source if self.cal else ''} does not record "
+                        "its link rate: the inter-node figure comes from the rate given, not from "
+                        "the calibration (run `bench comm --calibrate` under `stallscope testbed` "
+                        "to record it)"
+                    )
+                alpha = self.cal_inter.alpha_s if self.cal_inter is not None else 0.0
+                inter = rate_link(rate, self.cal_mtu or self.mtu, alpha)
+            return inter, inter.bandwidth_bytes_per_s
+        if self.cal_inter is not None:
+            return self.cal_inter, self.cal_inter.bandwidth_bytes_per_s
+        return None, None
+
+    def for_target(self, dev: str | None, network: str | None, rate: float | None) -> CommModel:
+        key = (dev, network, rate)
+        got = self._cache.get(key)
+        if got is None:
+            inter, nic = self._inter(network, rate)
+            intra = self._intra(dev)
+            missing = ""
+            if intra is None:
+                name = dev or self.prof.measured.device
+                missing = f"{name!r} is not in the device table, so its link is unknown"
+            got = CommModel(self.prof.measured.backend, intra, inter, nic, missing)
+            self._cache[key] = got
+        return got
+
+    def target(self, t: Target) -> CommModel:
+        key = (t.device, t.network, t.rate_bps)
+        self._used.setdefault(key, None)
+        return self.for_target(*key)
+
+    def used(self) -> list[CommModel]:
+        """The targets' comm models, in the order first used."""
+        return [self._cache[k] for k in self._used]

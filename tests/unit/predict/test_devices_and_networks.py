@@ -1,0 +1,82 @@
+"""Another device type (per kernel class, from the device table) and networks of the link
+table, on the repository's H200 trace and made-up profiles."""
+
+from __future__ import annotations
+
+import pytest
+
+from stallscope.predict import PredictError, Target, device, predict, prediction, profile_of
+from stallscope.predict._scaling import device_ratios, phase_scales
+from stallscope.predict._tiers import table_inter
+
+from .conftest import REPO_KINETO
+from .test_simulate import profile
+
+
+@pytest.fixture(scope="module")
+def h200():  # type: ignore[no-untyped-def]
+    return profile_of(REPO_KINETO / "h200_transformer_1rank")
+
+
+def test_precision_comes_from_the_matrix_kernels(h200) -> None:  # type: ignore[no-untyped-def]
+    assert h200.measured.precision in ("bf16", "fp16")  # bf16 autocast: cuDNN names it f16
+
+
+def test_each_kernel_class_scales_with_its_bound(h200) -> None:  # type: ignore[no-untyped-def]
+    src, dst = device("H200"), device("A100-SXM4-80GB")
+    prec = h200.measured.precision
+    ratios = device_ratios("NVIDIA H200", "A100-SXM4-80GB", prec)
+    assert ratios["matmul"] == pytest.approx(src.peak_flops(prec) / dst.peak_flops(prec))
+    assert ratios["memory"] == pytest.approx(
+        src.memory_bandwidth_bytes_per_s / dst.memory_bandwidth_bytes_per_s
+    )
+    scales = phase_scales(h200, Target(1, 1, device="A100-SXM4-80GB"))
+    for ph in h200.phases:
+        expect = ph.mix["matmul"] * ratios["matmul"] + ph.mix["memory"] * ratios["memory"]
+        assert scales[ph.phase] == pytest.approx(expect)
+    base = predict(h200, Target(1, 1)).row(0, named=True)
+    a100 = predict(h200, Target(1, 1, device="A100-SXM4-80GB")).row(0, named=True)
+    want = sum(ph.compute_ns * scales[ph.phase] for ph in h200.phases) + h200.backward_tail_ns
+    assert a100["compute_ns"] == pytest.approx(want, rel=1e-3)
+    assert a100["compute_ns"] > base["compute_ns"]  # a slower device
+    assert a100["host_ns"] == pytest.approx(base["host_ns"])  # the host launches as before
+
+
+def test_a_precision_the_target_lacks_runs_as_the_nearest(h200) -> None:  # type: ignore[no-untyped-def]
+    # V100 has no bf16 figure: bf16 runs as fp16; no tf32: tf32 runs as fp32
+    r = device_ratios("H200", "V100-SXM2-32GB", "bf16")
+    assert r["matmul"] == pytest.approx(989.5 / 125)
+    r = device_ratios("A100-SXM4-80GB", "V100-SXM2-32GB", "tf32")
+    assert r["matmul"] == pytest.approx(156 / 15.7)
+
+
+def test_unknown_devices_name_the_nearest(h200) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PredictError, match=r"unknown target device.*nearest: H100-SXM"):
+        predict(h200, Target(1, 1, device="H1OO"))
+    edited = profile_of(REPO_KINETO / "h200_transformer_1rank")
+    edited.measured.device = "Mystery-GPU"
+    with pytest.raises(PredictError, match="set measured.device in the profile"):
+        predict(edited, Target(1, 1, device="H100"))
+
+
+def test_networks_of_the_link_table() -> None:
+    path, nic = table_inter("aws-efa-p4d")  # 4 x 100 Gbps per node of 8 GPUs
+    assert nic == pytest.approx(50e9)
+    assert path.bandwidth_bytes_per_s == pytest.approx(12.5e9)  # one of its 4 NICs
+    assert "aws-efa-p4d" in path.source and "https://" in path.source
+    port, nic = table_inter("ib-ndr")
+    assert nic is None and port.bandwidth_bytes_per_s == pytest.approx(50e9)
+    with pytest.raises(PredictError, match="unknown network"):
+        table_inter("warp-drive")
+    with pytest.raises(PredictError, match="within a node, not a network"):
+        table_inter("nvlink4")
+
+
+def test_a_network_overrides_the_rate() -> None:
+    p = profile()
+    slow = predict(p, Target(2, 1, 1e9, network="ethernet-10g")).row(0, named=True)
+    fast = predict(p, Target(2, 1, 1e9, network="ib-ndr")).row(0, named=True)
+    assert slow["network_ns"] > fast["network_ns"]
+    assert slow["network"] == "ethernet-10g"
+    lines = prediction(p, [Target(2, 1, network="ib-ndr")]).links
+    assert any("ib-ndr" in line for line in lines)
