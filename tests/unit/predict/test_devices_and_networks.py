@@ -55,7 +55,7 @@ def test_unknown_devices_name_the_nearest(h200) -> None:  # type: ignore[no-unty
         predict(h200, Target(1, 1, device="H1OO"))
     edited = profile_of(REPO_KINETO / "h200_transformer_1rank")
     edited.measured.device = "Mystery-GPU"
-    with pytest.raises(PredictError, match="set measured.device in the profile"):
+    with pytest.raises(PredictError, match=r"set measured\.device in the profile"):
         predict(edited, Target(1, 1, device="H100"))
 
 
