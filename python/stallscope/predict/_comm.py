@@ -78,6 +78,10 @@ class CommModel:
     nic_bytes_per_s: float | None = None
     #: Why a missing tier is missing, when there is more to say than "not given".
     missing: str = ""
+    #: Per (collective, nodes, ranks per node): each algorithm's (c0 s, c1 s/byte).
+    _lines: dict[tuple[str, int, int], list[tuple[float, float]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def _tier(self, which: str) -> Tier:
         link = self.intra if which == "intra" else self.inter
@@ -101,23 +105,36 @@ class CommModel:
         rank of ``nodes`` x ``per_node``."""
         if nodes < 1 or per_node < 1:
             raise PredictError(f"nodes and ranks per node must be >= 1, got {nodes} x {per_node}")
-        p = nodes * per_node
-        if p == 1 or nbytes <= 0:
+        if nodes * per_node == 1 or nbytes <= 0:
             return 0.0
+        key = (collective, nodes, per_node)
+        lines = self._lines.get(key)
+        if lines is None:  # every algorithm's time is c0 + c1 * n: two evaluations give it
+            at0 = self._options(collective, 0.0, nodes, per_node)
+            at1 = self._options(collective, 1.0, nodes, per_node)
+            lines = [(a, b - a) for a, b in zip(at0, at1, strict=True)]
+            self._lines[key] = lines
+        return min(c0 + c1 * nbytes for c0, c1 in lines)
+
+    def _options(self, collective: str, nbytes: float, nodes: int, per_node: int) -> list[float]:
+        """The time of each algorithm the backend may pick (the fastest wins)."""
+        p = nodes * per_node
         if collective not in _formulas.ALGORITHMS:
             collective = "all_reduce"  # an unknown operation: priced as the common one
         nccl = self.backend == "nccl"
-        if nodes == 1:
-            a, b = self._tier("intra").of(collective)
-            return self._best(collective, nbytes, p, a, b, nccl)
-        inter = self._tier("inter")
-        if per_node == 1:
-            a, b = inter.of(collective)
-            b = _formulas.shared_beta(b, 1, self.nic_bytes_per_s)
-            return self._best(collective, nbytes, p, a, b, nccl)
-        intra = self._tier("intra")
-        a_i, b_i = intra.of(collective)
-        a_n, b_n = inter.of(collective)
+        tree = nccl and collective == "all_reduce"
+        if nodes == 1 or per_node == 1:
+            if nodes == 1:
+                a, b = self._tier("intra").of(collective)
+            else:
+                a, b = self._tier("inter").of(collective)
+                b = _formulas.shared_beta(b, 1, self.nic_bytes_per_s)
+            out = [_formulas.predict_seconds(collective, nbytes, p, a, b)]
+            if tree:
+                out.append(_formulas.predict_seconds(collective, nbytes, p, a, b, algorithm="tree"))
+            return out
+        a_i, b_i = self._tier("intra").of(collective)
+        a_n, b_n = self._tier("inter").of(collective)
         # Flat ring: each of its steps waits for the slowest edge, an inter-node one; one ring
         # edge leaves each node. NCCL runs several rings (channels) over the node's NICs, so
         # together they cross at the node's NIC bandwidth; gloo's one ring at one rank's path.
@@ -126,27 +143,17 @@ class CommModel:
         else:
             b_cross = _formulas.shared_beta(b_n, 1, self.nic_bytes_per_s)
         b_edge = max(b_i, b_cross)
-        flat = _formulas.predict_seconds(collective, nbytes, p, max(a_i, a_n), b_edge)
-        if not nccl:
-            return flat
-        options = [flat]
-        if collective == "all_reduce":
-            options.append(
+        out = [_formulas.predict_seconds(collective, nbytes, p, max(a_i, a_n), b_edge)]
+        if tree:
+            out.append(
                 _formulas.hierarchical_all_reduce_seconds(
                     nbytes, nodes, per_node, (a_i, b_i), (a_n, b_n), self.nic_bytes_per_s
                 )
             )
-            options.append(
+            out.append(
                 _formulas.predict_seconds("all_reduce", nbytes, p, a_n, b_edge, algorithm="tree")
             )
-        return min(options)
-
-    @staticmethod
-    def _best(collective: str, nbytes: float, p: int, a: float, b: float, nccl: bool) -> float:
-        t = _formulas.predict_seconds(collective, nbytes, p, a, b)
-        if nccl and collective == "all_reduce":
-            t = min(t, _formulas.predict_seconds(collective, nbytes, p, a, b, algorithm="tree"))
-        return t
+        return out
 
     def describe(self) -> list[str]:
         """One line per tier: its bandwidth and where the figure comes from."""

@@ -78,11 +78,8 @@ class Timeline:
 
     def class_end(self, rank_class: int) -> int:
         """When the last task of ``rank_class`` ends: its step time when the step starts at 0."""
-        g = self.graph
-        ends = [
-            e for i, e in enumerate(self.end) if g.streams[g.stream_of[i]].rank_class == rank_class
-        ]
-        return max(ends, default=0)
+        end = self.end
+        return max((end[i] for i in self.graph.tasks_of(rank_class)), default=0)
 
     @property
     def makespan(self) -> int:
@@ -110,6 +107,7 @@ class Graph:
     #: The topological order of the last run, kept until a task is added: a graph re-timed
     #: (durations and categories changed between runs, dependencies not) is ordered once.
     _order_cache: list[int] | None = field(default=None, repr=False, compare=False)
+    _class_tasks: dict[int, list[int]] | None = field(default=None, repr=False, compare=False)
 
     def rank_class(self, name: str, ranks: int = 1) -> int:
         """A new rank class standing for ``ranks`` identical ranks; returns its id."""
@@ -151,6 +149,7 @@ class Graph:
         if duration_ns < 0:
             raise SimulationError(f"task {label or len(self.duration)!r} has a negative duration")
         self._order_cache = None
+        self._class_tasks = None
         self.stream_of.append(stream)
         self.duration.append(round(duration_ns))
         self.deps.append(tuple(deps))
@@ -163,6 +162,16 @@ class Graph:
 
     def __len__(self) -> int:
         return len(self.duration)
+
+    def tasks_of(self, rank_class: int) -> list[int]:
+        """The tasks of ``rank_class``, in id order (kept until a task is added)."""
+        cache = self._class_tasks
+        if cache is None or sum(len(v) for v in cache.values()) != len(self.duration):
+            cache = {}
+            for i, st in enumerate(self.stream_of):
+                cache.setdefault(self.streams[st].rank_class, []).append(i)
+            self._class_tasks = cache
+        return cache.get(rank_class, [])
 
     def _order(self) -> list[int]:
         """A topological order of the tasks: stream order plus dependencies (Kahn). Tasks added
@@ -238,10 +247,9 @@ def intervals(timeline: Timeline, rank_class: int) -> list[tuple[int, int, str]]
     running time of its tasks and their waits, unsorted and possibly overlapping."""
     g = timeline.graph
     out: list[tuple[int, int, str]] = []
-    for i, st in enumerate(g.stream_of):
-        if g.streams[st].rank_class != rank_class:
-            continue
-        s, e, r = timeline.start[i], timeline.end[i], timeline.ready[i]
+    start, end, ready = timeline.start, timeline.end, timeline.ready
+    for i in g.tasks_of(rank_class):
+        s, e, r = start[i], end[i], ready[i]
         if s > r:
             out.append((r, s, g.wait_as[i]))
         if e > s and g.category[i] != NONE:
@@ -260,14 +268,20 @@ def attribute(timeline: Timeline, rank_class: int, step_end: int | None = None) 
             cuts.append((s, 1, _PRIORITY[cat]))
             cuts.append((e, -1, _PRIORITY[cat]))
     cuts.sort()
-    active = [0] * len(CATEGORIES)
-    out = dict.fromkeys(CATEGORIES, 0)
+    n_cat = len(CATEGORIES)
+    host = _PRIORITY["host"]
+    active = [0] * n_cat
+    total = [0] * n_cat
     t_prev = 0
     for t, delta, p in cuts:
         if t > t_prev:
-            top = next((k for k, a in enumerate(active) if a), _PRIORITY["host"])
-            out[CATEGORIES[top]] += t - t_prev
+            top = host
+            for k in range(n_cat):  # the highest priority active (a plain loop: this is hot)
+                if active[k]:
+                    top = k
+                    break
+            total[top] += t - t_prev
             t_prev = t
         active[p] += delta
-    out["host"] += max(0, end - t_prev)
-    return out
+    total[host] += max(0, end - t_prev)
+    return dict(zip(CATEGORIES, total, strict=True))
