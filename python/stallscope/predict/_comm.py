@@ -10,18 +10,19 @@ a node's ranks share its NIC (``nic_bytes_per_s``) when several send across at o
 * one rank per node: the same over N ranks on the inter tier;
 * N x G, NCCL all-reduce: the fastest of the flat ring (every step as slow as its slowest edge:
   the inter-node one; NCCL's rings together cross at the node's NIC bandwidth), the tree, and
-  the hierarchy (reduce-scatter inside each node, G
-  all-reduces of n/G across nodes sharing the NIC, all-gather inside), as NCCL's tuner picks
-  the fastest per size;
+  the hierarchy (reduce-scatter inside each node, G all-reduces of n/G across nodes sharing
+  the NIC, all-gather inside), as NCCL's tuner picks the fastest per size;
 * N x G, gloo: torch's gloo all-reduce is one ring over every rank (gloo's RING algorithm), so
   each step waits for the inter-node edge; its other collectives likewise. The calibration's
   own fit of a collective is used where it has one (gloo's all-gather, all-to-all and
   send/recv run at half the link rate once messages pass ~128 KiB: the lock-step the fit holds).
 
 gloo runs a process group's collectives on two threads, so DDP's bucket all-reduces can overlap
-and share the link; the link then moves the same bytes in the same time as back to back
-(measured on the test bed at 200 Mbit/s: two 4 MiB all-reduces at once 367 ms, one after the
-other 361 ms, one 8 MiB 355 ms), so the simulator sends buckets one after another.
+and share the link; the link then moves the same bytes in the same time as back to back, so the
+simulator sends buckets one after another (bench/testbed_gloo_concurrency.py, 200 Mbit/s, the
+demo's two buckets: back to back 313.5 ms, both at once 312.1 ms, the second 33 ms later 312.1
+ms; while the ranks' main threads spin on both cores 344.8 ms: collectives on a CPU need a core,
+see the profile's comm_overlap).
 """
 
 from __future__ import annotations
