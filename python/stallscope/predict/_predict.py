@@ -209,10 +209,10 @@ class Predictor:
         if t.ranks == 1:
             return 0.0
         what = key[0]
-        if what in ("ag", "rs"):  # FSDP: the simulator's own sizes
+        if what in ("ag", "rs"):  # FSDP: a unit's parameters (its bucket's bytes), gathered
             op = "all_gather" if what == "ag" else "reduce_scatter"
-            assert isinstance(self._steps, dict)
-            return 1e9 * comm.seconds(op, self._fsdp_bytes(key), t.nodes, t.ranks_per_node)
+            n = sizes[("bucket", key[1], 0)][1]
+            return 1e9 * comm.seconds(op, n, t.nodes, t.ranks_per_node)
         op, n, group = sizes[(what, key[1], 0)]
         measured = self.prof.measured.ranks
         if group >= measured:  # the whole job: every target rank
@@ -221,10 +221,6 @@ class Predictor:
             per = min(group, t.ranks_per_node)
             nodes = -(-group // per)
         return 1e9 * comm.seconds(op, n, nodes, per)
-
-    def _fsdp_bytes(self, key: Key) -> float:
-        unit = self.prof.buckets[key[1]]
-        return float(unit.bytes)
 
     def row(self, t: Target, res: StepResult) -> dict[str, Any]:
         cols = res.columns()
