@@ -3,8 +3,7 @@
 
 Profiles: made-up DDP steps on H100s (NCCL) with 4, 25 and 100 gradient buckets and a straggler
 (two rank classes simulated per configuration, whatever the rank count), nodes joined by
-InfiniBand NDR, and, when the shared Kineto sets are beside the repository, the V100 trace's 404
-all-reduces. Per configuration: the median of
+InfiniBand NDR, and the V100 trace's 404 all-reduces (tests/data/kineto). Per configuration: the median of
 `repeats` calls: the first configuration of a fresh Predictor (its step graph built) and a
 configuration after others (the graph re-timed, as in a sweep). The sweep: one predict() call over 10,000 targets (nodes 1..125 x 4
 ranks per node x 20 link rates), which builds each step graph once and re-times it.
@@ -95,10 +94,8 @@ def main() -> int:
         "per_config_ms": {},
     }
     profiles = {f"{b} buckets": made_up(b) for b in (4, 25, 100)}
-    shared = [p / "shared" / "data" / "kineto" / "hta_v100_rank1_of2_large" for p in HERE.parents]
-    v100 = next((p for p in shared if p.is_dir()), None)
-    if v100 is not None:
-        profiles["V100 trace, 404 all-reduces"] = profile_of(v100)
+    v100 = HERE.parent / "tests" / "data" / "kineto" / "hta_v100_rank1_of2_large"
+    profiles["V100 trace, 404 all-reduces"] = profile_of(v100)
     for name, prof in profiles.items():
         targets = [Target(n, g, network="ib-ndr") for n, g in shapes]
         res["per_config_ms"][name] = per_config(prof, targets, args.repeats)

@@ -1,4 +1,4 @@
-"""profile_of on real GPU Kineto traces (NCCL): the repository's H200 set, and the five shared
+"""profile_of on real GPU Kineto traces of tests/data/kineto (NCCL): the H200 set, and the five
 sets (V100, A100, DLRM on 8 V100, a sampled 128-rank job)."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def test_h200_single_rank_profile() -> None:
     assert p.compute_ns == pytest.approx(m.stalls_ns["compute_ns"], rel=0.1)
 
 
-def test_v100_ddp_buckets_come_from_nccl_kernels(kineto_sets: Path) -> None:
-    p = sp.profile_of(kineto_sets / "hta_v100_rank1_of2_large")
+def test_v100_ddp_buckets_come_from_nccl_kernels(kineto_data: Path) -> None:
+    p = sp.profile_of(kineto_data / "hta_v100_rank1_of2_large")
     assert p.measured.device == "Tesla V100-SXM2-32GB"
     assert p.measured.ranks == 2
     assert len(p.buckets) == 404  # AllReduce kernels launched in each step's backward
@@ -44,8 +44,8 @@ def test_v100_ddp_buckets_come_from_nccl_kernels(kineto_sets: Path) -> None:
     assert all(b.measured_ns > 0 for b in p.buckets)
 
 
-def test_a100_buckets_take_their_sizes_from_nccl_metadata(kineto_sets: Path) -> None:
-    p = sp.profile_of(kineto_sets / "hta_a100_rank0_of2_ncclmeta")
+def test_a100_buckets_take_their_sizes_from_nccl_metadata(kineto_data: Path) -> None:
+    p = sp.profile_of(kineto_data / "hta_a100_rank0_of2_ncclmeta")
     assert p.bytes_source == "measured"
     assert len(p.buckets) == 5 and all(b.bytes > 1_000_000 for b in p.buckets)
     assert {c.name for c in p.collectives} == {"broadcast"}  # DDP's buffer broadcasts
@@ -56,8 +56,8 @@ def test_a100_buckets_take_their_sizes_from_nccl_metadata(kineto_sets: Path) -> 
     ("name", "ranks", "nodes"),
     [("param_dlrm_8rank", 8, 1), ("hta_sampled_2rank", 128, 16), ("hta_a100_rank0_of16", 16, 2)],
 )
-def test_all_to_all_jobs(kineto_sets: Path, name: str, ranks: int, nodes: int) -> None:
-    p = sp.profile_of(kineto_sets / name)
+def test_all_to_all_jobs(kineto_data: Path, name: str, ranks: int, nodes: int) -> None:
+    p = sp.profile_of(kineto_data / name)
     assert p.measured.ranks == ranks
     assert p.measured.nodes == nodes  # placement assumed: 8 GPUs per node, and said so
     assert any("assumed" in n for n in p.notes)
