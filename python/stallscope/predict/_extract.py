@@ -228,7 +228,7 @@ def _summarise(
                 mix=mix,
             )
         )
-    buckets, bytes_source = _buckets(typical, notes, gpu)
+    buckets, bytes_source = _buckets(typical, notes)
     data = [
         stall(f, "data_ns") + stall(f, "data_fetch_ns") + stall(f, "data_prep_ns") for f in typical
     ]
@@ -308,7 +308,7 @@ def _summarise(
     )
 
 
-def _buckets(typical: list[StepFacts], notes: list[str], gpu: bool) -> tuple[list[Bucket], str]:
+def _buckets(typical: list[StepFacts], notes: list[str]) -> tuple[list[Bucket], str]:
     counts = Counter(len(f.buckets) for f in typical if f.buckets)
     if not counts:
         return [], "none"
@@ -339,7 +339,11 @@ def _buckets(typical: list[StepFacts], notes: list[str], gpu: bool) -> tuple[lis
             "from their measured times and the measured configuration's link figures"
         )
         return out, "estimated"
-    if gpu and not any(f.buckets for f in typical if f.buckets and f.buckets[0][1] > 0):
+    if any(b.bytes == 0 for b in out):
+        notes.append(
+            "some buckets have no recorded size: theirs are estimated at prediction time from "
+            "their measured times"
+        )
         return out, "estimated"
     return out, "measured"
 
