@@ -17,7 +17,9 @@ and ends ``duration`` later. The part of the wait after the task was otherwise r
 
 ``run()`` evaluates the whole graph in one pass over a topological order (stream order plus the
 dependencies), so a step of a few thousand tasks takes microseconds per task; a graph that waits
-on itself is an error that names a task of the loop.
+on itself is an error that names a task of the loop. The order is kept until a task is added: a
+graph built once and re-timed (durations and categories changed between runs, as the predictor
+does per target configuration) is ordered once; change dependencies only before the first run.
 
 ``attribute()`` turns the timeline of each rank class into the stall columns of
 ``stallscope.analysis.stall_table`` with the same priorities: every instant of a class's step
