@@ -126,6 +126,7 @@ def predict(
     Every combination of --nodes, --ranks-per-node and --rate is predicted; check one on the
     emulated test bed with the same flags, e.g.
 
+    \b
         stallscope predict runs/ddp --nodes 2,4 --rate 200mbit --calibration cal.json
         stallscope testbed --nodes 2 --rate 200mbit -- python train.py
     """
