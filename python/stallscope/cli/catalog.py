@@ -80,14 +80,12 @@ def catalog(
     hour, GPU interconnect and network bandwidth; every row names its source and date."""
     from stallscope.exceptions import CatalogError
     from stallscope.recommend import filter_catalog, load_catalog
-    from stallscope.recommend._gpu_names import known_gpus_text, resolve_gpu
 
     wanted_gpus, wanted_clouds = _split(gpus), [c.lower() for c in _split(clouds)]
-    for g in wanted_gpus:
-        if resolve_gpu(g) is None:
-            raise click.BadParameter(
-                f"unknown GPU {g!r}; known GPUs: {known_gpus_text()}", param_hint="--gpu"
-            )
+    try:
+        filter_catalog(pl.DataFrame(schema={"gpu": pl.String}), wanted_gpus)
+    except CatalogError as e:
+        raise click.BadParameter(str(e), param_hint="--gpu") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

@@ -9,16 +9,15 @@ from stallscope.recommend._catalog import (
     load_catalog,
     shipped_catalog_path,
 )
-from stallscope.recommend._gpu_names import KNOWN_GPUS, resolve_gpu
+from stallscope.recommend._gpu_lookup import gpu_device
 from stallscope.recommend._interruptions import INTERRUPTION_COLUMNS, load_spot_interruptions
 
 __all__ = [
     "CATALOG_COLUMNS",
     "INTERRUPTION_COLUMNS",
-    "KNOWN_GPUS",
     "filter_catalog",
+    "gpu_device",
     "load_catalog",
     "load_spot_interruptions",
-    "resolve_gpu",
     "shipped_catalog_path",
 ]

@@ -19,7 +19,7 @@ from stallscope.recommend._cell_values import (
     number_column,
     text_column,
 )
-from stallscope.recommend._gpu_names import gpu_family, known_gpus_text, resolve_gpu
+from stallscope.recommend._gpu_lookup import family_members, gpu_device
 from stallscope.recommend._table_file import TextTable, read_text_table
 
 CATALOG_COLUMNS: tuple[str, ...] = (
@@ -84,7 +84,8 @@ def load_catalog(
     starts with it.
 
     Every cell is checked; a problem raises CatalogError naming the file, the row and the
-    column. GPU names are resolved to the canonical ones (recommend._gpu_names). A catalog
+    column. GPU names resolve, with the row's memory, to the device table's names
+    (`stallscope.predict.device_names()`: "A100" with 80 GB is "A100-SXM4-80GB"). A catalog
     whose newest date is more than 180 days before `today` (default: today) gets a
     StallscopeWarning saying how old it is and how to refresh it."""
     source = Path(path) if path is not None else shipped_catalog_path()
@@ -104,24 +105,13 @@ def filter_catalog(
 ) -> pl.DataFrame:
     """The rows of `catalog` with one of `gpus`, on one of `clouds`, in `region` (each None:
     any). A GPU family ("H100") selects every variant ("H100-PCIe"); a spelling with memory
-    ("A100-80GB") selects that memory. Unknown GPU names raise CatalogError."""
+    ("A100-80GB") selects that part. Unknown GPU names raise CatalogError."""
     keep = pl.lit(True)
     if gpus:
-        wanted = pl.lit(False)
+        wanted: list[str] = []
         for spelling in gpus:
-            got = resolve_gpu(spelling)
-            if got is None:
-                raise CatalogError(f"unknown GPU {spelling!r}; known GPUs: {known_gpus_text()}")
-            name = pl.col("gpu")
-            match = (
-                name.str.split("-").list.first() == got.name
-                if gpu_family(got.name) == got.name
-                else name == got.name
-            )
-            if got.memory_gb is not None:
-                match = match & (pl.col("gpu_memory_gb") == got.memory_gb)
-            wanted = wanted | match
-        keep = keep & wanted
+            wanted.extend(family_members(spelling) or (gpu_device(spelling).name,))
+        keep = keep & pl.col("gpu").is_in(wanted)
     if clouds:
         keep = keep & pl.col("cloud").is_in([c.strip().lower() for c in clouds])
     if region:
@@ -136,7 +126,6 @@ def _parse_catalog(table: TextTable) -> pl.DataFrame:
         "cloud": [c.lower() for c in text_column(p, "cloud")],
         "region": list(text_column(p, "region")),
         "instance": list(text_column(p, "instance")),
-        "gpu": list(_gpu_column(p)),
         "gpus": list(number_column(p, "gpus", whole=True, low=1, high=MAX_GPUS)),
         "gpu_memory_gb": list(number_column(p, "gpu_memory_gb")),
         "vcpus": list(number_column(p, "vcpus", whole=True)),
@@ -154,30 +143,42 @@ def _parse_catalog(table: TextTable) -> pl.DataFrame:
         "source": list(text_column(p, "source")),
         "date": list(date_column(p, "date")),
     }
-    _check_gpu_memory(p, cols)
+    cols["gpu"] = list(_gpu_column(p, cols["gpu_memory_gb"]))
+    cols = {c: cols[c] for c in CATALOG_COLUMNS}
     _check_spot(p, cols, range(table.height))
     _check_unique(p, cols, "instance catalog")
     p.check()
     return pl.DataFrame(cols, schema=CATALOG_SCHEMA)
 
 
-def _gpu_column(p: Problems) -> list[str]:
+def _gpu_column(p: Problems, memory: list[object]) -> list[str]:
+    """Each row's GPU as the device table names it, from the gpu cell and the row's memory."""
     out: list[str] = []
     for i, v in enumerate(p.table.cells["gpu"]):
-        got = resolve_gpu(v) if v is not None else None
-        if got is None:
-            shown = "empty" if v is None else f"unknown GPU {v!r}"
-            p.add(i, "gpu", f"{shown}; expected one of {known_gpus_text()}")
-        out.append(got.name if got else "")
+        given = memory[i]
+        mem = given if isinstance(given, float) else None
+        name = ""
+        if v is None:
+            p.add(i, "gpu", "empty; expected a GPU the device table knows")
+        else:
+            try:
+                name = gpu_device(v, mem).name
+            except CatalogError as e:
+                p.add(i, _gpu_fault(v, mem), str(e))
+        out.append(name)
     return out
 
 
-def _check_gpu_memory(p: Problems, cols: dict[str, list[object]]) -> None:
-    """A GPU spelled with its memory ("A100-80GB") must agree with gpu_memory_gb."""
-    for i, (v, mem) in enumerate(zip(p.table.cells["gpu"], cols["gpu_memory_gb"], strict=True)):
-        got = resolve_gpu(v) if v is not None else None
-        if got and got.memory_gb is not None and mem is not None and got.memory_gb != mem:
-            p.add(i, "gpu_memory_gb", f"{mem:g} GB, but the gpu column says {v!r}")
+def _gpu_fault(spelling: str, memory: float | None) -> str:
+    """The column at fault when a GPU does not resolve: its memory when the spelling names a
+    device (or a family) that exists with another memory, else the gpu cell."""
+    if memory is None:
+        return "gpu"
+    try:
+        gpu_device(spelling)
+    except CatalogError:
+        return "gpu"
+    return "gpu_memory_gb"
 
 
 def _check_spot(p: Problems, cols: dict[str, list[object]], rows: range) -> None:

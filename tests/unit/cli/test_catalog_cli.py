@@ -44,7 +44,7 @@ def test_json_file_has_exactly_the_catalog_columns(tmp_path: Path) -> None:
     assert len(rows) > 0 and f"wrote {len(rows)} row(s) to {out}" in res.stderr
     for r in rows:
         assert tuple(r) == CATALOG_COLUMNS
-        assert r["gpu"] == "A100" and r["gpu_memory_gb"] == 80
+        assert r["gpu"] == "A100-SXM4-80GB" and r["gpu_memory_gb"] == 80
         assert r["source"].startswith("https://") and len(r["date"]) == 10
     assert "Standard_ND96amsr_A100_v4" in res.stdout  # the table too
 

@@ -16,8 +16,8 @@ from stallscope.exceptions import CatalogError, StallscopeWarning
 from stallscope.recommend import (
     CATALOG_COLUMNS,
     filter_catalog,
+    gpu_device,
     load_catalog,
-    resolve_gpu,
     shipped_catalog_path,
 )
 
@@ -90,7 +90,13 @@ def test_shipped_catalog_validates(shipped: pl.DataFrame) -> None:
 
 def test_shipped_catalog_covers_the_gpus_and_sizes(shipped: pl.DataFrame) -> None:
     have = set(zip(shipped["gpu"], shipped["gpu_memory_gb"], strict=True))
-    for gpu, mem in [("V100", 16), ("A100", 40), ("A100", 80), ("H100", 80), ("H200", 141)]:
+    for gpu, mem in [
+        ("V100-SXM2-16GB", 16),
+        ("A100-SXM4-40GB", 40),
+        ("A100-SXM4-80GB", 80),
+        ("H100-SXM", 80),
+        ("H200-SXM", 141),
+    ]:
         assert (gpu, mem) in have
     assert {"A10G", "L4", "T4", "L40S"} <= set(shipped["gpu"])
     assert {1, 4, 8} <= set(shipped["gpus"])
@@ -135,17 +141,25 @@ def test_user_catalog_in_each_format(shipped: pl.DataFrame, tmp_path: Path, suff
     assert got.equals(shipped)
 
 
-def test_gpu_spellings_resolve() -> None:
-    assert resolve_gpu("a100-80gb") == ("A100", 80.0)
-    assert resolve_gpu("NVIDIA H100 SXM5") == ("H100", None)
-    assert resolve_gpu("h100_pcie") == ("H100-PCIe", None)
-    assert resolve_gpu("Tesla V100-32GB") == ("V100", 32.0)
-    assert resolve_gpu("X100") is None
+def test_gpu_spellings_resolve_through_the_device_table() -> None:
+    assert gpu_device("a100-80gb").name == "A100-SXM4-80GB"
+    assert gpu_device("A100", 40).name == "A100-SXM4-40GB"  # a model with the row's memory
+    assert gpu_device("a100", 80).name == "A100-SXM4-80GB"
+    assert gpu_device("V100", 32).name == "V100-SXM2-32GB"
+    assert gpu_device("H100", 80).name == "H100-SXM"
+    assert gpu_device("h100_pcie").name == "H100-PCIe"
+    assert gpu_device("Tesla V100-SXM2-32GB", 32).name == "V100-SXM2-32GB"
+    with pytest.raises(CatalogError, match=r"unknown GPU 'X100'.*known GPUs: V100-SXM2-16GB"):
+        gpu_device("X100")
+    with pytest.raises(CatalogError, match=r"no A100 part with 48 GB.*A100-SXM4-40GB 40 GB"):
+        gpu_device("A100", 48)
+    with pytest.raises(CatalogError, match=r"is the A100-SXM4-80GB, which has 80 GB, not 40"):
+        gpu_device("A100-80GB", 40)
 
 
 def test_filters(shipped: pl.DataFrame) -> None:
     h100 = filter_catalog(shipped, gpus=["H100"])
-    assert set(h100["gpu"]) == {"H100", "H100-PCIe"}  # the family selects every variant
+    assert set(h100["gpu"]) == {"H100-SXM", "H100-PCIe"}  # the family selects every part
     assert set(filter_catalog(shipped, gpus=["H100-PCIe"])["gpu"]) == {"H100-PCIe"}
     a100_80 = filter_catalog(shipped, gpus=["A100-80GB"])
     assert a100_80.height > 0 and set(a100_80["gpu_memory_gb"]) == {80.0}
@@ -154,7 +168,7 @@ def test_filters(shipped: pl.DataFrame) -> None:
     east = filter_catalog(shipped, clouds=["aws"], region="us-east-1")
     assert east.height == shipped.filter(pl.col("cloud") == "aws").height
     assert filter_catalog(shipped, region="nowhere-1").height == 0
-    with pytest.raises(CatalogError, match=r"unknown GPU 'X100'.*known GPUs: K80"):
+    with pytest.raises(CatalogError, match=r"unknown GPU 'X100'.*known GPUs: V100"):
         filter_catalog(shipped, gpus=["X100"])
 
 
@@ -228,8 +242,9 @@ def test_missing_and_unknown_columns(tmp_path: Path) -> None:
         ("memory_gb", "-16", "column memory_gb: '-16' is negative"),
         ("gpus", "17", "column gpus: '17' is outside 1..16"),
         ("gpus", "2.5", "column gpus: '2.5' is not a whole number"),
-        ("gpu", "X100", "column gpu: unknown GPU 'X100'; expected one of K80"),
-        ("gpu", "A100-80GB", "column gpu_memory_gb: 16 GB, but the gpu column says 'A100-80GB'"),
+        ("gpu", "X100", "column gpu: unknown GPU 'X100': nearest: "),
+        ("gpu", "A100-80GB", "column gpu_memory_gb: 'A100-80GB' is the A100-SXM4-80GB, which has"),
+        ("gpu", "A100", "column gpu_memory_gb: the device table has no A100 part with 16 GB"),
         ("date", "01/06/2025", "column date: '01/06/2025' is not a date; expected YYYY-MM-DD"),
         ("source", "", "column source: empty; expected a value"),
         ("instance", "g4dn.xlarge", "is listed twice in this instance catalog (also row 1)"),
