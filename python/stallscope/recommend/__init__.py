@@ -1,5 +1,15 @@
 """Cloud configurations for a measured training job: the instance catalog (GPU instances with
-their prices, each with its source and date) and spot interruption rates."""
+their prices, each with its source and date), spot interruption rates, and the recommender.
+
+    from stallscope.recommend import recommendation
+    rec = recommendation("runs/job", steps=100_000, time_budget="24h")
+    rec.best, rec.why          # the cheapest configuration that finishes in 24 h, and why
+    rec.pareto                 # hours against cost: the configurations nothing beats on both
+
+`recommend(...)` returns `recommendation(...).candidates`, the frame of every configuration.
+The function is `stallscope.recommend.recommend`: `stallscope.recommend` itself is this
+package, so no top-level name shadows it. docs/recommend.md has the method and its limits.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +19,36 @@ from stallscope.recommend._catalog import (
     load_catalog,
     shipped_catalog_path,
 )
+from stallscope.recommend._errors import NoCandidateError, RecommendError
 from stallscope.recommend._gpu_lookup import gpu_device
 from stallscope.recommend._interruptions import INTERRUPTION_COLUMNS, load_spot_interruptions
+from stallscope.recommend._job import Job, Work
+from stallscope.recommend._predictor_seam import Shape, StepPredictor
+from stallscope.recommend._recommend import (
+    PARETO_COLUMNS,
+    Recommendation,
+    recommend,
+    recommendation,
+)
+from stallscope.recommend._spot import SpotModel
 
 __all__ = [
     "CATALOG_COLUMNS",
     "INTERRUPTION_COLUMNS",
+    "PARETO_COLUMNS",
+    "Job",
+    "NoCandidateError",
+    "RecommendError",
+    "Recommendation",
+    "Shape",
+    "SpotModel",
+    "StepPredictor",
+    "Work",
     "filter_catalog",
     "gpu_device",
     "load_catalog",
     "load_spot_interruptions",
+    "recommend",
+    "recommendation",
     "shipped_catalog_path",
 ]

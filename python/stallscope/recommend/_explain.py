@@ -1,0 +1,112 @@
+"""Why the recommended configuration wins, in words: what it costs and takes, and where its
+step differs from the best configuration of another instance type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from stallscope.analysis import STALL_COLUMNS
+
+#: Stall columns compared when explaining (compute is the work itself, not a stall).
+_STALLS = tuple(c for c in STALL_COLUMNS if c != "compute_ns")
+_MIN_SHARE_GAP = 0.02  # a stall share difference below 2 points is not a reason
+
+
+def hours_text(hours: float) -> str:
+    """3.2 days / 10.2 h / 35 min / 12 s."""
+    if hours >= 72:
+        return f"{hours / 24:.3g} days"
+    if hours >= 1:
+        return f"{hours:.3g} h"
+    if hours * 60 >= 1:
+        return f"{hours * 60:.3g} min"
+    return f"{hours * 3600:.3g} s"
+
+
+def cost_text(cost: float) -> str:
+    """$1,234 / $12.35 / $0.0042."""
+    if cost >= 100:
+        return f"${cost:,.0f}"
+    return f"${cost:,.2f}" if cost >= 1 else f"${cost:.2g}"
+
+
+def stall_name(column: str) -> str:
+    """ "sync_wait_ns" -> "sync wait"."""
+    return column.removesuffix("_ns").replace("_", " ")
+
+
+def _share(row: dict[str, Any], column: str) -> float:
+    step = row["step_ns"]
+    return float(row[column]) / step if step else 0.0
+
+
+def describe(row: dict[str, Any]) -> str:
+    """ "p4d.24xlarge x 2 (aws us-east-1, spot)"."""
+    return f"{row['config']} ({row['cloud']} {row['region']}, {row['market']})"
+
+
+def runner_up(frame: pl.DataFrame, best: dict[str, Any]) -> dict[str, Any]:
+    """The best configuration of another instance type (``frame`` is in objective order: the
+    ones meeting the budget first), or {} when there is none."""
+    others = frame.filter(pl.col("instance") != best["instance"])
+    return others.row(0, named=True) if others.height else {}
+
+
+def why(
+    best: dict[str, Any],
+    frame: pl.DataFrame,
+    by_time_budget: bool,
+    budget_text: str,
+) -> str:
+    """Two or three sentences on why ``best`` wins (``frame``: every configuration, in
+    objective order)."""
+    meeting = int(frame["meets"].sum())
+    what = "cheapest" if by_time_budget else "fastest"
+    within = f"finish within {budget_text}" if by_time_budget else f"cost at most {budget_text}"
+    lines = [
+        f"{describe(best)}: {hours_text(best['hours'])} for {cost_text(best['cost'])}, the "
+        f"{what} of {meeting} configuration(s) that {within}."
+    ]
+    if best["market"] == "spot":
+        lines.append(
+            f"Spot: {best['interruptions']:.2g} interruption(s) expected, "
+            f"{100 * best['risk']:.2g} % risk of missing {budget_text}."
+            if best["risk"] is not None
+            else f"Spot: {best['interruptions']:.2g} interruption(s) expected."
+        )
+    other = runner_up(frame, best)
+    if other:
+        lines.append(_against(best, other))
+    return " ".join(lines)
+
+
+def _against(best: dict[str, Any], other: dict[str, Any]) -> str:
+    """The biggest stall the winner avoids against ``other``, else its faster compute or its
+    price."""
+    miss = "" if other["meets"] else ", which misses the budget"
+    tail = (
+        f"{other['config']} ({other['market']}: {hours_text(other['hours'])}, "
+        f"{cost_text(other['cost'])}{miss})"
+    )
+    gaps = sorted(
+        ((_share(other, c) - _share(best, c), c) for c in _STALLS),
+        reverse=True,
+    )
+    gap, column = gaps[0]
+    if gap >= _MIN_SHARE_GAP:
+        return (
+            f"{best['config']}: {stall_name(column)} stall {100 * _share(best, column):.0f} % "
+            f"of its step against {100 * _share(other, column):.0f} % on {tail}."
+        )
+    same = "stall shares within 2 points of each other"
+    if best["step_ns"] < other["step_ns"]:
+        return (
+            f"{best['config']}: a step takes {best['step_ns'] / 1e6:.3g} ms against "
+            f"{other['step_ns'] / 1e6:.3g} ms on {tail}, {same}."
+        )
+    return (
+        f"{best['config']}: {cost_text(best['hourly'])} per hour against "
+        f"{cost_text(other['hourly'])} for {tail}, {same}."
+    )
