@@ -11,7 +11,7 @@ from stallscope.analysis import STALL_COLUMNS
 
 #: Stall columns compared when explaining (compute is the work itself, not a stall).
 _STALLS = tuple(c for c in STALL_COLUMNS if c != "compute_ns")
-_MIN_SHARE_GAP = 0.02  # a stall share difference below 2 points is not a reason
+_MIN_SHARE_GAP = 0.02  # a stall costing under 2 % of the other's job time is not a reason
 
 
 def hours_text(hours: float) -> str:
@@ -47,11 +47,18 @@ def describe(row: dict[str, Any]) -> str:
     return f"{row['config']} ({row['cloud']} {row['region']}, {row['market']})"
 
 
-def runner_up(frame: pl.DataFrame, best: dict[str, Any]) -> dict[str, Any]:
-    """The best configuration of another instance type (``frame`` is in objective order: the
-    ones meeting the budget first), or {} when there is none."""
+def runner_up(frame: pl.DataFrame, best: dict[str, Any], by_time_budget: bool) -> dict[str, Any]:
+    """The configuration of another instance type to compare ``best`` with: the best of them
+    that meets the budget, else the one closest to meeting it (the fastest under a time budget,
+    the cheapest under a cost budget); {} when there is no other type. ``frame`` is in
+    objective order (those meeting the budget first)."""
     others = frame.filter(pl.col("instance") != best["instance"])
-    return others.row(0, named=True) if others.height else {}
+    if others.height == 0:
+        return {}
+    if others["meets"].any():
+        return others.row(0, named=True)
+    keys = ["hours", "cost"] if by_time_budget else ["cost", "hours"]
+    return others.sort([*keys, "config", "market"]).row(0, named=True)
 
 
 def why(
@@ -76,37 +83,51 @@ def why(
             if best["risk"] is not None
             else f"Spot: {best['interruptions']:.2g} interruption(s) expected."
         )
-    other = runner_up(frame, best)
+    other = runner_up(frame, best, by_time_budget)
     if other:
-        lines.append(_against(best, other))
+        lines.append(_against(best, _comparable(frame, best, other)))
     return " ".join(lines)
 
 
+def _comparable(frame: pl.DataFrame, best: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """What to compare ``best``'s step with: ``other`` when it meets the budget (the real
+    alternative), else ``other``'s type on as many ranks as ``best`` (why that type cannot do
+    the job as well), when the catalog has it."""
+    if other["meets"]:
+        return other
+    same = frame.filter(
+        (pl.col("instance") == other["instance"])
+        & (pl.col("market") == other["market"])
+        & (pl.col("ranks") == best["ranks"])
+    )
+    return same.row(0, named=True) if same.height else other
+
+
 def _against(best: dict[str, Any], other: dict[str, Any]) -> str:
-    """The biggest stall the winner avoids against ``other``, else its faster compute or its
-    price."""
+    """The stall that costs ``other`` the most time over the whole job beyond what it costs
+    ``best``, as shares of their steps; else the faster step or the lower price."""
     miss = "" if other["meets"] else ", which misses the budget"
     tail = (
         f"{other['config']} ({other['market']}: {hours_text(other['hours'])}, "
         f"{cost_text(other['cost'])}{miss})"
     )
-    gaps = sorted(
-        ((_share(other, c) - _share(best, c), c) for c in _STALLS),
+    extra = sorted(
+        ((other[c] * other["steps"] - best[c] * best["steps"], c) for c in _STALLS),
         reverse=True,
     )
-    gap, column = gaps[0]
-    if gap >= _MIN_SHARE_GAP:
+    gap, column = extra[0]
+    job_ns = other["step_ns"] * other["steps"]
+    if job_ns > 0 and gap / job_ns >= _MIN_SHARE_GAP:
         return (
             f"{best['config']}: {stall_name(column)} stall {100 * _share(best, column):.0f} % "
             f"of its step against {100 * _share(other, column):.0f} % on {tail}."
         )
-    same = "stall shares within 2 points of each other"
     if best["step_ns"] < other["step_ns"]:
         return (
             f"{best['config']}: a step takes {best['step_ns'] / 1e6:.3g} ms against "
-            f"{other['step_ns'] / 1e6:.3g} ms on {tail}, {same}."
+            f"{other['step_ns'] / 1e6:.3g} ms on {tail}."
         )
     return (
         f"{best['config']}: {cost_text(best['hourly'])} per hour against "
-        f"{cost_text(other['hourly'])} for {tail}, {same}."
+        f"{cost_text(other['hourly'])} for {tail}."
     )

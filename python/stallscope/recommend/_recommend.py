@@ -143,8 +143,8 @@ def recommendation(
         raise RecommendError(f"max_instances must be 1..4096, got {max_instances}")
     job = job or Job()
     model = spot_model or SpotModel()
-    table = _catalog(catalog, prices, gpus, clouds, region)
     total = micro_batches(work, job, run.measured_ranks)
+    table = _catalog(catalog, prices, gpus, clouds, region)
     excluded = Excluded()
 
     configs = homogeneous(table, job, max_instances, excluded)
