@@ -13,19 +13,21 @@ _HOURS_PER: Final = {"s": 1 / 3600, "m": 1 / 60, "min": 1 / 60, "h": 1.0, "d": 2
 _TIME: Final = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(s|m|min|h|d|w)?\s*$", re.I)
 
 
-def hours(value: str | float) -> float:
-    """A time budget in hours: a number of hours, or a string with a unit (s, m/min, h, d, w)."""
+def hours(value: str | float, what: str = "time budget", *, zero: bool = False) -> float:
+    """A duration in hours: a number of hours, or a string with a unit (s, m/min, h, d, w).
+    ``what`` names it in errors; ``zero``: 0 is allowed."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         got = float(value)
     else:
         m = _TIME.match(str(value))
         if m is None:
             raise RecommendError(
-                f"time budget {value!r} is not a duration; write it like 24h, 90m, 2d or 3600s"
+                f"{what} {value!r} is not a duration; write it like 24h, 90m, 2d or 3600s"
             )
         got = float(m.group(1)) * _HOURS_PER[(m.group(2) or "h").lower()]
-    if not (math.isfinite(got) and got > 0):
-        raise RecommendError(f"a time budget must be more than 0 hours, got {value!r}")
+    if not (math.isfinite(got) and (got > 0 or (zero and got == 0))):
+        least = "0 hours or more" if zero else "more than 0 hours"
+        raise RecommendError(f"a {what} must be {least}, got {value!r}")
     return got
 
 

@@ -3,6 +3,7 @@ step differs from the best configuration of another instance type."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import polars as pl
@@ -106,6 +107,13 @@ def _comparable(frame: pl.DataFrame, best: dict[str, Any], other: dict[str, Any]
 def _against(best: dict[str, Any], other: dict[str, Any]) -> str:
     """The stall that costs ``other`` the most time over the whole job beyond what it costs
     ``best``, as shares of their steps; else the faster step or the lower price."""
+    if math.isclose(best["cost"], other["cost"], rel_tol=0.005) and math.isclose(
+        best["hours"], other["hours"], rel_tol=0.005
+    ):
+        return (
+            f"{describe(other)} is as good ({hours_text(other['hours'])}, "
+            f"{cost_text(other['cost'])}): either will do."
+        )
     miss = "" if other["meets"] else ", which misses the budget"
     tail = (
         f"{other['config']} ({other['market']}: {hours_text(other['hours'])}, "

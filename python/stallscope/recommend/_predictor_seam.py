@@ -65,6 +65,11 @@ class StepPredictor(Protocol):
         """How compute time is carried from the measured device to another, in one line."""
         ...
 
+    @property
+    def predictor_notes(self) -> list[str]:
+        """What the predictions so far rest on or reach beyond (the predictor's warnings)."""
+        ...
+
     def compute_scale(self, device: str) -> float:
         """Compute time on one `device` over the measured one (RecommendError when the device
         model cannot say)."""

@@ -199,6 +199,7 @@ def recommendation(
     notes = _notes(work, job, run, table, max_instances, spot, model, rates, max_risk, by_time)
     if mixed_note:
         notes.append(mixed_note)
+    notes.extend(f"predictor: {n}" for n in run.predictor_notes)
     return Recommendation(
         best=best,
         why=why(best, frame, by_time, budget_text),

@@ -32,6 +32,10 @@ class FakePredictor:
     def basis(self) -> str:
         return "test predictor: dense fp16 peak FLOP/s ratio"
 
+    @property
+    def predictor_notes(self) -> list[str]:
+        return [f"test predictor: {self.calls} call(s)"]
+
     def compute_scale(self, name: str) -> float:
         peak = device(name).peak_tflops.get("fp16")
         if peak is None:
