@@ -32,9 +32,17 @@ def _pyplot() -> Any:
     return plt
 
 
-def pareto_plot(candidates: pl.DataFrame, path: str | Path, title: str | None = None) -> Path:
+def pareto_plot(
+    candidates: pl.DataFrame,
+    path: str | Path,
+    title: str | None = None,
+    *,
+    time_budget_hours: float | None = None,
+    cost_budget: float | None = None,
+) -> Path:
     """Draw ``candidates`` (a recommendation's candidates: config, market, hours, cost, pareto,
-    mix; the first row is the recommended one) to ``path`` (.svg or .png); returns the path."""
+    mix; the first row is the recommended one) to ``path`` (.svg or .png), with the budget as a
+    dashed line; returns the path."""
     out = Path(path)
     if out.suffix.lower() not in FORMATS:
         raise ReportError(
@@ -88,13 +96,19 @@ def pareto_plot(candidates: pl.DataFrame, path: str | Path, title: str | None = 
             zorder=4,
             label=f"recommended: {best['config']} ({best['market']})",
         )
+        if time_budget_hours is not None:
+            ax.axvline(
+                time_budget_hours, color="grey", linestyle="--", linewidth=1, label="time budget"
+            )
+        if cost_budget is not None:
+            ax.axhline(cost_budget, color="grey", linestyle="--", linewidth=1, label="cost budget")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("time to finish the work (hours)")
         ax.set_ylabel("cost (USD)")
         ax.set_title(title or "Configurations: time against cost")
         ax.grid(True, which="both", alpha=0.2)
-        ax.legend(fontsize=8, loc="best")
+        ax.legend(fontsize=8, loc="upper right")
         fig.tight_layout()
         fig.savefig(out)
     finally:

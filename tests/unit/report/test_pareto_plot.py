@@ -25,11 +25,20 @@ def _frame() -> pl.DataFrame:
 
 
 def test_svg_and_png(tmp_path: Path) -> None:
-    svg = pareto_plot(_frame(), tmp_path / "front.svg", title="my job")
+    svg = pareto_plot(_frame(), tmp_path / "front.svg", title="my job", time_budget_hours=8)
     text = svg.read_text()
     assert text.startswith("<?xml") and "<svg" in text
-    for label in ("Pareto front", "recommended: a x 1 (on-demand)", "my job", "spot (expected)"):
+    for label in (
+        "Pareto front",
+        "recommended: a x 1 (on-demand)",
+        "my job",
+        "spot (expected)",
+        "time budget",
+    ):
         assert label in text
+    assert "cost budget" not in text
+    text = pareto_plot(_frame(), tmp_path / "cost.svg", cost_budget=105).read_text()
+    assert "cost budget" in text and "time budget" not in text
     png = pareto_plot(_frame(), tmp_path / "front.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
