@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import polars as pl
 
@@ -47,6 +47,7 @@ class Shape:
         return self.nodes * self.ranks_per_node
 
 
+@runtime_checkable
 class StepPredictor(Protocol):
     """What the recommender asks of a predictor."""
 

@@ -53,7 +53,7 @@ class Recommendation:
     configuration predicted, one row per configuration and market, best first (those meeting
     the budget first). pareto: the configurations on the Pareto front of hours against cost
     (PARETO_COLUMNS), fastest first. excluded: what was left out and why. notes: what the
-    figures rest on."""
+    figures rest on. time_budget_hours / cost_budget: the budget asked for."""
 
     best: dict[str, Any]
     why: str
@@ -62,6 +62,8 @@ class Recommendation:
     pareto: pl.DataFrame
     excluded: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    time_budget_hours: float | None = None
+    cost_budget: float | None = None
 
 
 def _work(
@@ -101,7 +103,7 @@ def _catalog(
 
 
 def recommendation(
-    run: StepPredictor,
+    run: object,
     *,
     steps: float | None = None,
     samples: float | None = None,
@@ -122,11 +124,15 @@ def recommendation(
     max_risk: float = MAX_RISK,
     mix: bool = False,
     max_instances: int = MAX_INSTANCES,
+    measured_device: str | None = None,
+    precision: str = "fp32",
 ) -> Recommendation:
-    """The best configuration for the measured job ``run`` (its predictor) under one budget:
-    the cheapest that finishes within ``time_budget`` (hours, or "24h", "90m", "2d") or the
-    fastest that costs at most ``cost_budget`` (dollars). Module docstring and
-    docs/recommend.md: the method."""
+    """The best configuration for the measured job ``run`` under one budget: the cheapest that
+    finishes within ``time_budget`` (hours, or "24h", "90m", "2d") or the fastest that costs at
+    most ``cost_budget`` (dollars). ``run``: a run directory, Kineto traces, a saved profile, a
+    `stallscope.predict.Profile`, or a StepPredictor. ``measured_device``: for a run on CPU
+    threads, the GPU its compute stands for; ``precision``: the peak that scales it. The other
+    options: docs/recommend.md."""
     work = _work(steps, samples, tokens, epochs)
     if (time_budget is None) == (cost_budget is None):
         raise RecommendError(
@@ -143,6 +149,10 @@ def recommendation(
         raise RecommendError(f"max_instances must be 1..4096, got {max_instances}")
     job = job or Job()
     model = spot_model or SpotModel()
+    if not isinstance(run, StepPredictor):
+        from stallscope.recommend._profile_predictor import predictor_for
+
+        run = predictor_for(run, measured_device, precision)
     total = micro_batches(work, job, run.measured_ranks)
     table = _catalog(catalog, prices, gpus, clouds, region)
     excluded = Excluded()
@@ -208,10 +218,12 @@ def recommendation(
         pareto=frame.filter("pareto").sort("hours", "cost").select(PARETO_COLUMNS),
         excluded=excluded.frame(),
         notes=notes,
+        time_budget_hours=budget,
+        cost_budget=money,
     )
 
 
-def recommend(run: StepPredictor, **options: Any) -> pl.DataFrame:
+def recommend(run: object, **options: Any) -> pl.DataFrame:
     """`recommendation(run, **options).candidates`: every configuration, best first."""
     return recommendation(run, **options).candidates
 

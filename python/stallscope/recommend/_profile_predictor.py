@@ -1,0 +1,262 @@
+"""`StepPredictor` on the predictor (`stallscope.predict`): the measured run's profile, each
+shape as a `Target`.
+
+A shape becomes Target(nodes, ranks_per_node, rate_bps = the catalog's network figure,
+device, accumulation, compute_scale). Within a node the predictor takes the link each device
+ships with (the device table); across nodes, the instance's network rate, shared by the node's
+ranks. Compute moves to another device by the predictor's device model: matrix kernels by the
+ratio of dense peak FLOP/s at the run's precision, the rest by memory bandwidth. A run on CPU
+threads has no kernels to scale: the user names the GPU its compute stands for
+(``measured_device``), and other GPUs take that compute times the ratio of their dense peak
+FLOP/s at ``precision``.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from stallscope.analysis import STALL_COLUMNS
+from stallscope.exceptions import CatalogError
+from stallscope.predict import (
+    PRECISIONS,
+    PredictError,
+    PredictWarning,
+    Profile,
+    Target,
+    link,
+    predict,
+    profile_of,
+)
+from stallscope.predict import device as table_device
+from stallscope.recommend._errors import RecommendError
+from stallscope.recommend._gpu_lookup import gpu_device
+from stallscope.recommend._predictor_seam import PREDICTION_SCHEMA, Shape, failed
+
+_CPU = "cpu"
+_LEADING_NUMBER = re.compile(r"^(\d+) (.+)$", re.S)
+
+
+class ProfilePredictor:
+    """Predicts a measured profile on the recommender's shapes (module docstring)."""
+
+    def __init__(
+        self, profile: Profile, measured_device: str | None = None, precision: str = "fp32"
+    ) -> None:
+        self.profile = profile
+        self.notes: set[str] = set()
+        m = profile.measured
+        if precision not in PRECISIONS:
+            raise RecommendError(
+                f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}"
+            )
+        self._precision = precision
+        self._stand_in: str | None = None
+        if m.device == _CPU:
+            if measured_device is None:
+                raise RecommendError(
+                    "the run was measured on CPU threads, whose compute the device model cannot "
+                    "carry to a GPU: name the GPU its compute times stand for (--measured-device "
+                    "T4, or measured_device=...), or profile the job on a GPU"
+                )
+            self._stand_in = _named(measured_device)
+            self._device = self._stand_in
+        else:
+            try:
+                self._device = table_device(m.device).name
+            except Exception as e:  # the device table's own error names the nearest devices
+                raise RecommendError(
+                    f"the run's device {m.device!r} is not in the device table ({e}); set "
+                    "measured.device in a saved profile to a device the table knows"
+                ) from None
+            if measured_device is not None and _named(measured_device) != self._device:
+                raise RecommendError(
+                    f"the run was measured on {self._device}; --measured-device is for runs on "
+                    "CPU threads"
+                )
+        self._scales: dict[str, float] = {}
+        # A run without gradient buckets or collectives says nothing about communication.
+        self._alone = (
+            ""
+            if profile.buckets or profile.collectives
+            else "the measured run has no gradient all-reduces or other collectives, so its "
+            "communication on several GPUs is unknown: profile it on 2 or more ranks"
+        )
+
+    @property
+    def measured_ranks(self) -> int:
+        return self.profile.measured.ranks
+
+    @property
+    def predictor_notes(self) -> list[str]:
+        """The predictor's notes; those that differ only in the number they start with (a rank
+        count) as one, with the range."""
+        groups: dict[str, list[int]] = {}
+        out: list[str] = []
+        for note in sorted(self.notes):
+            m = _LEADING_NUMBER.match(note)
+            if m:
+                groups.setdefault(m.group(2), []).append(int(m.group(1)))
+            else:
+                out.append(note)
+        for rest, nums in sorted(groups.items()):
+            lo, hi = min(nums), max(nums)
+            out.append(f"{lo} {rest}" if lo == hi else f"{lo} to {hi} {rest}")
+        return out
+
+    @property
+    def measured_device(self) -> str:
+        return self._device
+
+    @property
+    def basis(self) -> str:
+        if self._stand_in is not None:
+            return (
+                f"the run's compute on CPU threads stands for {self._stand_in}'s (as given); "
+                f"another GPU takes it times the ratio of dense {self._precision} peak FLOP/s "
+                "(device table)"
+            )
+        return (
+            f"measured on {self._device}; on another GPU matrix kernels scale with dense peak "
+            "FLOP/s at the run's precision and the others with memory bandwidth (the "
+            "predictor's device model, device table)"
+        )
+
+    def _peak(self, name: str) -> float:
+        d = table_device(name)
+        tflops = d.peak_tflops.get(self._precision)
+        if tflops is None:
+            have = ", ".join(d.peak_tflops) or "none"
+            raise RecommendError(
+                f"{d.name} has no sourced dense {self._precision} peak (it has: {have}); choose "
+                "another --precision"
+            )
+        return tflops
+
+    def compute_scale(self, device: str) -> float:
+        got = self._scales.get(device)
+        if got is not None:
+            return got
+        if self._stand_in is not None:
+            got = self._peak(self._stand_in) / self._peak(device)
+        else:
+            frame = self._predict([Target(1, 1), Target(1, 1, device=device)])
+            base, there = frame["compute_ns"].to_list()
+            if not base:
+                raise RecommendError("the profile has no compute to scale")
+            got = float(there) / float(base)
+        self._scales[device] = got
+        return got
+
+    def _target(self, s: Shape) -> Target:
+        scale = s.compute_scale
+        if scale is None and self._stand_in is not None:
+            scale = self.compute_scale(s.device)
+        rate = s.network_gbps * 1e9 if s.nodes > 1 and s.network_gbps is not None else None
+        return Target(
+            nodes=s.nodes,
+            ranks_per_node=s.ranks_per_node,
+            rate_bps=rate,
+            device=s.device,
+            compute_scale=scale,
+            accumulation=s.accumulation,
+        )
+
+    def _predict(self, targets: Sequence[Target]) -> pl.DataFrame:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PredictWarning)
+            frame = predict(self.profile, list(targets))
+        for w in caught:
+            if issubclass(w.category, PredictWarning):
+                self.notes.add(str(w.message))  # shown with the recommendation's notes
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return frame
+
+    def predict(self, shapes: Sequence[Shape]) -> pl.DataFrame:
+        """One row per shape (PREDICTION_SCHEMA); a device the predictor cannot scale to, or
+        a shape it cannot predict, gets its reason instead of figures."""
+        parts: list[pl.DataFrame] = []
+        order: list[int] = []
+        by_device: dict[str, list[int]] = {}
+        for i, s in enumerate(shapes):
+            by_device.setdefault(s.device, []).append(i)
+        for idx in by_device.values():
+            parts.append(self._group([shapes[i] for i in idx]))
+            order.extend(idx)
+        for s in shapes:
+            self._check_link(s)
+        out = (
+            pl.concat(parts, how="vertical")
+            .with_columns(_at=pl.Series(order))
+            .sort("_at")
+            .drop("_at")
+            if parts
+            else pl.DataFrame(schema=PREDICTION_SCHEMA)
+        )
+        return out
+
+    def _check_link(self, s: Shape) -> None:
+        """A note where the catalog's GPU-to-GPU figure differs from the link the predictor
+        takes (the device's own, from the device table) by more than 10 %."""
+        if s.ranks_per_node < 2 or s.compute_scale is not None:
+            return
+        name = table_device(s.device).intra_node_link
+        if name is None:
+            return
+        used = link(name).bytes_per_s / 1e9
+        if abs(used - s.intra_node_GBps) > 0.1 * s.intra_node_GBps:
+            self.notes.add(
+                f"within a node the predictor takes the {s.device}'s own link, {name} at "
+                f"{used:.3g} GB/s per direction (device table); the catalog gives "
+                f"{s.intra_node_GBps:g} GB/s for an instance with it"
+            )
+
+    def _group(self, shapes: list[Shape]) -> pl.DataFrame:
+        """Shapes of one device in one call; if it fails, one call each, so one bad shape
+        does not take the others with it."""
+        if self._alone and any(s.ranks > 1 for s in shapes):
+            one = [s for s in shapes if s.ranks == 1]
+            got = self._group(one).iter_slices(1) if one else iter(())
+            lone = failed(self._alone)
+            return pl.concat([next(got) if s.ranks == 1 else lone for s in shapes])
+        try:
+            return self._rows([self._target(s) for s in shapes])
+        except (PredictError, RecommendError) as e:
+            if len(shapes) == 1:
+                return failed(str(e))
+        return pl.concat([self._group([s]) for s in shapes], how="vertical")
+
+    def _rows(self, targets: list[Target]) -> pl.DataFrame:
+        frame = self._predict(targets)
+        return frame.select(
+            pl.col("step_ns").cast(pl.Float64),
+            *(pl.col(c).cast(pl.Float64) for c in STALL_COLUMNS),
+            problem=pl.lit(None, dtype=pl.String),
+        )
+
+
+def _named(spelling: str) -> str:
+    """The device table's name for the measured device the user gave."""
+    try:
+        return gpu_device(spelling).name
+    except CatalogError as e:
+        raise RecommendError(f"measured device: {e}") from None
+
+
+def predictor_for(
+    run: Any, measured_device: str | None = None, precision: str = "fp32"
+) -> ProfilePredictor:
+    """A predictor of the measured job ``run``: a run directory, Kineto traces (a folder, a
+    file or several), a saved profile file, or a `stallscope.predict.Profile`."""
+    if isinstance(run, Profile):
+        profile = run
+    else:
+        paths = [run] if isinstance(run, (str, Path)) else list(run)
+        profile = profile_of(paths[0] if len(paths) == 1 else paths)
+    return ProfilePredictor(profile, measured_device, precision)

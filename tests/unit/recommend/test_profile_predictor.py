@@ -1,0 +1,109 @@
+"""The seam on the real predictor: shapes become Targets, compute moves between devices by the
+device model (or by peak ratio for a CPU run standing for a GPU), failures stay per shape."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stallscope.analysis import STALL_COLUMNS
+from stallscope.predict import Profile
+from stallscope.recommend import RecommendError, Shape, recommendation
+from stallscope.recommend._predictor_seam import PREDICTION_SCHEMA
+from stallscope.recommend._profile_predictor import ProfilePredictor, predictor_for
+from tests.unit.cli.test_recommend_cli import _PROFILE
+
+MS = 1e6
+
+
+def _gpu_profile(ranks: int = 2, buckets: bool = True) -> Profile:
+    doc: dict[str, Any] = copy.deepcopy(_PROFILE)
+    mix = {"matmul": 0.8, "memory": 0.2}
+    doc["measured"] |= {"backend": "nccl", "device": "A100-SXM4-80GB", "precision": "bf16"}
+    doc["measured"] |= {"ranks": ranks, "ranks_per_node": ranks}
+    for ph in doc["phases"]:
+        ph["mix"] = mix
+    if not buckets:
+        doc["buckets"] = []
+    return Profile.from_dict(doc)
+
+
+def test_a_cpu_run_needs_the_gpu_it_stands_for() -> None:
+    cpu = Profile.from_dict(_PROFILE)
+    with pytest.raises(RecommendError, match=r"measured on CPU threads.*--measured-device T4"):
+        ProfilePredictor(cpu)
+    with pytest.raises(RecommendError, match="unknown GPU 'Z80'"):
+        ProfilePredictor(cpu, "Z80")
+    with pytest.raises(RecommendError, match="unknown precision 'fp12'"):
+        ProfilePredictor(cpu, "T4", "fp12")
+    p = ProfilePredictor(cpu, "T4")
+    assert p.measured_device == "T4" and p.measured_ranks == 2
+    assert p.compute_scale("T4") == 1.0
+    assert p.compute_scale("H100-SXM") == pytest.approx(8.1 / 67.0)  # fp32 dense peaks
+    with pytest.raises(RecommendError, match="A10G has no sourced dense fp32 peak"):
+        p.compute_scale("A10G")
+    assert "stands for T4's" in p.basis
+
+
+def test_a_gpu_run_scales_by_the_device_model() -> None:
+    p = ProfilePredictor(_gpu_profile())
+    assert p.measured_device == "A100-SXM4-80GB" and "device model" in p.basis
+    assert p.compute_scale("A100-SXM4-80GB") == pytest.approx(1.0)
+    assert (
+        0.2 < p.compute_scale("H100-SXM") < 0.5
+    )  # bf16 peaks 312 -> 989.5, bandwidth 2039 -> 3350
+    assert p.compute_scale("T4") > 3
+    with pytest.raises(RecommendError, match="for runs on CPU threads"):
+        ProfilePredictor(_gpu_profile(), "T4")
+
+
+def test_predictions_line_up_and_fail_one_by_one() -> None:
+    p = ProfilePredictor(Profile.from_dict(_PROFILE), "T4")
+    shapes = [
+        Shape("T4", 1, 1, 16.0, None),
+        Shape("A10G", 1, 1, 32.0, None),  # no fp32 peak: this one fails alone
+        Shape("H100-SXM", 2, 8, 450.0, 3200.0),
+        Shape("H100-SXM", 1, 8, 450.0, None),
+    ]
+    got = p.predict(shapes)
+    assert got.columns == list(PREDICTION_SCHEMA) and got.height == 4
+    assert got["problem"].to_list()[0] is None and "A10G" in got["problem"][1]
+    ok = got.filter(got["problem"].is_null())
+    for row in ok.iter_rows(named=True):
+        assert sum(row[c] for c in STALL_COLUMNS) == pytest.approx(row["step_ns"], rel=1e-6)
+    one_t4, _two_nodes, one_node = ok["step_ns"].to_list()
+    assert one_node < one_t4  # faster GPUs
+    assert ok["network_ns"][1] > 0 and ok["network_ns"][2] == 0  # across nodes only
+
+
+def test_a_one_rank_run_predicts_one_gpu_only() -> None:
+    p = ProfilePredictor(_gpu_profile(ranks=1, buckets=False))
+    got = p.predict([Shape("H100-SXM", 1, 1, 450.0, None), Shape("H100-SXM", 1, 8, 450.0, None)])
+    assert got["problem"][0] is None
+    assert "communication on several GPUs is unknown" in got["problem"][1]
+
+
+def test_a_catalog_link_unlike_the_devices_is_noted() -> None:
+    p = ProfilePredictor(_gpu_profile())
+    p.predict([Shape("A100-SXM4-80GB", 1, 4, 32.0, 100.0)])  # A100s over PCIe
+    (note,) = p.predictor_notes
+    assert "nvlink3 at 300 GB/s" in note and "the catalog gives 32 GB/s" in note
+
+
+def test_recommendation_takes_a_saved_profile(tmp_path: Path) -> None:
+    path = Profile.from_dict(_PROFILE).save(tmp_path / "job.json")
+    catalog = tmp_path / "cat.csv"
+    catalog.write_text(
+        "cloud,region,instance,gpu,gpus,gpu_memory_gb,vcpus,memory_gb,intra_node_GBps,"
+        "network_gbps,price_per_hour,spot_price_per_hour,source,date\n"
+        "aws,r,t4.1x,T4,1,16,4,16,16,25,0.5,,https://example.com/p,2026-11-01\n"
+        "aws,r,h100.8x,H100,8,80,192,2048,450,3200,55,,https://example.com/p,2026-11-01\n"
+    )
+    rec = recommendation(
+        path, steps=100_000, time_budget="10h", catalog=catalog, measured_device="T4"
+    )
+    assert rec.best["instance"] in ("t4.1x", "h100.8x")
+    assert predictor_for(path, "T4").measured_ranks == 2
