@@ -12,6 +12,7 @@ from stallscope.cli.export import export
 from stallscope.cli.import_ import import_
 from stallscope.cli.predict import predict
 from stallscope.cli.profile import profile
+from stallscope.cli.recommend import recommend
 from stallscope.cli.report import report
 from stallscope.cli.testbed import testbed
 
@@ -22,7 +23,18 @@ def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""
 
 
-for _command in (demo, profile, report, export, import_, predict, bench, testbed, catalog):
+for _command in (
+    demo,
+    profile,
+    report,
+    export,
+    import_,
+    predict,
+    bench,
+    testbed,
+    catalog,
+    recommend,
+):
     cli.add_command(_command)
 
 
