@@ -86,7 +86,7 @@ def why(
         )
     other = runner_up(frame, best, by_time_budget)
     if other:
-        lines.append(_against(best, _comparable(frame, best, other)))
+        lines.append(_against(best, _comparable(frame, best, other), by_time_budget))
     return " ".join(lines)
 
 
@@ -104,9 +104,12 @@ def _comparable(frame: pl.DataFrame, best: dict[str, Any], other: dict[str, Any]
     return same.row(0, named=True) if same.height else other
 
 
-def _against(best: dict[str, Any], other: dict[str, Any]) -> str:
-    """The stall that costs ``other`` the most time over the whole job beyond what it costs
-    ``best``, as shares of their steps; else the faster step or the lower price."""
+def _against(best: dict[str, Any], other: dict[str, Any], by_time_budget: bool) -> str:
+    """Why ``best`` beats ``other``. Under a time budget the cost ratio is the price per
+    GPU-hour ratio times the GPU-hours ratio: when the price weighs more, the price is the
+    reason. Otherwise the stall that costs ``other`` the most time over the whole job beyond
+    what it costs ``best``, as shares of their steps; else the faster step or the lower
+    price."""
     if math.isclose(best["cost"], other["cost"], rel_tol=0.005) and math.isclose(
         best["hours"], other["hours"], rel_tol=0.005
     ):
@@ -119,6 +122,16 @@ def _against(best: dict[str, Any], other: dict[str, Any]) -> str:
         f"{other['config']} ({other['market']}: {hours_text(other['hours'])}, "
         f"{cost_text(other['cost'])}{miss})"
     )
+    gpu_hours = (best["hours"] * best["ranks"], other["hours"] * other["ranks"])
+    per = (best["cost"] / gpu_hours[0], other["cost"] / gpu_hours[1])
+    if by_time_budget and min(*gpu_hours, *per) > 0:
+        price, time = math.log(per[1] / per[0]), math.log(gpu_hours[1] / gpu_hours[0])
+        if price > 0 and price >= time:
+            return (
+                f"{best['config']}: {cost_text(per[0])} per GPU-hour against "
+                f"{cost_text(per[1])} on {tail}; the work takes {gpu_hours[0]:.3g} GPU-hours "
+                f"here and {gpu_hours[1]:.3g} there."
+            )
     extra = sorted(
         ((other[c] * other["steps"] - best[c] * best["steps"], c) for c in _STALLS),
         reverse=True,

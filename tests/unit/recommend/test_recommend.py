@@ -302,3 +302,17 @@ def test_mixes_fill_gaps_between_single_types() -> None:
     assert any(n.startswith("mixes: ") for n in mixed.notes)
     # a mix on the front is shown there
     assert mixed.pareto.height >= plain.pareto.height
+
+
+def test_a_winner_by_price_is_explained_by_its_price() -> None:
+    cat = _catalog(
+        _row("cheap.4x", "H100", 80, 4, 10.0, network=3200.0),
+        _row("dear.8x", "H100", 80, 8, 40.0, network=3200.0),
+    )
+    rec = recommendation(FakePredictor(), steps=1_000_000, time_budget="10h", catalog=cat)
+    assert rec.best["instance"] == "cheap.4x"
+    assert re.search(
+        r"cheap\.4x x \d+: \$2\.50 per GPU-hour against \$5\.00 on dear\.8x x \d+ .*; the work "
+        r"takes [\d.]+ GPU-hours here and [\d.]+ there\.",
+        rec.why,
+    ), rec.why
