@@ -136,3 +136,15 @@ def test_a_malformed_catalog_names_row_and_column(profile: Path, tmp_path: Path)
     res = _run(profile, *BASE, "--time-budget", "6h", "--catalog", bad)
     assert res.exit_code == 1
     assert f"{bad}, row 2, column price_per_hour: 'free' is not a number" in res.output
+
+
+def test_kineto_traces_of_one_gpu(tmp_path: Path) -> None:
+    # A real one-rank H200 trace (tests/data/kineto): its compute moves to other GPUs by the
+    # device model; with no collectives measured, only one-GPU configurations are priced.
+    traces = Path(__file__).resolve().parents[2] / "data" / "kineto" / "h200_transformer_1rank"
+    out = tmp_path / "rec.json"
+    res = _ok(traces, "--steps", "100000", "--time-budget", "24h", "--json", out)
+    assert "measured on H200-SXM" in res.output
+    doc = orjson.loads(out.read_bytes())
+    assert {c["ranks"] for c in doc["candidates"]} == {1}
+    assert any("communication on several GPUs is unknown" in e["reason"] for e in doc["excluded"])
