@@ -33,6 +33,11 @@ def cost_text(cost: float) -> str:
     return f"${cost:,.2f}" if cost >= 1 else f"${cost:.2g}"
 
 
+def short(x: float) -> str:
+    """Two significant digits below 10 (0.0011, 2.5), whole numbers above (12, 1,234)."""
+    return f"{x:.2g}" if abs(x) < 10 else f"{x:,.0f}"
+
+
 def stall_name(column: str) -> str:
     """ "sync_wait_ns" -> "sync wait"."""
     return column.removesuffix("_ns").replace("_", " ")
@@ -79,10 +84,10 @@ def why(
     ]
     if best["market"] == "spot":
         lines.append(
-            f"Spot: {best['interruptions']:.2g} interruption(s) expected, "
-            f"{100 * best['risk']:.2g} % risk of missing {budget_text}."
+            f"Spot: {short(best['interruptions'])} interruption(s) expected, "
+            f"{short(100 * best['risk'])} % risk of missing {budget_text}."
             if best["risk"] is not None
-            else f"Spot: {best['interruptions']:.2g} interruption(s) expected."
+            else f"Spot: {short(best['interruptions'])} interruption(s) expected."
         )
     other = runner_up(frame, best, by_time_budget)
     if other:

@@ -22,6 +22,7 @@ from stallscope.recommend import (
     recommendation,
 )
 from stallscope.recommend._catalog import CATALOG_SCHEMA
+from stallscope.recommend._explain import short
 from tests.unit.recommend.conftest import FakePredictor
 
 _DAY = datetime.date(2026, 11, 1)
@@ -277,7 +278,7 @@ def test_max_risk_decides_whether_spot_meets_the_deadline() -> None:
     loose = recommendation(FakePredictor(), time_budget=budget, max_risk=0.99, **opts)
     risk = loose.candidates.filter(pl.col("market") == "spot")["risk"][0]
     assert 0.01 < risk < 0.99 and loose.best["market"] == "spot"
-    assert f"{100 * risk:.2g} % risk of missing" in loose.why
+    assert f"{short(100 * risk)} % risk of missing" in loose.why
     strict = recommendation(FakePredictor(), time_budget=budget, max_risk=risk / 2, **opts)
     assert strict.best["market"] == "on-demand"
 
@@ -316,3 +317,14 @@ def test_a_winner_by_price_is_explained_by_its_price() -> None:
         r"takes [\d.]+ GPU-hours here and [\d.]+ there\.",
         rec.why,
     ), rec.why
+
+
+def test_short_numbers() -> None:
+    assert [short(x) for x in (0.0011, 2.54, 9.96, 12.4, 99.6, 1234.5)] == [
+        "0.0011",
+        "2.5",
+        "10",
+        "12",
+        "100",
+        "1,234",
+    ]
