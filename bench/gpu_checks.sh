@@ -20,6 +20,7 @@ t0=$(date +%s)
 stamp() { echo "== [$(($(date +%s) - t0)) s] $*" | tee -a "$LOG/status.txt"; }
 pack() {  # the logs and every result so far, in one file under $OUT
   cp bench/results/gpu_* bench/results/kineto_rank_folders.json "$LOG"/ 2>/dev/null
+  cp -r python/stallscope/predict/data/efficiency "$LOG"/ 2>/dev/null
   tar czf "$OUT/gpu_checks.tgz" -C "$LOG" .
 }
 
@@ -55,14 +56,26 @@ run() {  # run NAME LIMIT_S CMD...: one check, its log in $LOG/NAME.log, its exi
   pack
 }
 
-run cupti_validation "${CUPTI_LIMIT:-240}" "$PY" bench/gpu_cupti_validation.py \
-  --steps "${CUPTI_STEPS:-30}" --warmup 5 --reps "${CUPTI_REPS:-3}"
-run nccl_plugin "${NCCL_PLUGIN_LIMIT:-120}" "$PY" bench/gpu_nccl_plugin.py --iters 10
-run comm_nccl "${COMM_LIMIT:-150}" "$PY" bench/gpu_comm_nccl.py --max-bytes 256M --iters 10
+# The device model's ground truth first (GEMM / attention efficiency, per-layer times), then the
+# overhead of tracing a real training step, then the capture checks. Each has its own limit; the
+# defaults fit one 10-minute call on an H100 or H200 (set a limit to 0 to skip that step).
+step() {  # step NAME LIMIT CMD...: run unless LIMIT is 0
+  if [ "$2" = 0 ]; then stamp "$1 skipped"; return; fi
+  run "$@"
+}
+step device_model "${DEVICE_MODEL_LIMIT:-170}" "$PY" bench/gpu_device_model.py \
+  --budget-s "${DEVICE_MODEL_BUDGET:-120}"
+if [ -f bench/gpu_overhead.py ]; then
+  step overhead "${OVERHEAD_LIMIT:-130}" "$PY" bench/gpu_overhead.py ${OVERHEAD_ARGS:---quick}
+fi
+step cupti_validation "${CUPTI_LIMIT:-90}" "$PY" bench/gpu_cupti_validation.py \
+  --steps "${CUPTI_STEPS:-20}" --warmup 5 --reps "${CUPTI_REPS:-2}"
+step nccl_plugin "${NCCL_PLUGIN_LIMIT:-50}" "$PY" bench/gpu_nccl_plugin.py --iters 10
+step comm_nccl "${COMM_LIMIT:-45}" "$PY" bench/gpu_comm_nccl.py --max-bytes 64M --iters 10
 # Not a GPU check: a GPU machine's many cores for the side-by-side read of rank folders. Its
 # base trace, when carried in .kineto/ (the V100 one; else the repository's small H200 trace).
 BASE=$(ls .kineto/*.json.gz 2>/dev/null | head -1)
-run rank_folders "${RANK_FOLDERS_LIMIT:-120}" "$PY" bench/kineto_rank_folders.py --rounds 3 \
+step rank_folders "${RANK_FOLDERS_LIMIT:-0}" "$PY" bench/kineto_rank_folders.py --rounds 3 \
   ${BASE:+--base "$BASE"}
 
 stamp "done"
