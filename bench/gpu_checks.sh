@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one go, on a GPU machine that reaches no package index:
 # install the carried wheels (.whl/, see bench/README.md "All GPU checks in one go") and build
-# stallscope into /tmp/site, then run the CUPTI validation, the NCCL plugin check, the NCCL comm
-# benchmark and the many-core import of rank folders, each under its own time limit so that one
-# failure leaves the others their time. Logs and results are packed after each step into
+# stallscope into /tmp/site, then measure the device model (gpu_device_model.py), the overhead of
+# tracing a training step (gpu_overhead.py), and run the CUPTI validation, the NCCL plugin check
+# and the NCCL comm benchmark, each under its own time limit so that one failure leaves the
+# others their time. Logs and results are packed after each step into
 # $OUT/gpu_checks.tgz (default OUT: /tmp/stallscope-gpu-checks-out, outside the checkout; one
 # file, easy to copy back from a machine with no network); the results also stay in
 # bench/results/.
