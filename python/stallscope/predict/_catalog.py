@@ -35,12 +35,14 @@ class CatalogError(StallscopeError):
 class Source:
     """Where a figure comes from: ``url``; ``date`` (YYYY-MM-DD, YYYY-MM or YYYY); ``where`` in
     the source (table, row, section); ``checked_via``: stored copies that were read when the
-    source itself could not be."""
+    source itself could not be; ``unverified``: no copy of the source could be read to confirm
+    the figure, so it rests on what ``where`` says."""
 
     url: str
     date: str
     where: str = ""
     checked_via: tuple[str, ...] = ()
+    unverified: bool = False
 
 
 def normalize(name: str) -> str:
@@ -144,7 +146,8 @@ class Fields:
 
 
 def parse_source(value: object, where: str) -> Source:
-    """One ``{"url", "date", "where"?, "checked_via"?}`` object, checked."""
+    """One ``{"url", "date", "where"?, "checked_via"?, "unverified"?}`` object, checked. An
+    unverified source must say in ``where`` what the figure rests on."""
     if not isinstance(value, dict):
         raise CatalogError(f"{where}: a source must be an object with url and date, got {value!r}")
     url, date = value.get("url"), value.get("date")
@@ -159,7 +162,13 @@ def parse_source(value: object, where: str) -> Source:
     for c in checked:
         if not c.startswith(("https://", "http://")):
             raise CatalogError(f"{where}: checked_via entries must be URLs, got {c!r}")
-    return Source(url=url, date=date, where=f.text("where", default=""), checked_via=checked)
+    unverified = f.flag("unverified", default=False)
+    text = f.text("where", default="")
+    if unverified and not text:
+        raise CatalogError(
+            f"{where}: an unverified source needs a 'where' saying what the figure rests on"
+        )
+    return Source(url=url, date=date, where=text, checked_via=checked, unverified=unverified)
 
 
 def parse_sources(

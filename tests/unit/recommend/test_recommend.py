@@ -18,6 +18,7 @@ from stallscope.recommend import (
     NoCandidateError,
     RecommendError,
     load_catalog,
+    load_spot_interruptions,
     recommend,
     recommendation,
 )
@@ -247,7 +248,21 @@ def test_spot_rows_rates_and_risk(shipped: pl.DataFrame) -> None:
     spot = rec.candidates.filter(pl.col("market") == "spot")
     assert spot.height > 0 and set(spot["cloud"]) == {"aws"}  # the table rates AWS alone
     assert (spot["hours"] >= spot["work_hours"]).all() and (spot["risk"] >= 0).all()
-    assert any("the published bands for ap-northeast-1" in n for n in rec.notes)
+    assert not any("the published bands for" in n for n in rec.notes)  # the catalog's region
+    assert any("are lower bounds (the top band" in n for n in rec.notes)
+    elsewhere = load_spot_interruptions().with_columns(region=pl.lit("ap-northeast-1"))
+    borrowed = recommendation(
+        FakePredictor(),
+        steps=2_000_000,
+        time_budget="24h",
+        catalog=shipped,
+        spot=True,
+        interruptions=elsewhere,
+    )
+    assert any(
+        "the published bands for ap-northeast-1 (the table has none for us-east-1)" in n
+        for n in borrowed.notes
+    )
     gcp = rec.excluded.filter((pl.col("cloud") == "gcp") & pl.col("reason").str.starts_with("spot"))
     assert gcp.height > 0 and "--interruption-rate" in gcp["reason"][0]
     given = recommendation(
