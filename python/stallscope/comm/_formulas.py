@@ -172,6 +172,38 @@ def shared_beta(beta: float, sharing: int, nic_bytes_per_s: float | None) -> flo
     return max(beta, sharing / nic_bytes_per_s)
 
 
+def hierarchical_seconds(
+    collective: str,
+    nbytes: float,
+    nodes: int,
+    per_node: int,
+    intra: tuple[float, float],
+    inter: tuple[float, float],
+) -> float:
+    """All-reduce, all-gather or reduce-scatter over ``nodes`` x ``per_node`` ranks, two tiers.
+
+    * all-reduce: reduce-scatter inside each node, all-reduce of n/per_node across nodes (each
+      local rank drives its own slice), all-gather inside each node;
+    * all-gather: all-gather of the n/per_node node-slices across nodes, then inside each node;
+    * reduce-scatter: inside each node first, then across nodes on n/per_node.
+
+    ``nbytes`` follows the module's convention (the buffer of all-reduce, the total output of
+    all-gather, the total input of reduce-scatter); intra and inter are (alpha s, beta s/byte)
+    of the two link tiers."""
+    if collective == "all_reduce":
+        return hierarchical_all_reduce_seconds(nbytes, nodes, per_node, intra, inter)
+    if collective not in ("all_gather", "reduce_scatter"):
+        raise ValueError(
+            f"no two-tier model of {collective!r}: use all_reduce, all_gather or reduce_scatter"
+        )
+    if nodes < 1 or per_node < 1:
+        raise ValueError(f"nodes and per_node must be >= 1, got {nodes} and {per_node}")
+    t = predict_seconds(collective, nbytes, per_node, *intra) if per_node > 1 else 0.0
+    if nodes > 1:
+        t += predict_seconds(collective, nbytes / per_node, nodes, *inter)
+    return t
+
+
 def hierarchical_all_reduce_seconds(
     nbytes: float,
     nodes: int,

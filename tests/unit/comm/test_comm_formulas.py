@@ -107,3 +107,28 @@ def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="not modelled for all_gather"):
         f.cost_terms("all_gather", 4, "tree")
     assert math.isfinite(f.bus_factor("all_to_all", 1))
+
+
+def test_hierarchical_gather_and_scatter() -> None:
+    from stallscope.comm import hierarchical_seconds, predict_seconds
+
+    intra, inter = (1e-6, 1 / 200e9), (5e-6, 1 / 25e9)
+    n = 1 << 30
+    for coll in ("all_gather", "reduce_scatter"):
+        # one tier only: the flat ring of that tier
+        assert hierarchical_seconds(coll, n, 1, 8, intra, inter) == predict_seconds(
+            coll, n, 8, *intra
+        )
+        assert hierarchical_seconds(coll, n, 4, 1, intra, inter) == predict_seconds(
+            coll, n, 4, *inter
+        )
+        # 4 nodes x 8: the node tier moves n / 8 among 4 nodes
+        two = hierarchical_seconds(coll, n, 4, 8, intra, inter)
+        assert two == pytest.approx(
+            7 * intra[0] + 7 / 8 * n * intra[1] + 3 * inter[0] + 3 / 4 * n / 8 * inter[1]
+        )
+    assert hierarchical_seconds("all_reduce", n, 4, 8, intra, inter) == pytest.approx(
+        f.hierarchical_all_reduce_seconds(n, 4, 8, intra, inter)
+    )
+    with pytest.raises(ValueError, match="no two-tier model"):
+        hierarchical_seconds("broadcast", n, 4, 8, intra, inter)

@@ -1,10 +1,17 @@
-"""Counting helpers the plan tests check the sourced data with: parameters of a preset and the
-model FLOPs behind each source's MFU. They follow the sources' own definitions, written out
-here independently of the data so that a transcription error shows as a mismatch."""
+"""Shared helpers of the plan tests. Counting helpers check the sourced data: parameters of a
+preset and the model FLOPs behind each source's MFU, following the sources' own definitions,
+written out here independently of the data so that a transcription error shows as a mismatch.
+Fixtures give the planner's tests a model and a system with every figure in full, so those
+tests do not depend on the installed presets or device table."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from stallscope.plan import ModelShape
+from stallscope.plan import Model, System, load_model, load_system
 
 
 def param_count(m: ModelShape, seq_len: int | None = None) -> float:
@@ -32,3 +39,42 @@ def llm_foundry_flops_per_token(params: float, m: ModelShape, seq_len: int) -> f
     """llm-foundry's MFU numerator per token (scripts/train/benchmarking): 3 x (2 x params per
     token + attention 4 L h s per token)."""
     return 3 * (2 * params + 4 * m.layers * m.hidden * seq_len)
+
+GPT3: dict[str, Any] = {
+    "name": "gpt3-175b",
+    "layers": 96,
+    "hidden": 12288,
+    "heads": 96,
+    "seq_len": 2048,
+    "vocab": 51200,
+    "ffn_hidden": 49152,
+    "kv_heads": 96,
+}
+DGX_A100: dict[str, Any] = {
+    "name": "dgx-a100-test",
+    "gpu": "A100-80GB",
+    "gpus_per_node": 8,
+    "intra_node_GBps": 300,
+    "inter_node_Gbps": 1600,
+    "peak_tflops": {"bf16": 312, "fp16": 312},
+    "hbm_GBps": 2039,
+    "hbm_GB": 80,
+    "sms": 108,
+}
+
+
+@pytest.fixture
+def gpt3() -> Model:
+    return load_model(GPT3)
+
+
+@pytest.fixture
+def small() -> Model:
+    return load_model(
+        {"name": "small", "layers": 8, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000}
+    )
+
+
+@pytest.fixture
+def a100() -> System:
+    return load_system(DGX_A100)

@@ -1,0 +1,35 @@
+"""Communication times of the planner on a system's two link tiers, from the shared collective
+cost models (``stallscope.comm``): NVLink / NVSwitch inside a node, the NICs across nodes with
+the node's NIC bandwidth shared by all its GPUs (they communicate at the same time in a
+symmetric job), a group spanning both tiers as the hierarchical algorithm."""
+
+from __future__ import annotations
+
+from stallscope.comm import hierarchical_seconds, predict_seconds
+from stallscope.plan._layout import Placement
+from stallscope.plan._system import System
+
+
+def collective_s(system: System, collective: str, nbytes: float, group: Placement) -> float:
+    """Seconds of one all_reduce / all_gather / reduce_scatter of ``nbytes`` (nccl-tests'
+    convention) over ``group``: NCCL's base latency plus the alpha-beta model per tier."""
+    if group.size <= 1 or nbytes <= 0:
+        return 0.0
+    intra = (system.nvlink_hop_s, 1.0 / system.intra_bytes_s)
+    inter = (system.network_hop_s, 1.0 / system.inter_bytes_s_per_gpu)
+    if group.nodes == 1:
+        t = predict_seconds(collective, nbytes, group.size, *intra)
+    elif group.per_node == 1:
+        t = predict_seconds(collective, nbytes, group.size, *inter)
+    else:
+        t = hierarchical_seconds(collective, nbytes, group.nodes, group.per_node, intra, inter)
+    return system.base_latency_s + t
+
+
+def p2p_s(system: System, nbytes: float, cross_node: bool) -> float:
+    """Seconds of one point-to-point send of ``nbytes`` between pipeline neighbours."""
+    if nbytes <= 0:
+        return 0.0
+    if cross_node:
+        return system.base_latency_s + system.network_hop_s + nbytes / system.inter_bytes_s_per_gpu
+    return system.base_latency_s + system.nvlink_hop_s + nbytes / system.intra_bytes_s

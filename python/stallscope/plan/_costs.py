@@ -1,0 +1,201 @@
+"""What one micro-batch costs one GPU, per transformer layer and for the embedding and logits:
+compute from FLOPs and bytes on the device model, tensor-parallel communication per layer, the
+pipeline's point-to-point sends, the data-parallel and ZeRO collectives, the optimizer step.
+
+Per layer under tensor parallelism t (Megatron's column / row split), T = micro-batch x seq_len
+tokens, GEMMs (m x k) @ (k x n):
+
+* QKV (T, h, (h + 2 kv_h) / t); output projection (T, h / t, h); FFN up (T, h, f / t, twice
+  with a gated FFN); FFN down (T, f / t, h). Backward: the data gradient and the weight
+  gradient of each, the same FLOPs each (m,n,k permuted).
+* Attention: flash (FLOPs only, causal) or the unfused batched GEMMs plus the s x s softmax,
+  mask and dropout as memory-bound kernels.
+* Memory-bound kernels: two norms, two residual adds (with dropout), the FFN activation;
+  per-token work divided by t with sequence parallelism; backward moves twice the bytes.
+* Communication per layer: 2 all-reduces of T x h activations forward and 2 backward, or with
+  sequence parallelism 2 all-gathers + 2 reduce-scatters each way.
+* Recompute: full repeats the forward (compute and communication) in the backward; selective
+  repeats the attention core (nothing with flash attention, which recomputes it anyway).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stallscope.plan._comm import collective_s, p2p_s
+from stallscope.plan._layout import Layout, Placement, layout
+from stallscope.plan._model import Model
+from stallscope.plan._strategy import Strategy
+from stallscope.plan._system import System
+
+ACT_BYTES = 2  # activations travel and are stored in 16 bit
+LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Seconds per micro-batch per GPU (unless said otherwise), one pipeline stage's view."""
+
+    f_comp: float  # one layer, forward compute
+    f_tp: float  # one layer, forward tensor-parallel communication
+    b_comp: float  # one layer, backward compute (with recompute)
+    b_tp: float  # one layer, backward tensor-parallel communication (with recompute)
+    embed_f: float  # first stage: embedding lookup (+ its TP collective)
+    embed_b: float
+    logits_f: float  # last stage: final norm, output GEMM, loss
+    logits_b: float
+    send: float  # one activation (or its gradient) to the neighbouring stage
+    zero_ag: float  # ZeRO-3: one layer's weights gathered (per micro-batch, per pass)
+    zero_rs: float  # ZeRO-3: one layer's gradients reduce-scattered (per micro-batch)
+    dp_layer: float  # ZeRO 0-2: one layer's gradient collective, once per step
+    dp_embed: float  # the embedding's gradient collective (first / last stage), once per step
+    tied_embed: float  # all-reduce of the tied embedding's gradient between first and last stage
+    opt_layer: float  # optimizer step of one layer's shard, once per step
+    opt_embed: float
+    param_ag_layer: float  # ZeRO 1-2: one layer's updated weights all-gathered, once per step
+    param_ag_embed: float
+    flops_per_microbatch: float  # model FLOPs (forward + backward, no recompute), whole model
+
+
+def _gemm_fwd_bwd(system: System, m: int, k: int, n: int, prec: str) -> tuple[float, float]:
+    d = system.device
+    return d.gemm_s(m, n, k, prec), d.gemm_s(m, k, n, prec) + d.gemm_s(k, n, m, prec)
+
+
+def costs(model: Model, s: Strategy, system: System, lay: Layout | None = None) -> Costs:
+    lay = lay or layout(s.tp, s.pp, s.dp, system.gpus_per_node)
+    d = system.device
+    t, b, seq, h = s.tp, s.micro_batch, model.seq_len, model.hidden
+    tokens = b * seq
+    f = model.ffn_hidden
+    prec = s.precision
+    r = 1.0 / t if s.sequence_parallel else 1.0  # share of per-token work on each TP rank
+    tp_group = lay.tp
+
+    # GEMMs of one layer
+    shapes = [
+        (tokens, h, (h + 2 * model.kv_hidden) // t),  # QKV
+        (tokens, h // t, h),  # output projection
+        (tokens, h, (2 if model.gated_ffn else 1) * f // t),  # FFN up (and gate)
+        (tokens, f // t, h),  # FFN down
+    ]
+    fb = [_gemm_fwd_bwd(system, m, k, n, prec) for m, k, n in shapes]
+    gemm_f = sum(x for x, _ in fb)
+    gemm_b = sum(y for _, y in fb)
+
+    heads = model.heads // t
+    if model.flash_attention:
+        att_f, att_b = d.attention_s(b, heads, seq, model.head_dim, True, prec)
+        core_f = 0.0  # selective recompute has nothing left to recompute
+    else:
+        bh = b * heads
+        qk_f, qk_b = _gemm_fwd_bwd(system, bh * seq, model.head_dim, seq, prec)
+        av_f, av_b = _gemm_fwd_bwd(system, bh * seq, seq, model.head_dim, prec)
+        scores = bh * seq * seq * ACT_BYTES
+        # fused scale-mask-softmax (read + write), dropout (read + write + 1-byte mask)
+        soft_f = d.memory_s(2 * scores + (2 * scores + scores / 2 if model.dropout else 0), 2)
+        att_f = qk_f + av_f + soft_f
+        att_b = qk_b + av_b + 2 * soft_f
+        core_f = att_f
+
+    mask = 0.5 if model.dropout else 0.0  # a 1-byte mask per 2-byte element
+    tok = tokens * h * ACT_BYTES * r
+    act = (3 if model.gated_ffn else 2) * tokens * f // t * ACT_BYTES
+    ew_bytes = 2 * tok + (3 + mask) * tok + 2 * tok + (3 + mask) * tok + act
+    ew_f = d.memory_s(ew_bytes, 5)
+    ew_b = d.memory_s(2 * ew_bytes, 10)
+
+    f_comp = gemm_f + att_f + ew_f
+    b_comp = gemm_b + att_b + ew_b
+    act_bytes = tokens * h * ACT_BYTES
+    if s.sequence_parallel:
+        one_tp = collective_s(system, "all_gather", act_bytes, tp_group) + collective_s(
+            system, "reduce_scatter", act_bytes, tp_group
+        )
+    else:
+        one_tp = collective_s(system, "all_reduce", act_bytes, tp_group)
+    f_tp = b_tp = 2 * one_tp
+    if s.recompute == "full":
+        b_comp += f_comp
+        b_tp += f_tp
+    elif s.recompute == "selective":
+        b_comp += core_f
+
+    # embedding (vocab-parallel: a TP all-reduce, or reduce-scatter with sequence parallel)
+    emb_coll = "reduce_scatter" if s.sequence_parallel else "all_reduce"
+    embed_f = d.memory_s(2 * act_bytes, 1) + collective_s(system, emb_coll, act_bytes, tp_group)
+    embed_b = d.memory_s(2 * act_bytes, 2)
+    # final norm, output GEMM, vocab-parallel cross-entropy on fp32 logits
+    lg_f, lg_b = _gemm_fwd_bwd(system, tokens, h, model.vocab // t, prec)
+    logit_bytes = tokens * (model.vocab // t) * LOSS_BYTES
+    ce = collective_s(system, "all_reduce", 3 * tokens * LOSS_BYTES, tp_group)  # max, sum, target
+    in_coll = collective_s(
+        system, "all_gather" if s.sequence_parallel else "all_reduce", act_bytes, tp_group
+    )
+    logits_f = d.memory_s(2 * tok, 1) + lg_f + d.memory_s(3 * logit_bytes, 3) + ce
+    logits_b = lg_b + d.memory_s(2 * logit_bytes + 4 * tok, 3) + in_coll
+    if s.sequence_parallel:
+        logits_f += collective_s(system, "all_gather", act_bytes, tp_group)
+
+    send = p2p_s(system, act_bytes / t, lay.pp_cross_node) if s.pp > 1 else 0.0
+
+    # data parallelism and ZeRO
+    lp = model.layer_params() / t
+    ep = model.embedding_params() / t
+    dp = lay.dp
+    g, wb = s.grad_bytes, s.weight_bytes
+    grad_coll = "all_reduce" if s.zero == 0 else "reduce_scatter"
+    zero_ag = collective_s(system, "all_gather", lp * wb, dp) if s.zero == 3 else 0.0
+    zero_rs = collective_s(system, "reduce_scatter", lp * g, dp) if s.zero == 3 else 0.0
+    dp_layer = 0.0 if s.zero == 3 else collective_s(system, grad_coll, lp * g, dp)
+    dp_embed = collective_s(system, grad_coll, ep * g, dp)
+    tied = 0.0
+    if model.tied_embeddings and s.pp > 1:
+        tied = collective_s(system, "all_reduce", ep * g, Placement(2, 2))
+    shard = s.dp if s.zero >= 1 else 1
+    adam_bytes = 22 + g  # read master, m, v, grad; write master, m, v, 16-bit weights
+    opt_layer = d.memory_s(lp / shard * adam_bytes, 1)
+    opt_embed = d.memory_s(ep / shard * adam_bytes, 1)
+    pag = s.zero in (1, 2)
+    param_ag_layer = collective_s(system, "all_gather", lp * wb, dp) if pag else 0.0
+    param_ag_embed = collective_s(system, "all_gather", ep * wb, dp) if pag else 0.0
+
+    return Costs(
+        f_comp=f_comp,
+        f_tp=f_tp,
+        b_comp=b_comp,
+        b_tp=b_tp,
+        embed_f=embed_f,
+        embed_b=embed_b,
+        logits_f=logits_f,
+        logits_b=logits_b,
+        send=send,
+        zero_ag=zero_ag,
+        zero_rs=zero_rs,
+        dp_layer=dp_layer,
+        dp_embed=dp_embed,
+        tied_embed=tied,
+        opt_layer=opt_layer,
+        opt_embed=opt_embed,
+        param_ag_layer=param_ag_layer,
+        param_ag_embed=param_ag_embed,
+        flops_per_microbatch=model_flops(model, b),
+    )
+
+
+def layer_flops(model: Model, micro_batch: int) -> float:
+    """Forward FLOPs of one layer for one micro-batch (Megatron's count: every GEMM, and the
+    attention's two s x s products in full, 4 b s^2 h)."""
+    tokens = micro_batch * model.seq_len
+    h, f = model.hidden, model.ffn_hidden
+    gemm = 2 * tokens * h * (h + 2 * model.kv_hidden) + 2 * tokens * h * h
+    gemm += 2 * tokens * h * f * (3 if model.gated_ffn else 2)
+    return gemm + 4 * tokens * model.seq_len * h
+
+
+def model_flops(model: Model, micro_batch: int) -> float:
+    """Forward + backward FLOPs of one micro-batch through the whole model (3 x forward, the
+    logits included, recompute excluded): the numerator of MFU."""
+    tokens = micro_batch * model.seq_len
+    fwd = model.layers * layer_flops(model, micro_batch) + 2 * tokens * model.hidden * model.vocab
+    return 3 * fwd

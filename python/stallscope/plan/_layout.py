@@ -1,0 +1,45 @@
+"""Where each parallel group's ranks sit: Megatron's rank order, tensor parallel fastest, then
+data parallel, then pipeline stages (rank = t + tp x (d + dp x p), Megatron-LM's default
+"tp-dp-pp" order), nodes of ``gpus_per_node`` consecutive ranks.
+
+So tensor-parallel groups stay inside a node whenever tp divides the node, data-parallel groups
+take the rest of the node and then span nodes, and pipeline neighbours are tp x dp ranks apart
+(on another node once tp x dp reaches a node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A group of ``size`` ranks over ``nodes`` nodes, ``per_node`` on each (uniform)."""
+
+    size: int
+    nodes: int
+
+    @property
+    def per_node(self) -> int:
+        return self.size // self.nodes
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: Placement
+    dp: Placement
+    pp_cross_node: bool  # pipeline neighbours on different nodes
+
+
+def _placement(ranks: list[int], gpus_per_node: int) -> Placement:
+    nodes = len({r // gpus_per_node for r in ranks})
+    return Placement(len(ranks), nodes)
+
+
+def layout(tp: int, pp: int, dp: int, gpus_per_node: int) -> Layout:
+    """The placement of rank 0's groups (every group of a dimension is placed alike when the
+    sizes divide the node or the node divides them)."""
+    tp_ranks = list(range(tp))
+    dp_ranks = [tp * d for d in range(dp)]
+    cross = pp > 1 and (0 // gpus_per_node) != (tp * dp) // gpus_per_node
+    return Layout(_placement(tp_ranks, gpus_per_node), _placement(dp_ranks, gpus_per_node), cross)

@@ -1,0 +1,145 @@
+"""Memory per GPU: weights, gradients and optimizer state under each ZeRO stage; activations per
+layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+Models", generalised to grouped-query attention, gated FFNs, flash attention and no dropout)
+times the micro-batches a pipeline stage holds at once; the logits; an allowance.
+
+Activations of one layer for one micro-batch, bytes (16-bit values, 1-byte dropout masks), with
+s = seq_len, b = micro-batch, h = hidden, a = heads, t = tp:
+
+* kept whole on every TP rank unless sequence parallel (then / t): the two norms' inputs (2sbh
+  each), the QKV and FFN-up inputs (2sbh each), two dropout masks (sbh each) -> 10 sbh;
+* split by t: Q, K, V (2sbh, 2sb kv_h twice), the projection's input (2sbh), the FFN
+  activation's input and the FFN-down input (2sbf each; the activation input twice when gated)
+  -> 24 sbh / t for GPT (f = 4h);
+* the s x s attention scores (unfused attention only): softmax output 2as^2b, dropout mask
+  as^2b, dropout output 2as^2b -> 5as^2b / t.
+
+That is Korthikanti's s b h (10 + 24/t + 5as/(ht)), sbh (34 + 5as/h) at t = 1 and
+sbh/t (34 + 5as/h) with sequence parallelism. Selective recompute drops the s^2 term; full
+recompute keeps only each layer's input (2sbh, / t with sequence parallelism) and holds one
+layer's activations while it recomputes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stallscope.plan._model import Model
+from stallscope.plan._strategy import Strategy
+
+GIB = 1 << 30
+#: CUDA context, cuBLAS / NCCL workspaces and buffers held outside PyTorch's caching allocator.
+RESERVED_BYTES = 1 * GIB
+#: Caching-allocator fragmentation allowance on top of what the job holds.
+FRAGMENTATION = 0.05
+
+
+def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = None) -> float:
+    """Activations one layer keeps for one micro-batch on one GPU, bytes."""
+    rc = s.recompute if recompute is None else recompute
+    sb = model.seq_len * s.micro_batch
+    h, t = model.hidden, s.tp
+    sp = t if s.sequence_parallel else 1
+    if rc == "full":
+        return 2 * sb * h / sp
+    mask = 1 if model.dropout else 0
+    whole = (2 + 2 + mask + 2 + 2 + mask) * sb * h
+    kv = model.kv_hidden
+    split = (2 * h + 4 * kv + 2 * h) * sb + (4 if model.gated_ffn else 2) * sb * model.ffn_hidden
+    split += 2 * sb * model.ffn_hidden
+    scores = 0.0
+    if not model.flash_attention and rc != "selective":
+        scores = (5 if model.dropout else 2) * model.heads * model.seq_len * sb
+    lse = 4 * model.heads * sb if model.flash_attention else 0  # fp32 log-sum-exp per row
+    return whole / sp + (split + scores + lse) / t
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per GPU on the most loaded pipeline stage, by what holds them."""
+
+    stage: int
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    logits: float
+    allowance: float
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return (
+            self.weights + self.gradients + self.optimizer + self.activations + self.logits
+        ) + self.allowance
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.capacity
+
+    def parts(self) -> dict[str, float]:
+        return {
+            "weights": self.weights,
+            "gradients": self.gradients,
+            "optimizer": self.optimizer,
+            "activations": self.activations,
+            "logits": self.logits,
+            "allowance": self.allowance,
+        }
+
+    def shortfall(self) -> str:
+        """What does not fit and by how much ("" when it fits)."""
+        if self.fits:
+            return ""
+        parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in self.parts().items() if v)
+        return (
+            f"needs {self.total / GIB:.1f} GiB per GPU on stage {self.stage} but the GPU has "
+            f"{self.capacity / GIB:.1f} GiB: {(self.total - self.capacity) / GIB:.1f} GiB over "
+            f"({parts} GiB)"
+        )
+
+
+def stage_params(model: Model, s: Strategy, stage: int) -> float:
+    """Parameters one GPU of ``stage`` holds before ZeRO sharding (its TP share)."""
+    per = model.layers // s.pp * model.layer_params() / s.tp
+    emb = model.embedding_params() / s.tp
+    if stage == 0:
+        per += emb
+    if stage == s.pp - 1 and (not model.tied_embeddings or s.pp > 1):
+        per += emb  # the output layer (a tied copy lives on the last stage too)
+    return per
+
+
+def memory(model: Model, s: Strategy, capacity_bytes: float, in_flight: list[int]) -> Memory:
+    """The memory of the most loaded stage; ``in_flight[k]``: the (chunk, micro-batch) forwards
+    stage k holds at once (from the schedule)."""
+    best: Memory | None = None
+    nl = model.layers // (s.pp * s.interleave)
+    for k in range(s.pp):
+        p = stage_params(model, s, k)
+        w = p * s.weight_bytes / (s.dp if s.zero >= 3 else 1)
+        if s.zero >= 3:  # the gathered weights of the layer in use and the one prefetched
+            w += 2 * model.layer_params() / s.tp * s.weight_bytes
+        gr = p * s.grad_bytes / (s.dp if s.zero >= 2 else 1)
+        opt = p * s.optimizer_bytes / (s.dp if s.zero >= 1 else 1)
+        act = in_flight[k] * nl * layer_activation_bytes(model, s)
+        if s.recompute == "full":  # one layer recomputed at a time
+            act += layer_activation_bytes(model, s, "none")
+        if k == 0:  # embedding output of each held micro-batch
+            act += (
+                in_flight[k]
+                * 2
+                * model.seq_len
+                * s.micro_batch
+                * model.hidden
+                / (s.tp if s.sequence_parallel else 1)
+            )
+        lg = 0.0
+        if k == s.pp - 1:  # fp32 logits and their gradient of the micro-batch in flight
+            lg = 2 * 4 * model.seq_len * s.micro_batch * model.vocab / s.tp
+        held = w + gr + opt + act + lg
+        mem = Memory(k, w, gr, opt, act, lg, RESERVED_BYTES + FRAGMENTATION * held, capacity_bytes)
+        if best is None or mem.total > best.total:
+            best = mem
+    assert best is not None
+    return best

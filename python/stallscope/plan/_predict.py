@@ -1,0 +1,134 @@
+"""One configuration's predicted step: the schedule simulated on the event engine, its stall
+columns per pipeline stage, throughput, MFU and memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from stallscope.plan._costs import Costs, costs
+from stallscope.plan._layout import Layout, layout
+from stallscope.plan._memory import GIB, Memory, memory
+from stallscope.plan._model import Model
+from stallscope.plan._schedule import Schedule, Shape, build
+from stallscope.plan._strategy import Strategy, check
+from stallscope.plan._system import System
+from stallscope.predict._engine import CATEGORIES, attribute
+
+#: The stall columns of a prediction, in the stall table's order plus the pipeline bubble.
+STALL_COLUMNS: tuple[str, ...] = tuple(f"{c}_ns" for c in CATEGORIES)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    model: Model
+    system: System
+    strategy: Strategy
+    step_ns: int
+    stages: list[dict[str, int]]  # per pipeline stage: its stall columns (ns), summing to the step
+    memory: Memory
+
+    @property
+    def tokens_per_s(self) -> float:
+        s = self.strategy
+        return s.global_batch * self.model.seq_len / (self.step_ns * 1e-9)
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.strategy.gpus
+
+    @property
+    def model_flops(self) -> float:
+        """Model FLOPs of one step (forward + backward, no recompute)."""
+        from stallscope.plan._costs import model_flops
+
+        s = self.strategy
+        return model_flops(self.model, s.micro_batch) * s.micro_batches * s.dp
+
+    @property
+    def mfu(self) -> float:
+        peak = self.system.device.peak(self.strategy.precision)
+        return self.model_flops / (self.step_ns * 1e-9 * self.strategy.gpus * peak)
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        return self.model_flops / (self.step_ns * 1e-9 * self.strategy.gpus) / 1e12
+
+    def columns(self) -> dict[str, int]:
+        """The stall columns of an average GPU (the mean over stages; host takes the rounding),
+        summing to step_ns."""
+        k = len(self.stages)
+        out = {c: round(sum(st[c] for st in self.stages) / k) for c in STALL_COLUMNS}
+        out["host_ns"] += self.step_ns - sum(out.values())
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.memory
+        return {
+            "model": self.model.name,
+            "system": self.system.name,
+            "gpus": self.strategy.gpus,
+            **self.strategy.to_dict(),
+            "micro_batches": self.strategy.micro_batches,
+            "step_ns": self.step_ns,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            **self.columns(),
+            "memory_bytes": m.total,
+            "memory_parts_bytes": m.parts(),
+            "memory_capacity_bytes": m.capacity,
+            "memory_stage": m.stage,
+            "fits": m.fits,
+            "memory_shortfall": m.shortfall(),
+            "stages": self.stages,
+        }
+
+
+def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
+    def net(nodes: int) -> str:
+        return "network" if nodes > 1 else "interconnect"
+
+    return Shape(
+        pp=s.pp,
+        micro_batches=s.micro_batches,
+        interleave=s.interleave,
+        layers_per_chunk=model.layers // (s.pp * s.interleave),
+        zero3=s.zero == 3 and s.dp > 1,
+        dp_overlap=s.dp > 1 and s.zero < 3,
+        tied=model.tied_embeddings and s.pp > 1,
+        param_gather=s.zero in (1, 2) and s.dp > 1,
+        detail=detail,
+        tp_cat=net(lay.tp.nodes),
+        send_cat="network" if lay.pp_cross_node else "interconnect",
+        dp_cat=net(lay.dp.nodes),
+    )
+
+
+def slot_values(c: Costs) -> dict[str, float]:
+    v = {k: getattr(c, k) for k in c.__dataclass_fields__ if k != "flops_per_microbatch"}
+    v["f"] = c.f_comp + c.f_tp
+    v["b"] = c.b_comp + c.b_tp
+    return v
+
+
+@lru_cache(maxsize=64)
+def _schedule(shape: Shape) -> Schedule:
+    return build(shape)
+
+
+def predict_strategy(model: Model, system: System, s: Strategy) -> Prediction:
+    """Simulate one configuration (checked first: bad input raises PlanError)."""
+    check(model, s, None)
+    lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node)
+    c = costs(model, s, system, lay)
+    sch = build(shape_of(model, s, lay, detail=True))
+    g = sch.graph
+    g.duration[:] = sch.durations(slot_values(c))
+    timeline = g.run()
+    step = timeline.makespan
+    stages = [{f"{k}_ns": v for k, v in attribute(timeline, k, step).items()} for k in range(s.pp)]
+    mem = memory(model, s, system.device.hbm_GB * GIB, sch.in_flight)
+    return Prediction(model, system, s, step, stages, mem)

@@ -1,0 +1,220 @@
+"""The pipeline schedule as engine tasks: 1F1B (PipeDream-Flush, Megatron's default) and
+Megatron's interleaved 1F1B with v model chunks per stage, each stage one rank class (its DP
+and TP replicas behave alike), with warm-up, steady state and cool-down.
+
+Per stage, in-order streams: ``compute`` (forward and backward work, the exposed tensor-parallel
+collectives, the optimizer), ``send`` (point-to-point sends to the neighbouring stages: the
+receiver's forward or backward waits on them as ``bubble``), ``dp`` (gradient collectives of the
+last micro-batch's backward, layer by layer, overlapped with it; ZeRO 1-2's weight all-gather
+after the optimizer), and with ZeRO-3 ``zero_ag`` / ``zero_rs`` (each layer's weights gathered
+one layer ahead, its gradients reduce-scattered after its backward, every micro-batch).
+
+Task durations are not fixed in the graph: each task names a *slot* (a per-layer or per-send
+cost) and a multiplier, so one graph per schedule shape is re-timed for every configuration of
+that shape (``Schedule.durations``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from stallscope.predict._engine import Graph, Stream
+
+#: Slot names: per-layer and per-event costs a configuration gives values to (seconds).
+SLOTS: Final[tuple[str, ...]] = (
+    "f_comp", "f_tp", "b_comp", "b_tp", "f", "b",
+    "embed_f", "embed_b", "logits_f", "logits_b", "send",
+    "zero_ag", "zero_rs", "dp_layer", "dp_embed", "tied_embed",
+    "opt_layer", "opt_embed", "param_ag_layer", "param_ag_embed",
+)  # fmt: skip
+_SLOT: Final = {n: i for i, n in enumerate(SLOTS)}
+
+
+def stage_order(pp: int, m: int, v: int, stage: int) -> list[tuple[str, int, int]]:
+    """The compute order of ``stage``: ("F" | "B", chunk, micro-batch) per op (Megatron's
+    interleaved order; v = 1 is plain 1F1B)."""
+    total = m * v
+    warm = min(total, (pp - stage - 1) * 2 + (v - 1) * pp) if v > 1 else min(m, pp - stage - 1)
+
+    def which(k: int, backward: bool) -> tuple[int, int]:
+        c = (k // pp) % v
+        return (v - 1 - c if backward else c), (k // (pp * v)) * pp + k % pp
+
+    ops: list[tuple[str, int, int]] = [("F", *which(k, False)) for k in range(warm)]
+    for j in range(total - warm):
+        ops.append(("F", *which(warm + j, False)))
+        ops.append(("B", *which(j, True)))
+    ops.extend(("B", *which(k, True)) for k in range(total - warm, total))
+    return ops
+
+
+def in_flight(order: list[tuple[str, int, int]]) -> int:
+    """Most (chunk, micro-batch) forwards whose backward has not run yet, at any point."""
+    live = most = 0
+    for op, _, _ in order:
+        live += 1 if op == "F" else -1
+        most = max(most, live)
+    return most
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What fixes a schedule graph's structure."""
+
+    pp: int
+    micro_batches: int
+    interleave: int
+    layers_per_chunk: int
+    zero3: bool
+    dp_overlap: bool  # per-layer gradient collectives in the last backward (dp > 1, ZeRO < 3)
+    tied: bool  # tied embedding all-reduce between first and last stage
+    param_gather: bool  # ZeRO 1-2: weights all-gathered after the optimizer
+    detail: bool  # compute and TP communication as separate tasks (for attribution)
+    tp_cat: str = "interconnect"
+    send_cat: str = "interconnect"
+    dp_cat: str = "network"
+
+
+@dataclass
+class Schedule:
+    """A pipeline schedule's graph plus, per task, its slot and multiplier."""
+
+    shape: Shape
+    graph: Graph
+    slot: list[int] = field(default_factory=list)
+    mult: list[float] = field(default_factory=list)
+    in_flight: list[int] = field(default_factory=list)  # per stage
+
+    def durations(self, values: dict[str, float]) -> list[int]:
+        """Task durations in ns for slot ``values`` in seconds."""
+        ns = [values.get(n, 0.0) * 1e9 for n in SLOTS]
+        return [round(ns[s] * k) for s, k in zip(self.slot, self.mult, strict=True)]
+
+
+def build(shape: Shape) -> Schedule:
+    """The schedule graph of ``shape`` (durations zero until ``durations`` fills them)."""
+    p, m, v, nl = shape.pp, shape.micro_batches, shape.interleave, shape.layers_per_chunk
+    g = Graph()
+    sch = Schedule(shape, g)
+
+    def unit(comp: int, ag: int, recent: list[int], phase: str, layers: int, label: str) -> int:
+        """One piece of ``layers`` layers' work on stream ``comp``; returns its last task."""
+        deps: tuple[int, ...] = ()
+        if shape.zero3:
+            gate = (recent[-2],) if len(recent) >= 2 else ()  # gather one layer ahead
+            deps = (add(ag, "zero_ag", layers, shape.dp_cat, gate, f"{label} gather"),)
+        lo = phase.lower()
+        if shape.detail:
+            add(comp, f"{lo}_comp", layers, "compute", deps, label)
+            last = add(comp, f"{lo}_tp", layers, shape.tp_cat, (), f"{label} tp")
+        else:
+            last = add(comp, lo, layers, "compute", deps, label)
+        recent.append(last)
+        return last
+
+    for s in range(p):
+        g.rank_class(f"stage {s}", 1)
+    pending: list[tuple[int, tuple[str, int, int, int]]] = []  # (task, key of its wait_on)
+    sends: dict[tuple[str, int, int, int], int] = {}  # (phase, stage, chunk, mb) -> send task
+
+    def add(
+        stream: int, slot: str, mult: float, cat: str, deps: tuple[int, ...] = (), label: str = ""
+    ) -> int:
+        g.stream_of.append(stream)
+        g.duration.append(0)
+        g.deps.append(deps)
+        g.wait_on.append(())
+        g.wait_as.append("bubble")
+        g.category.append(cat)
+        g.label.append(label)
+        g.nbytes.append(0)
+        sch.slot.append(_SLOT[slot])
+        sch.mult.append(mult)
+        return len(g.duration) - 1
+
+    for s in range(p):
+        comp = len(g.streams)
+        g.streams.append(Stream("compute", s))
+        send = len(g.streams)
+        g.streams.append(Stream("send", s))
+        dps = len(g.streams)
+        g.streams.append(Stream("dp", s))
+        ag = rs = -1
+        if shape.zero3:
+            ag = len(g.streams)
+            g.streams.append(Stream("zero_ag", s))
+            rs = len(g.streams)
+            g.streams.append(Stream("zero_rs", s))
+        order = stage_order(p, m, v, s)
+        sch.in_flight.append(in_flight(order))
+        last_b = {
+            c: max(k for k, (op, cc, _) in enumerate(order) if op == "B" and cc == c)
+            for c in range(v)
+        }
+        grad_tasks: list[int] = []
+        recent: list[int] = []  # compute units, for the ZeRO-3 prefetch window
+
+        for k, (op, c, i) in enumerate(order):
+            gc = c * p + s  # global chunk index
+            first_chunk, last_chunk = gc == 0, gc == p * v - 1
+            up = (op, s - 1, c, i) if s > 0 else ((op, p - 1, c - 1, i) if c > 0 else None)
+            down = (op, s + 1, c, i) if s < p - 1 else ((op, 0, c + 1, i) if c < v - 1 else None)
+            waits_on = up if op == "F" else down
+            tag = f"{op}{i} c{c}"
+            n_before = len(g.duration)
+            if op == "F":
+                if first_chunk:
+                    add(comp, "embed_f", 1, "compute", (), f"{tag} embedding")
+                pieces = nl if shape.zero3 else 1
+                for _ in range(pieces):
+                    last = unit(comp, ag, recent, "F", nl // pieces, tag)
+                if last_chunk:
+                    last = add(comp, "logits_f", 1, "compute", (), f"{tag} logits")
+                target = down
+            else:
+                if last_chunk:
+                    add(comp, "logits_b", 1, "compute", (), f"{tag} logits")
+                split = shape.zero3 or (shape.dp_overlap and k == last_b[c])
+                pieces = nl if split else 1
+                for _ in range(pieces):
+                    last = unit(comp, ag, recent, "B", nl // pieces, tag)
+                    if shape.zero3:
+                        grad_tasks.append(
+                            add(rs, "zero_rs", nl // pieces, shape.dp_cat, (last,), f"{tag} rs")
+                        )
+                    elif shape.dp_overlap and k == last_b[c]:
+                        grad_tasks.append(
+                            add(dps, "dp_layer", nl // pieces, shape.dp_cat, (last,), f"{tag} dp")
+                        )
+                if first_chunk:
+                    last = add(comp, "embed_b", 1, "compute", (), f"{tag} embedding")
+                target = (op, s - 1, c, i) if s > 0 else ((op, p - 1, c - 1, i) if c > 0 else None)
+            if waits_on is not None:
+                # the op's first task waits for its input from the neighbouring stage
+                first_task = next(
+                    t for t in range(n_before, len(g.duration)) if g.stream_of[t] == comp
+                )
+                pending.append((first_task, waits_on))
+            if target is not None:
+                sends[(op, s, c, i)] = add(send, "send", 1, shape.send_cat, (last,), f"{tag} send")
+        # end of step: embedding gradients, the optimizer, ZeRO 1-2's weight gather
+        if shape.dp_overlap or shape.zero3:
+            if s == 0:
+                grad_tasks.append(add(dps, "dp_embed", 1, shape.dp_cat, (last,), "embedding dp"))
+            if s == p - 1 and not shape.tied:
+                grad_tasks.append(add(dps, "dp_embed", 1, shape.dp_cat, (last,), "output dp"))
+        if shape.tied and s in (0, p - 1):
+            grad_tasks.append(add(dps, "tied_embed", 1, shape.dp_cat, (last,), "tied embedding"))
+        layers_here = nl * v
+        opt = add(comp, "opt_layer", layers_here, "compute", tuple(grad_tasks), "optimizer")
+        extra = (s == 0) + (s == p - 1 and not shape.tied)
+        if extra:
+            opt = add(comp, "opt_embed", extra, "compute", (), "optimizer embedding")
+        if shape.param_gather:
+            pg = add(dps, "param_ag_layer", layers_here, shape.dp_cat, (opt,), "weight gather")
+            if extra:
+                add(dps, "param_ag_embed", extra, shape.dp_cat, (pg,), "weight gather embedding")
+    for task, key in pending:
+        g.wait_on[task] = (sends[key],)
+    return sch

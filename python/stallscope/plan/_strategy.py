@@ -1,0 +1,140 @@
+"""One parallel configuration of a training job and its checks against a model and a GPU count.
+
+tp x pp x dp GPUs; each data-parallel replica takes ``global_batch / dp`` sequences per step in
+``micro_batches = global_batch / (dp x micro_batch)`` micro-batches through the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Final
+
+from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
+from stallscope.plan._model import Model
+
+RECOMPUTE: Final = ("none", "selective", "full")
+PRECISIONS: Final = ("bf16", "fp16", "fp8")
+ZERO_STAGES: Final = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Parallel split, batch, memory savers and numerics of one training configuration.
+
+    Memory per parameter (mixed precision with Adam): ``weight_bytes`` (the bf16 / fp16 copy
+    the layers use), ``grad_bytes`` (the gradient buffer, also what data parallelism reduces)
+    and ``optimizer_bytes`` (fp32 master weights, momentum and variance: 4 + 4 + 4)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    micro_batch: int = 1
+    global_batch: int = 1
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    zero: int = 0
+    interleave: int = 1
+    precision: str = "bf16"
+    weight_bytes: int = 2
+    grad_bytes: int = 2
+    optimizer_bytes: int = 12
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per replica per step."""
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def with_(self, **changes: Any) -> Strategy:
+        return replace(self, **changes)
+
+    def label(self) -> str:
+        """A short name: tp2.pp4.dp8.mb1.rc-full.sp.z1.v2"""
+        parts = [f"tp{self.tp}", f"pp{self.pp}", f"dp{self.dp}", f"mb{self.micro_batch}"]
+        parts.append(f"rc-{self.recompute}")
+        if self.sequence_parallel:
+            parts.append("sp")
+        parts.append(f"z{self.zero}")
+        if self.interleave > 1:
+            parts.append(f"v{self.interleave}")
+        return ".".join(parts)
+
+
+def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
+    """Raise PlanError naming the first rule ``s`` breaks for ``model`` (and ``gpus``), with
+    the nearest valid choices."""
+    for key in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave"):
+        v = getattr(s, key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise PlanError(f"{key} must be a positive integer, got {v!r}")
+    if s.recompute not in RECOMPUTE:
+        raise PlanError(f"recompute {s.recompute!r} is not one of {listed(RECOMPUTE)}")
+    if s.precision not in PRECISIONS:
+        raise PlanError(f"precision {s.precision!r} is not one of {listed(PRECISIONS)}")
+    if s.zero not in ZERO_STAGES:
+        raise PlanError(f"ZeRO stage {s.zero!r} is not one of {listed(ZERO_STAGES)}")
+    if gpus is not None and s.gpus != gpus:
+        raise PlanError(
+            f"tp x pp x dp = {s.tp} x {s.pp} x {s.dp} = {s.gpus} GPUs, but the job has {gpus}: "
+            f"with tp={s.tp} and pp={s.pp}, dp must be {gpus // (s.tp * s.pp)}"
+            if gpus % (s.tp * s.pp) == 0
+            else f"tp x pp x dp = {s.gpus} GPUs, but the job has {gpus}, and tp x pp = "
+            f"{s.tp * s.pp} does not divide {gpus}: choose tp and pp among the divisors "
+            f"{listed(divisors(gpus))}"
+        )
+    tp_ok = [t for t in divisors(model.heads) if model.kv_heads % t == 0]
+    if model.heads % s.tp or model.kv_heads % s.tp:
+        what = "heads" if model.heads % s.tp else "kv_heads"
+        raise PlanError(
+            f"tp={s.tp} does not divide {what} ({getattr(model, what)}) of {model.name!r}: each "
+            f"tensor-parallel rank holds whole heads; nearest valid tp: "
+            f"{listed(nearest_values(s.tp, tp_ok))}"
+        )
+    if model.ffn_hidden % s.tp:
+        raise PlanError(
+            f"tp={s.tp} does not divide ffn_hidden ({model.ffn_hidden}) of {model.name!r}: "
+            f"nearest valid tp: {listed(nearest_values(s.tp, [t for t in tp_ok if model.ffn_hidden % t == 0]))}"
+        )
+    chunks = s.pp * s.interleave
+    if model.layers % chunks:
+        ok = [d for d in divisors(model.layers) if d % s.pp == 0] if s.interleave > 1 else []
+        hint = (
+            f"nearest valid interleave for pp={s.pp}: "
+            f"{listed(nearest_values(s.interleave, [d // s.pp for d in ok]))}"
+            if ok and s.interleave > 1
+            else f"nearest valid pp: {listed(nearest_values(s.pp, divisors(model.layers)))}"
+        )
+        raise PlanError(
+            f"layers ({model.layers}) of {model.name!r} are not divisible by pp x interleave = "
+            f"{s.pp} x {s.interleave} = {chunks}: every pipeline chunk holds the same number of "
+            f"layers; {hint}"
+        )
+    if s.interleave > 1 and s.pp == 1:
+        raise PlanError("interleave > 1 needs pipeline parallelism (pp > 1): use interleave 1")
+    per = s.dp * s.micro_batch
+    if s.global_batch % per:
+        lo = max(per, s.global_batch // per * per)
+        raise PlanError(
+            f"global batch {s.global_batch} is not divisible by dp x micro-batch = {s.dp} x "
+            f"{s.micro_batch} = {per}: nearest valid global batches {lo} and {lo + per}; or a "
+            f"micro-batch among {listed([m for m in divisors(s.global_batch // s.dp) if (s.global_batch % s.dp) == 0][:8]) or 'none for this dp'}"
+        )
+    if s.interleave > 1 and s.micro_batches % s.pp:
+        raise PlanError(
+            f"the interleaved schedule needs the micro-batches per replica ({s.micro_batches}) "
+            f"to be a multiple of pp ({s.pp}): change the global batch, micro-batch or dp"
+        )
+    if s.sequence_parallel and s.tp == 1:
+        raise PlanError(
+            "sequence parallel splits activations across tensor-parallel ranks: it needs tp > 1"
+        )
+    if model.seq_len % s.tp and s.sequence_parallel:
+        raise PlanError(
+            f"sequence parallel needs seq_len ({model.seq_len}) divisible by tp ({s.tp})"
+        )

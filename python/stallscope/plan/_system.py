@@ -1,0 +1,257 @@
+"""The cluster a plan runs on: a GPU model, GPUs per node (the NVLink / NVSwitch domain), the
+per-GPU bandwidth inside a node and the per-node NIC bandwidth across nodes.
+
+A system file is JSON: ``{"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GBps": 300,
+"inter_node_Gbps": 1600}`` (per direction: per GPU inside a node in GB/s, per node across nodes
+in Gbit/s). The GPU's figures come from the device table (``stallscope.predict``'s
+``device(name)``); optional keys override them: ``peak_tflops`` (a number for bf16, or per
+precision), ``hbm_GBps``, ``hbm_GB``, ``sms``, ``matmul_fraction``, ``efficiency_table`` (a
+measured GEMM / attention table, see ``_device``), ``intra_node_fraction``,
+``inter_node_fraction``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from stallscope.plan._device import Device, default_matmul_fraction, efficiency_defaults
+from stallscope.plan._errors import PlanError, listed, nearest_names
+
+_REQUIRED = ("gpu", "gpus_per_node", "intra_node_GBps", "inter_node_Gbps")
+_DEVICE_KEYS = ("peak_tflops", "hbm_GBps", "hbm_GB", "sms", "matmul_fraction", "efficiency_table")
+_INFORMATIVE = frozenset({"source", "sources", "notes", "note", "date", "nics", "nvlink", "price"})
+
+
+@dataclass(frozen=True)
+class System:
+    """A homogeneous cluster: nodes of ``gpus_per_node`` GPUs."""
+
+    name: str
+    gpu: str
+    gpus_per_node: int
+    intra_node_GBps: float  # noqa: N815 (the system file's key); per GPU, per direction (NVLink / NVSwitch)
+    inter_node_Gbps: float  # noqa: N815 (per node, per direction: all its NICs)
+    device: Device
+    intra_node_fraction: float = 0.77
+    inter_node_fraction: float = 0.9
+    base_latency_s: float = 8.4e-6
+    nvlink_hop_s: float = 3.4e-6
+    network_hop_s: float = 9.6e-6
+
+    @property
+    def intra_bytes_s(self) -> float:
+        """Achievable bus bandwidth per GPU inside a node, bytes/s."""
+        return self.intra_node_GBps * 1e9 * self.intra_node_fraction
+
+    @property
+    def inter_bytes_s_per_gpu(self) -> float:
+        """Achievable NIC bandwidth per GPU when every GPU of a node sends at once, bytes/s."""
+        return self.inter_node_Gbps / 8 * 1e9 * self.inter_node_fraction / self.gpus_per_node
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "device"}
+        d = self.device
+        out["device"] = {
+            "name": d.name,
+            "peak_tflops": dict(d.peak_tflops),
+            "hbm_GBps": d.hbm_GBps,
+            "hbm_GB": d.hbm_GB,
+            "sms": d.sms,
+            "matmul_fraction": d.matmul_fraction,
+            "gemm_fixed_s": d.gemm_fixed_s,
+            "attn_fwd_fraction": d.attn_fwd_fraction,
+            "attn_bwd_fraction": d.attn_bwd_fraction,
+            "hbm_fraction": d.hbm_fraction,
+            "basis": dict(d.basis),
+        }
+        return out
+
+    def scaled(
+        self,
+        compute: float = 1.0,
+        hbm_capacity: float = 1.0,
+        hbm_bandwidth: float = 1.0,
+        nvlink_domain: float = 1.0,
+        nic: float = 1.0,
+        nvlink_bandwidth: float = 1.0,
+    ) -> System:
+        """This system with its figures scaled (the what-if knobs). ``nvlink_domain`` scales the
+        GPUs per NVLink domain (node) keeping each GPU's NIC share."""
+        for k, v in locals().items():
+            if k != "self" and not v > 0:
+                raise PlanError(f"what-if factor {k} must be > 0, got {v}")
+        d = self.device
+        dev = replace(
+            d,
+            peak_tflops={p: v * compute for p, v in d.peak_tflops.items()},
+            hbm_GB=d.hbm_GB * hbm_capacity,
+            hbm_GBps=d.hbm_GBps * hbm_bandwidth,
+        )
+        g = max(1, round(self.gpus_per_node * nvlink_domain))
+        return replace(
+            self,
+            device=dev,
+            gpus_per_node=g,
+            intra_node_GBps=self.intra_node_GBps * nvlink_bandwidth,
+            inter_node_Gbps=self.inter_node_Gbps * nic * g / self.gpus_per_node,
+        )
+
+
+def _device_table_figures(gpu: str) -> dict[str, Any] | None:
+    """The device table's figures of ``gpu`` (peak_tflops per precision, hbm_GBps, hbm_GB,
+    sms when known), or None when no device table is installed."""
+    import importlib
+
+    try:
+        _devices: Any = importlib.import_module("stallscope.predict._devices")  # the GPU table
+    except ImportError:
+        return None
+    dev: Any = _devices.device(gpu)  # raises with the nearest names on an unknown GPU
+    get = dev.get if isinstance(dev, Mapping) else lambda k, default=None: getattr(dev, k, default)
+    peaks = get("peak_tflops") or get("tflops") or {}
+    return {
+        "name": str(get("name", gpu)),
+        "peak_tflops": {str(k): float(v) for k, v in dict(peaks).items() if v},
+        "hbm_GBps": float(get("hbm_GBps") or get("memory_GBps") or 0),
+        "hbm_GB": float(get("hbm_GB") or get("memory_GB") or 0),
+        "sms": int(get("sms") or 0),
+    }
+
+
+def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> Device:
+    """A Device for ``gpu``: the device table's figures, then ``overrides``, then the default
+    efficiencies (plan/data/efficiency.json) or a measured table."""
+    figures: dict[str, Any] = {}
+    try:
+        figures = _device_table_figures(gpu) or {}
+    except Exception as e:  # the table's own error names the nearest GPUs
+        if not all(k in overrides for k in ("peak_tflops", "hbm_GBps", "hbm_GB")):
+            raise PlanError(f"{where}: {e}") from None
+    peak = overrides.get("peak_tflops", figures.get("peak_tflops"))
+    if isinstance(peak, (int, float)):
+        peak = {"bf16": float(peak), "fp16": float(peak)}
+    hbm_bw = overrides.get("hbm_GBps", figures.get("hbm_GBps"))
+    hbm_gb = overrides.get("hbm_GB", figures.get("hbm_GB"))
+    if not peak or not hbm_bw or not hbm_gb:
+        raise PlanError(
+            f"{where}: unknown GPU {gpu!r}: the device table does not have it"
+            + ("" if figures else " (no device table is installed)")
+            + '; give its figures in the system file: "peak_tflops": {"bf16": ...}, '
+            '"hbm_GBps": ..., "hbm_GB": ...'
+        )
+    eff = efficiency_defaults()
+    frac, frac_basis = default_matmul_fraction(gpu)
+    if "matmul_fraction" in overrides:
+        frac, frac_basis = float(overrides["matmul_fraction"]), f"given by {where}"
+    dev = Device(
+        name=str(figures.get("name", gpu)),
+        peak_tflops={str(k): float(v) for k, v in dict(peak).items()},
+        hbm_GBps=float(hbm_bw),
+        hbm_GB=float(hbm_gb),
+        sms=int(overrides.get("sms", figures.get("sms", 0)) or 0),
+        matmul_fraction=frac,
+        gemm_fixed_s=float(eff["gemm_fixed_us"]["value"]) * 1e-6,
+        attn_fwd_fraction=float(eff["attention"]["fwd_fraction"]),
+        attn_bwd_fraction=float(eff["attention"]["bwd_fraction"]),
+        hbm_fraction=float(eff["hbm_fraction"]["value"]),
+        basis={
+            "matmul": frac_basis,
+            "attention": str(eff["attention"]["basis"]),
+            "hbm": str(eff["hbm_fraction"]["basis"]),
+        },
+    )
+    table = overrides.get("efficiency_table") or _shipped_table(dev.name)
+    if table:
+        dev = dev.calibrated(_read_table(table, where), str(table))
+    return dev
+
+
+def _shipped_table(gpu: str) -> Path | None:
+    """A measured efficiency table shipped for ``gpu`` (predict/data/efficiency/<GPU>.json)."""
+    folder = Path(__file__).parents[1] / "predict" / "data" / "efficiency"
+    if not folder.is_dir():
+        return None
+    up = gpu.upper()
+    for f in sorted(folder.glob("*.json")):
+        if up.startswith(f.stem.upper()):
+            return f
+    return None
+
+
+def _read_table(table: Any, where: str) -> Any:
+    if isinstance(table, (dict, list)):
+        return table
+    import json
+
+    try:
+        return json.loads(Path(table).read_text())
+    except (OSError, ValueError) as e:
+        raise PlanError(f"{where}: efficiency table {table} is not readable JSON ({e})") from None
+
+
+def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> System:
+    """A System from a system file's keys."""
+    where = f"system {doc.get('name', name)!r}"
+    missing = [k for k in _REQUIRED if k not in doc]
+    if missing:
+        raise PlanError(
+            f"{where} lacks {listed(missing)}: a system file needs at least "
+            '{"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GBps": 300, '
+            '"inter_node_Gbps": 1600}'
+        )
+    known = {
+        *_REQUIRED,
+        *_DEVICE_KEYS,
+        *_INFORMATIVE,
+        "name",
+        "intra_node_fraction",
+        "inter_node_fraction",
+    }
+    unknown = [k for k in doc if k not in known]
+    if unknown:
+        hints = "; ".join(f"{u!r} (nearest: {listed(nearest_names(u, known, 2))})" for u in unknown)
+        raise PlanError(f"{where}: unknown keys {hints}")
+    for k in ("gpus_per_node", "intra_node_GBps", "inter_node_Gbps"):
+        v = doc[k]
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+            raise PlanError(f"{where}: {k} must be a positive number, got {v!r}")
+    if int(doc["gpus_per_node"]) != doc["gpus_per_node"]:
+        raise PlanError(f"{where}: gpus_per_node must be a whole number")
+    eff = efficiency_defaults()
+    lat = eff["latency_us"]
+    return System(
+        name=str(doc.get("name", name)),
+        gpu=str(doc["gpu"]),
+        gpus_per_node=int(doc["gpus_per_node"]),
+        intra_node_GBps=float(doc["intra_node_GBps"]),
+        inter_node_Gbps=float(doc["inter_node_Gbps"]),
+        device=build_device(str(doc["gpu"]), doc, where),
+        intra_node_fraction=float(
+            doc.get("intra_node_fraction", eff["intra_node_fraction"]["value"])
+        ),
+        inter_node_fraction=float(
+            doc.get("inter_node_fraction", eff["inter_node_fraction"]["value"])
+        ),
+        base_latency_s=float(lat["base"]) * 1e-6,
+        nvlink_hop_s=float(lat["nvlink_hop"]) * 1e-6,
+        network_hop_s=float(lat["network_hop"]) * 1e-6,
+    )
+
+
+def load_system(source: System | Mapping[str, Any] | str | Path) -> System:
+    """A System from a System, a dict, a JSON file's path or a preset's name."""
+    if isinstance(source, System):
+        return source
+    if isinstance(source, Mapping):
+        return system_from_dict(source)
+    path = Path(source)
+    if path.suffix == ".json" or path.exists():
+        from stallscope.plan._model import _read_json
+
+        return system_from_dict(_read_json(path, "system"), name=path.stem)
+    from stallscope.plan._preset_lookup import preset_system
+
+    return preset_system(str(source))

@@ -1,0 +1,111 @@
+"""Model and system files: keys, aliases, presets and the errors of bad ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stallscope.plan import PlanError, load_model, load_system
+
+from .conftest import DGX_A100, GPT3
+
+
+def test_model_file_and_aliases(tmp_path: Path) -> None:
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(GPT3))
+    m = load_model(f)
+    assert (m.layers, m.hidden, m.kv_heads, m.ffn_hidden) == (96, 12288, 96, 49152)
+    hf = {
+        "model_type": "llama",
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 8192,
+        "vocab_size": 128256,
+        "hidden_act": "silu",
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+    }
+    llama = load_model(hf)
+    assert llama.gated_ffn and llama.kv_heads == 8 and llama.seq_len == 8192
+    assert llama.params() == pytest.approx(8.0e9, rel=0.03)  # Llama 3 8B
+
+
+def test_bad_model_files(tmp_path: Path) -> None:
+    with pytest.raises(PlanError, match="lacks heads, seq_len"):
+        load_model({"layers": 2, "hidden": 8, "vocab": 8})
+    with pytest.raises(PlanError, match="'hiden': did you mean hidden"):
+        load_model(GPT3 | {"hiden": 3})
+    with pytest.raises(PlanError, match="not a multiple of heads"):
+        load_model(GPT3 | {"heads": 100})
+    with pytest.raises(PlanError, match="layers must be a positive integer"):
+        load_model(GPT3 | {"layers": 0})
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(PlanError, match="not readable JSON"):
+        load_model(bad)
+    with pytest.raises(PlanError, match="does not exist"):
+        load_model(tmp_path / "missing.json")
+
+
+def test_system_keys_and_errors() -> None:
+    s = load_system(DGX_A100)
+    assert s.device.peak("bf16") == 312e12
+    assert s.inter_bytes_s_per_gpu == pytest.approx(1600 / 8 * 1e9 * 0.9 / 8)
+    with pytest.raises(PlanError, match="lacks inter_node_Gbps"):
+        load_system({k: v for k, v in DGX_A100.items() if k != "inter_node_Gbps"})
+    with pytest.raises(PlanError, match=r"'gpus_per_nod' \(nearest: gpus_per_node"):
+        load_system(DGX_A100 | {"gpus_per_nod": 8})
+    with pytest.raises(PlanError, match="gpus_per_node must be a positive number"):
+        load_system(DGX_A100 | {"gpus_per_node": 0})
+
+
+def test_unknown_gpu_names_the_figures_to_give() -> None:
+    doc = {"gpu": "Z9000", "gpus_per_node": 8, "intra_node_GBps": 300, "inter_node_Gbps": 1600}
+    with pytest.raises(PlanError, match=r"Z9000|peak_tflops"):
+        load_system(doc)
+
+
+def test_unknown_preset_names_the_nearest() -> None:
+    with pytest.raises(PlanError, match="preset"):
+        load_model("no-such-model-xyz")
+
+
+def test_efficiency_table_calibrates_the_device() -> None:
+    rows = [
+        {
+            "op": "gemm",
+            "m": n,
+            "n": n,
+            "k": n,
+            "dtype": "bf16",
+            "tflops": 2 * n**3 / (2 * n**3 / 250e12 + 4e-6) / 1e12,
+        }
+        for n in (512, 1024, 2048, 4096, 8192)
+    ]
+    rows.append(
+        {
+            "op": "attention",
+            "batch": 4,
+            "heads": 16,
+            "seq": 2048,
+            "head_dim": 128,
+            "causal": True,
+            "dtype": "bf16",
+            "fwd_tflops": 200.0,
+            "bwd_tflops": 150.0,
+        }
+    )
+    s = load_system(DGX_A100 | {"sms": 0, "efficiency_table": {"rows": rows, "memcpy_GBps": 1800}})
+    d = s.device
+    assert d.matmul_fraction == pytest.approx(250 / 312, rel=1e-6)
+    assert d.gemm_fixed_s == pytest.approx(4e-6, rel=1e-6)
+    assert d.attn_fwd_fraction == pytest.approx(200 / 312)
+    assert d.hbm_fraction == pytest.approx(1800 / 2039)
+    assert "least squares over 5 measured GEMMs" in d.basis["matmul"]
+    with pytest.raises(PlanError, match="no usable rows"):
+        load_system(DGX_A100 | {"efficiency_table": {"rows": [{"op": "conv"}]}})

@@ -1,0 +1,81 @@
+"""Memory per GPU against Korthikanti et al.'s activation formulas and a hand-computed case."""
+
+from __future__ import annotations
+
+import pytest
+
+from stallscope.plan import Model, Strategy, load_model
+from stallscope.plan._memory import GIB, layer_activation_bytes, memory
+
+# Korthikanti et al. (2022) measure with fp16 activations, unfused attention and dropout
+KORTHIKANTI = {"flash_attention": False, "dropout": True}
+
+
+def _m(**kw: object) -> Model:
+    base = {"layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048, "vocab": 51200}
+    return load_model(base | KORTHIKANTI | kw)
+
+
+@pytest.mark.parametrize("t", [1, 2, 8])
+def test_activations_match_korthikanti(t: int) -> None:
+    m = _m()
+    s, b, h, a = m.seq_len, 2, m.hidden, m.heads
+    st = Strategy(tp=t, micro_batch=b, global_batch=b)
+    sbh = s * b * h
+    # table 2 of the paper: no parallelism; tensor parallel; + sequence parallel; + selective
+    assert layer_activation_bytes(m, st) == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    if t > 1:
+        sp = st.with_(sequence_parallel=True)
+        assert layer_activation_bytes(m, sp) == pytest.approx(sbh / t * (34 + 5 * a * s / h))
+        sel = sp.with_(recompute="selective")
+        assert layer_activation_bytes(m, sel) == pytest.approx(sbh / t * 34)
+        assert layer_activation_bytes(m, sp.with_(recompute="full")) == pytest.approx(2 * sbh / t)
+    else:
+        assert layer_activation_bytes(m, st) == pytest.approx(sbh * (34 + 5 * a * s / h))
+        assert layer_activation_bytes(m, st.with_(recompute="full")) == pytest.approx(2 * sbh)
+
+
+def test_flash_attention_drops_the_score_term() -> None:
+    m = _m(flash_attention=True)
+    st = Strategy(tp=8, micro_batch=1, global_batch=1, sequence_parallel=True)
+    sbh = m.seq_len * m.hidden
+    lse = 4 * m.heads * m.seq_len / 8
+    assert layer_activation_bytes(m, st) == pytest.approx(sbh / 8 * 34 + lse)
+
+
+def test_hand_computed_small_case() -> None:
+    # 4 layers, h = 1024, 16 heads, s = 512, V = 1000, f = 4096, no dropout, flash, tied;
+    # tp=2, pp=2, dp=2, micro-batch 2, 8 micro-batches, ZeRO-1, no recompute.
+    m = load_model({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 512, "vocab": 1000})
+    st = Strategy(tp=2, pp=2, dp=2, micro_batch=2, global_batch=32, zero=1)
+    layer = 4 * 1024 * 1024 + 2 * 1024 * 4096 + 4 * 1024  # attention + FFN + norms
+    stage0 = 2 * layer / 2 + 1000 * 1024 / 2  # two layers and the embedding, half each (tp)
+    sb = 512 * 2
+    act = 8 * sb * 1024 + (8 * 1024 * sb + 4 * sb * 4096) / 2 + 4 * 16 * sb / 2
+    mem = memory(m, st, 80 * GIB, in_flight=[2, 1])
+    assert mem.stage == 0
+    assert mem.weights == pytest.approx(stage0 * 2)
+    assert mem.gradients == pytest.approx(stage0 * 2)
+    assert mem.optimizer == pytest.approx(stage0 * 12 / 2)
+    assert mem.activations == pytest.approx(2 * 2 * act + 2 * 2 * sb * 1024)
+    held = stage0 * (2 + 2 + 6) + mem.activations
+    assert mem.total == pytest.approx(held * 1.05 + GIB)
+    assert mem.fits
+
+
+def test_zero_stages_shard_optimizer_then_gradients_then_weights(gpt3: Model) -> None:
+    st = Strategy(tp=8, pp=1, dp=8, micro_batch=1, global_batch=8)
+    m0, m1, m2, m3 = (memory(gpt3, st.with_(zero=z), 80 * GIB, [1]) for z in range(4))
+    assert m1.optimizer == pytest.approx(m0.optimizer / 8)
+    assert m2.gradients == pytest.approx(m0.gradients / 8) and m1.gradients == m0.gradients
+    assert m3.weights < m0.weights / 4 and m2.weights == m0.weights
+
+
+def test_a_configuration_that_does_not_fit_says_what_and_by_how_much(gpt3: Model) -> None:
+    st = Strategy(tp=8, pp=1, dp=1, micro_batch=1, global_batch=1)
+    mem = memory(gpt3, st, 80 * GIB, [1])
+    assert not mem.fits
+    msg = mem.shortfall()
+    assert "GiB over" in msg and "optimizer" in msg and "weights" in msg
+    over = (mem.total - mem.capacity) / GIB
+    assert f"{over:.1f} GiB over" in msg

@@ -1,0 +1,94 @@
+"""The pipeline schedules on the engine: 1F1B and interleaved bubbles against their formulas
+when communication is free, the compute order, micro-batches in flight."""
+
+from __future__ import annotations
+
+import pytest
+
+from stallscope.plan._schedule import Shape, build, in_flight, stage_order
+from stallscope.predict._engine import attribute
+
+
+def _shape(p: int, m: int, v: int, nl: int = 1, **kw: bool) -> Shape:
+    base = {"zero3": False, "dp_overlap": False, "tied": False, "param_gather": False}
+    return Shape(p, m, v, nl, detail=False, **(base | kw))
+
+
+@pytest.mark.parametrize(("p", "m"), [(1, 4), (2, 1), (4, 8), (4, 3), (8, 64), (3, 7)])
+def test_1f1b_bubble_is_p_minus_1_over_m_plus_p_minus_1(p: int, m: int) -> None:
+    sch = build(_shape(p, m, 1, nl=2))
+    g = sch.graph
+    g.duration[:] = sch.durations({"f": 1e-6, "b": 2e-6})  # per layer: 1 us forward, 2 backward
+    t = g.run()
+    work = m * 2 * 3_000  # ns of compute per stage
+    assert t.makespan == (m + p - 1) * 2 * 3_000
+    for k in range(p):
+        cols = attribute(t, k, t.makespan)
+        assert cols["compute"] == work
+        assert cols["bubble"] + cols["host"] == t.makespan - work
+        assert (t.makespan - work) / t.makespan == pytest.approx((p - 1) / (m + p - 1))
+
+
+@pytest.mark.parametrize(("p", "m", "v"), [(2, 4, 2), (4, 8, 2), (4, 16, 4), (8, 16, 3)])
+def test_interleaved_bubble_is_the_1f1b_bubble_over_v(p: int, m: int, v: int) -> None:
+    sch = build(_shape(p, m, v))
+    g = sch.graph
+    g.duration[:] = sch.durations({"f": 1e-6, "b": 2e-6})  # per chunk of one layer
+    t = g.run()
+    stage_f_b = v * 3_000  # one micro-batch's forward + backward through a whole stage
+    bubble = t.makespan - m * stage_f_b
+    assert bubble == (p - 1) * stage_f_b // v
+
+
+def test_1f1b_order_warm_up_steady_cool_down() -> None:
+    assert stage_order(4, 6, 1, 0) == [
+        ("F", 0, 0), ("F", 0, 1), ("F", 0, 2),
+        ("F", 0, 3), ("B", 0, 0), ("F", 0, 4), ("B", 0, 1), ("F", 0, 5), ("B", 0, 2),
+        ("B", 0, 3), ("B", 0, 4), ("B", 0, 5),
+    ]  # fmt: skip
+    assert stage_order(4, 6, 1, 3)[:4] == [("F", 0, 0), ("B", 0, 0), ("F", 0, 1), ("B", 0, 1)]
+    assert [in_flight(stage_order(4, 6, 1, s)) for s in range(4)] == [4, 3, 2, 1]
+    assert in_flight(stage_order(4, 2, 1, 0)) == 2  # never more than the micro-batches
+
+
+def test_interleaved_order_visits_every_chunk_and_micro_batch_once() -> None:
+    p, m, v = 4, 8, 3
+    for s in range(p):
+        order = stage_order(p, m, v, s)
+        fwd = [(c, i) for op, c, i in order if op == "F"]
+        bwd = [(c, i) for op, c, i in order if op == "B"]
+        assert sorted(fwd) == sorted(bwd) == [(c, i) for c in range(v) for i in range(m)]
+    # the first stage holds more chunk-micro-batches than 1F1B's p stages' worth
+    assert in_flight(stage_order(p, m, v, 0)) == (p - 1) * 2 + (v - 1) * p + 1
+
+
+def test_send_time_adds_to_the_pipeline_fill() -> None:
+    p, m = 4, 8
+    sch = build(_shape(p, m, 1))
+    g = sch.graph
+    g.duration[:] = sch.durations({"f": 1e-6, "b": 2e-6, "send": 0.5e-6})
+    t = g.run()
+    # the first micro-batch's forward crosses p - 1 links and its backward p - 1 more
+    assert t.makespan >= (m + p - 1) * 3_000 + 2 * (p - 1) * 500
+    assert attribute(t, p - 1, t.makespan)["bubble"] > 0
+
+
+def test_dp_gradients_overlap_the_last_backward() -> None:
+    sch = build(_shape(1, 2, 1, nl=4, dp_overlap=True))
+    g = sch.graph
+    g.duration[:] = sch.durations({"f": 1e-6, "b": 2e-6, "dp_layer": 1.5e-6})
+    t = g.run()
+    # 2 x 4 layers x 3 us of compute; per-layer gradient collectives of 1.5 us hide behind the
+    # next layer's 2 us backward except the last one
+    assert t.makespan == 24_000 + 1_500
+    cols = attribute(t, 0, t.makespan)
+    assert cols["network"] == 1_500
+
+
+def test_zero3_gathers_hide_behind_compute_but_the_first() -> None:
+    sch = build(_shape(1, 1, 1, nl=4, zero3=True))
+    g = sch.graph
+    g.duration[:] = sch.durations({"f": 1e-6, "b": 2e-6, "zero_ag": 0.5e-6})
+    t = g.run()
+    # the first forward gather (0.5 us) is exposed; later ones run a layer ahead
+    assert t.makespan == 500 + 4 * 3_000
