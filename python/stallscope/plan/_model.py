@@ -43,7 +43,9 @@ _ALIASES: dict[str, str] = {
     "untie_embeddings_and_output_weights": "untied",
 }
 #: Keys a model file may carry that the planner does not use.
-_INFORMATIVE = frozenset({"source", "sources", "notes", "note", "params", "family", "date"})
+_INFORMATIVE = frozenset(
+    {"source", "sources", "notes", "note", "params", "params_b", "family", "date", "where", "aliases"}
+)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ def _table(kind: str) -> dict[str, dict[str, Any]]:
 def _find(kind: str, name: str) -> tuple[str, dict[str, Any]]:
     table = _table(kind)
     norm = {_norm(k): k for k in table}
+    for k, entry in table.items():
+        for alias in entry.get("aliases", ()):
+            norm.setdefault(_norm(str(alias)), k)
     key = norm.get(_norm(name))
     if key is None:
         what = "model" if kind == "models" else "system"

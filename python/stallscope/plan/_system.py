@@ -22,7 +22,10 @@ from stallscope.plan._errors import PlanError, listed, nearest_names
 
 _REQUIRED = ("gpu", "gpus_per_node", "intra_node_GBps", "inter_node_Gbps")
 _DEVICE_KEYS = ("peak_tflops", "hbm_GBps", "hbm_GB", "sms", "matmul_fraction", "efficiency_table")
-_INFORMATIVE = frozenset({"source", "sources", "notes", "note", "date", "nics", "nvlink", "price"})
+_INFORMATIVE = frozenset(
+    {"source", "sources", "notes", "note", "date", "aliases", "where", "price"}
+    | {"nics_per_node", "intra_node_link", "inter_node_link"}
+)
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,9 @@ def _device_table_figures(gpu: str) -> dict[str, Any] | None:
     return {
         "name": str(get("name", gpu)),
         "peak_tflops": {str(k): float(v) for k, v in dict(peaks).items() if v},
-        "hbm_GBps": float(get("hbm_GBps") or get("memory_GBps") or 0),
-        "hbm_GB": float(get("hbm_GB") or get("memory_GB") or 0),
-        "sms": int(get("sms") or 0),
+        "hbm_GBps": float(get("memory_bandwidth_GBps") or get("hbm_GBps") or 0),
+        "hbm_GB": float(get("memory_gb") or get("hbm_GB") or 0),
+        "sms": int(get("sm_count") or get("sms") or 0),
     }
 
 
