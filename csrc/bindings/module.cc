@@ -13,6 +13,7 @@ void bind_cupti(py::module_& m);
 void bind_kineto(py::module_& m);
 void bind_arrow(py::module_& m);
 void bind_analysis(py::module_& m);
+void bind_predict(py::module_& m);
 }  // namespace stallscope::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -26,4 +27,5 @@ PYBIND11_MODULE(_core, m) {
   stallscope::bindings::bind_kineto(m);
   stallscope::bindings::bind_arrow(m);
   stallscope::bindings::bind_analysis(m);
+  stallscope::bindings::bind_predict(m);
 }

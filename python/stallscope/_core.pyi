@@ -225,3 +225,44 @@ def hta_rows(
     include_last_step: bool,
     gpu_only: bool = False,
 ) -> dict[str, npt.NDArray[Any]]: ...
+
+# predictor: the engine's run, natively (csrc/predict/)
+def engine_run(
+    order: npt.NDArray[np.int32],
+    stream: npt.NDArray[np.int32],
+    n_streams: int,
+    dep_ptr: npt.NDArray[np.int64],
+    dep_idx: npt.NDArray[np.int32],
+    wait_ptr: npt.NDArray[np.int64],
+    wait_idx: npt.NDArray[np.int32],
+    duration: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
+def engine_makespans(
+    order: npt.NDArray[np.int32],
+    stream: npt.NDArray[np.int32],
+    n_streams: int,
+    dep_ptr: npt.NDArray[np.int64],
+    dep_idx: npt.NDArray[np.int32],
+    wait_ptr: npt.NDArray[np.int64],
+    wait_idx: npt.NDArray[np.int32],
+    durations: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]: ...
+def engine_order(
+    stream: npt.NDArray[np.int32],
+    n_streams: int,
+    dep_ptr: npt.NDArray[np.int64],
+    dep_idx: npt.NDArray[np.int32],
+    wait_ptr: npt.NDArray[np.int64],
+    wait_idx: npt.NDArray[np.int32],
+) -> npt.NDArray[np.int32] | None: ...
+def pipeline_graph(
+    pp: int,
+    micro_batches: int,
+    interleave: int,
+    layers_per_chunk: int,
+    zero3: bool,
+    dp_overlap: bool,
+    tied: bool,
+    param_gather: bool,
+    detail: bool,
+) -> dict[str, npt.NDArray[Any]]: ...

@@ -44,7 +44,18 @@ _ALIASES: dict[str, str] = {
 }
 #: Keys a model file may carry that the planner does not use.
 _INFORMATIVE = frozenset(
-    {"source", "sources", "notes", "note", "params", "params_b", "family", "date", "where", "aliases"}
+    {
+        "source",
+        "sources",
+        "notes",
+        "note",
+        "params",
+        "params_b",
+        "family",
+        "date",
+        "where",
+        "aliases",
+    }
 )
 
 

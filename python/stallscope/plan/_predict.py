@@ -4,17 +4,18 @@ columns per pipeline stage, throughput, MFU and memory."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from stallscope import _core
 from stallscope.plan._costs import Costs, costs
 from stallscope.plan._layout import Layout, layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
-from stallscope.plan._schedule import Schedule, Shape, build
+from stallscope.plan._schedule import SLOTS, Schedule, Shape, in_flight_counts
 from stallscope.plan._strategy import Strategy, check
 from stallscope.plan._system import System
-from stallscope.predict._engine import CATEGORIES, attribute
+from stallscope.predict._compiled import CompiledGraph, attribute_fast
+from stallscope.predict._engine import CATEGORIES, Graph, Stream
 
 #: The stall columns of a prediction, in the stall table's order plus the pipeline bubble.
 STALL_COLUMNS: tuple[str, ...] = tuple(f"{c}_ns" for c in CATEGORIES)
@@ -114,9 +115,53 @@ def slot_values(c: Costs) -> dict[str, float]:
     return v
 
 
-@lru_cache(maxsize=64)
-def _schedule(shape: Shape) -> Schedule:
-    return build(shape)
+def _category(shape: Shape) -> list[str]:
+    """What each slot's task counts as in the stall columns."""
+    cat = dict.fromkeys(SLOTS, "compute")
+    cat |= {"f_tp": shape.tp_cat, "b_tp": shape.tp_cat, "send": shape.send_cat}
+    cat |= dict.fromkeys(
+        ("zero_ag", "zero_rs", "dp_layer", "dp_embed", "param_ag_layer", "param_ag_embed"),
+        shape.dp_cat,
+    )
+    cat["tied_embed"] = shape.dp_cat
+    return [cat[n] for n in SLOTS]
+
+
+def native_schedule(shape: Shape) -> Schedule:
+    """``_schedule.build(shape)`` built natively (tests hold the two equal): a Graph whose
+    labels are the slot names."""
+    a = _core.pipeline_graph(
+        shape.pp,
+        shape.micro_batches,
+        shape.interleave,
+        shape.layers_per_chunk,
+        shape.zero3,
+        shape.dp_overlap,
+        shape.tied,
+        shape.param_gather,
+        shape.detail,
+    )
+    names = ["compute", "send", "dp", *(("zero_ag", "zero_rs") if shape.zero3 else ())]
+    cats = _category(shape)
+    slot = a["slot"].tolist()
+    dp_, di = a["dep_ptr"].tolist(), a["dep_idx"].tolist()
+    wp, wi = a["wait_ptr"].tolist(), a["wait_idx"].tolist()
+    n = len(slot)
+    g = Graph(
+        streams=[Stream(nm, k) for k in range(shape.pp) for nm in names],
+        classes=[(f"stage {k}", 1) for k in range(shape.pp)],
+        stream_of=a["stream"].tolist(),
+        duration=[0] * n,
+        deps=[tuple(di[dp_[i] : dp_[i + 1]]) for i in range(n)],
+        wait_on=[tuple(wi[wp[i] : wp[i + 1]]) for i in range(n)],
+        wait_as=["bubble"] * n,
+        category=[cats[x] for x in slot],
+        label=[SLOTS[x] for x in slot],
+        nbytes=[0] * n,
+    )
+    sch = Schedule(shape, g, slot, a["mult"].tolist())
+    sch.in_flight = in_flight_counts(shape.pp, shape.micro_batches, shape.interleave)
+    return sch
 
 
 def predict_strategy(model: Model, system: System, s: Strategy) -> Prediction:
@@ -124,11 +169,13 @@ def predict_strategy(model: Model, system: System, s: Strategy) -> Prediction:
     check(model, s, None)
     lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node)
     c = costs(model, s, system, lay)
-    sch = build(shape_of(model, s, lay, detail=True))
+    sch = native_schedule(shape_of(model, s, lay, detail=True))
     g = sch.graph
     g.duration[:] = sch.durations(slot_values(c))
-    timeline = g.run()
+    timeline = CompiledGraph.of(g).run()
     step = timeline.makespan
-    stages = [{f"{k}_ns": v for k, v in attribute(timeline, k, step).items()} for k in range(s.pp)]
+    stages = [
+        {f"{k}_ns": v for k, v in attribute_fast(timeline, k, step).items()} for k in range(s.pp)
+    ]
     mem = memory(model, s, system.device.hbm_GB * GIB, sch.in_flight)
     return Prediction(model, system, s, step, stages, mem)

@@ -49,6 +49,17 @@ def stage_order(pp: int, m: int, v: int, stage: int) -> list[tuple[str, int, int
     return ops
 
 
+#: Most pieces a chunk's work is cut into where collectives follow it layer by layer (ZeRO-3's
+#: gathers, the gradients of the last backward): the exposed first gather and last gradient
+#: collective are of nl / pieces layers, an error of at most one piece's collective per step.
+MAX_PIECES: Final = 8
+
+
+def _pieces(nl: int) -> int:
+    """The largest divisor of ``nl`` that is at most MAX_PIECES."""
+    return max(d for d in range(1, min(nl, MAX_PIECES) + 1) if nl % d == 0)
+
+
 def in_flight(order: list[tuple[str, int, int]]) -> int:
     """Most (chunk, micro-batch) forwards whose backward has not run yet, at any point."""
     live = most = 0
@@ -166,7 +177,7 @@ def build(shape: Shape) -> Schedule:
             if op == "F":
                 if first_chunk:
                     add(comp, "embed_f", 1, "compute", (), f"{tag} embedding")
-                pieces = nl if shape.zero3 else 1
+                pieces = _pieces(nl) if shape.zero3 else 1
                 for _ in range(pieces):
                     last = unit(comp, ag, recent, "F", nl // pieces, tag)
                 if last_chunk:
@@ -176,7 +187,7 @@ def build(shape: Shape) -> Schedule:
                 if last_chunk:
                     add(comp, "logits_b", 1, "compute", (), f"{tag} logits")
                 split = shape.zero3 or (shape.dp_overlap and k == last_b[c])
-                pieces = nl if split else 1
+                pieces = _pieces(nl) if split else 1
                 for _ in range(pieces):
                     last = unit(comp, ag, recent, "B", nl // pieces, tag)
                     if shape.zero3:
@@ -218,3 +229,11 @@ def build(shape: Shape) -> Schedule:
     for task, key in pending:
         g.wait_on[task] = (sends[key],)
     return sch
+
+
+def in_flight_counts(pp: int, m: int, v: int) -> list[int]:
+    """``in_flight`` of every stage without walking the orders: warm-up plus one, at most all
+    (chunk, micro-batch) pairs."""
+    if v == 1:
+        return [min(m, pp - k) for k in range(pp)]
+    return [min(m * v, (pp - k - 1) * 2 + (v - 1) * pp + 1) for k in range(pp)]

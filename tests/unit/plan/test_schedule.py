@@ -92,3 +92,32 @@ def test_zero3_gathers_hide_behind_compute_but_the_first() -> None:
     t = g.run()
     # the first forward gather (0.5 us) is exposed; later ones run a layer ahead
     assert t.makespan == 500 + 4 * 3_000
+
+
+@pytest.mark.parametrize(
+    ("p", "m", "v", "nl", "flags"),
+    [
+        (1, 3, 1, 4, {}),
+        (4, 8, 1, 3, {"dp_overlap": True, "tied": True}),
+        (4, 8, 2, 2, {"dp_overlap": True, "param_gather": True}),
+        (3, 6, 3, 10, {"zero3": True}),
+        (2, 4, 1, 16, {"zero3": True, "tied": True}),
+        (8, 16, 4, 1, {"dp_overlap": True, "tied": True, "param_gather": True}),
+    ],
+)
+@pytest.mark.parametrize("detail", [False, True])
+def test_the_native_graph_is_the_reference_graph(
+    p: int, m: int, v: int, nl: int, flags: dict[str, bool], detail: bool
+) -> None:
+    from stallscope.plan._predict import native_schedule
+
+    base = {"zero3": False, "dp_overlap": False, "tied": False, "param_gather": False}
+    shape = Shape(p, m, v, nl, detail=detail, **(base | flags))
+    ref, nat = build(shape), native_schedule(shape)
+    assert nat.graph.stream_of == ref.graph.stream_of
+    assert [s.rank_class for s in nat.graph.streams] == [s.rank_class for s in ref.graph.streams]
+    assert nat.slot == ref.slot and nat.mult == ref.mult
+    assert nat.graph.deps == ref.graph.deps
+    assert nat.graph.wait_on == ref.graph.wait_on
+    assert nat.graph.category == ref.graph.category
+    assert nat.in_flight == ref.in_flight

@@ -1,0 +1,236 @@
+"""Strategy search: every (tp, pp, dp, micro-batch, recompute, sequence parallel, ZeRO stage,
+interleave) that divides the GPUs and fits in memory, simulated and ranked by step time.
+
+Each configuration's step is the makespan of its pipeline schedule on the engine. Graphs depend
+only on the schedule's shape (pp, micro-batches, interleave, layers per chunk, which collectives
+exist), so each shape is built once and re-timed natively for all its configurations at once
+(``CompiledGraph.makespans``); the top-k are simulated again in full detail for their stall
+columns (``predict_strategy``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from stallscope import _core
+from stallscope.plan._costs import costs, model_flops
+from stallscope.plan._errors import PlanError, divisors
+from stallscope.plan._layout import layout
+from stallscope.plan._memory import GIB, Memory, memory
+from stallscope.plan._model import Model
+from stallscope.plan._predict import (
+    STALL_COLUMNS,
+    Prediction,
+    predict_strategy,
+    shape_of,
+    slot_values,
+)
+from stallscope.plan._schedule import SLOTS, Shape, in_flight_counts
+from stallscope.plan._strategy import RECOMPUTE, Strategy, check
+from stallscope.plan._system import System
+from stallscope.predict._compiled import CompiledGraph
+
+#: Tokens per step of the default global batch: about what large models train with (GPT-3
+#: 175B: 3.2 M tokens, Brown et al. 2020, table 2.1; Llama 2: 4 M, Touvron et al. 2023).
+DEFAULT_BATCH_TOKENS = 4 * 1024 * 1024
+
+
+def default_global_batch(model: Model) -> int:
+    """Sequences per step: about DEFAULT_BATCH_TOKENS, a power of two."""
+    return 1 << max(0, round(math.log2(DEFAULT_BATCH_TOKENS / model.seq_len)))
+
+
+@dataclass(frozen=True)
+class Space:
+    """What the search may choose."""
+
+    micro_batches: Sequence[int] = (1, 2, 4, 8)
+    recompute: Sequence[str] = RECOMPUTE
+    sequence_parallel: Sequence[bool] = (False, True)
+    zero: Sequence[int] = (0, 1, 2, 3)
+    interleave: Sequence[int] = (1, 2, 4)
+    max_tp: int = 0  # 0: the GPUs of one node
+    precision: str = "bf16"
+
+
+@dataclass
+class SearchResult:
+    """The ranked table and what the search went through."""
+
+    table: pl.DataFrame
+    enumerated: int
+    fitting: int
+    seconds: float
+    best: list[Prediction] = field(default_factory=list)
+
+
+def candidates(
+    model: Model, gpus: int, global_batch: int, space: Space, gpn: int
+) -> Iterator[Strategy]:
+    """Every configuration of ``space`` that passes ``check`` for ``gpus`` GPUs."""
+    max_tp = space.max_tp or gpn
+    # with flash attention, selective recompute has nothing to recompute: the same as none
+    rcs = [r for r in space.recompute if not (model.flash_attention and r == "selective")]
+    for tp in divisors(gpus):
+        if tp > max_tp or model.heads % tp or model.kv_heads % tp or model.ffn_hidden % tp:
+            continue
+        for pp in divisors(gpus // tp):
+            if model.layers % pp:
+                continue
+            dp = gpus // (tp * pp)
+            if global_batch % dp:
+                continue
+            for mb in space.micro_batches:
+                if (global_batch // dp) % mb:
+                    continue
+                m = global_batch // (dp * mb)
+                for v in space.interleave:
+                    if v > 1 and (pp == 1 or model.layers % (pp * v) or m % pp):
+                        continue
+                    for z in space.zero if dp > 1 else (0,):
+                        for sp in space.sequence_parallel if tp > 1 else (False,):
+                            for rc in rcs:
+                                yield Strategy(
+                                    tp, pp, dp, mb, global_batch, rc, sp, z, v, space.precision
+                                )
+
+
+@lru_cache(maxsize=256)
+def compiled_schedule(shape: Shape) -> tuple[CompiledGraph, np.ndarray, np.ndarray]:
+    """The schedule graph of ``shape`` built natively (the same tasks as ``_schedule.build``),
+    with each task's slot and multiplier."""
+    a = _core.pipeline_graph(
+        shape.pp,
+        shape.micro_batches,
+        shape.interleave,
+        shape.layers_per_chunk,
+        shape.zero3,
+        shape.dp_overlap,
+        shape.tied,
+        shape.param_gather,
+        shape.detail,
+    )
+    cg = CompiledGraph.from_arrays(
+        a["stream"],
+        len(a["stream_class"]),
+        a["dep_ptr"],
+        a["dep_idx"],
+        a["wait_ptr"],
+        a["wait_idx"],
+    )
+    return cg, a["slot"], a["mult"]
+
+
+def search(
+    model: Model,
+    system: System,
+    gpus: int,
+    global_batch: int | None = None,
+    top: int = 10,
+    space: Space | None = None,
+) -> SearchResult:
+    """Rank every fitting configuration of ``gpus`` GPUs by predicted step time."""
+    t0 = time.perf_counter()
+    space = space or Space()
+    if gpus < 1:
+        raise PlanError(f"the job needs at least 1 GPU, got {gpus}")
+    if gpus > system.gpus_per_node and gpus % system.gpus_per_node:
+        raise PlanError(
+            f"{gpus} GPUs do not fill whole nodes of {system.gpus_per_node}: use a multiple, "
+            f"e.g. {gpus // system.gpus_per_node * system.gpus_per_node} or "
+            f"{(gpus // system.gpus_per_node + 1) * system.gpus_per_node}"
+        )
+    batch = global_batch or default_global_batch(model)
+    cap = system.device.hbm_GB * GIB
+    groups: dict[Shape, list[tuple[Strategy, Memory, np.ndarray]]] = defaultdict(list)
+    enumerated = fitting = 0
+    for s in candidates(model, gpus, batch, space, system.gpus_per_node):
+        enumerated += 1
+        mem = memory(model, s, cap, in_flight_counts(s.pp, s.micro_batches, s.interleave))
+        if not mem.fits:
+            continue
+        fitting += 1
+        lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node)
+        vals = slot_values(costs(model, s, system, lay))
+        groups[shape_of(model, s, lay, detail=False)].append(
+            (s, mem, np.array([vals.get(n, 0.0) for n in SLOTS]) * 1e9)
+        )
+    rows: list[dict[str, Any]] = []
+    for shape, members in groups.items():
+        cg, slot, mult = compiled_schedule(shape)
+        ns = np.stack([v for _, _, v in members])
+        spans = cg.makespans(np.rint(ns[:, slot] * mult[None, :]))
+        for (s, mem, _), span in zip(members, spans.tolist(), strict=True):
+            rows.append(_row(model, system, s, mem, int(span)))
+    if not rows:
+        raise PlanError(
+            f"no configuration of {model.name!r} fits on {gpus} x {system.device.name} "
+            f"({system.device.hbm_GB:g} GB each) with a global batch of {batch} among "
+            f"{enumerated} tried: add GPUs, a GPU with more memory, or a smaller batch"
+        )
+    table = pl.DataFrame(rows).sort("step_s", "memory_GiB").with_row_index("rank", offset=1)
+    best = [
+        predict_strategy(model, system, _strategy(r)) for r in table.head(top).iter_rows(named=True)
+    ]
+    detail = pl.DataFrame(
+        [
+            {"rank": i + 1, **{c: p.columns()[c] / 1e9 for c in STALL_COLUMNS}}
+            for i, p in enumerate(best)
+        ]
+    ).rename({c: c.removesuffix("_ns") + "_s" for c in STALL_COLUMNS})
+    out = table.head(top).join(detail.with_columns(pl.col("rank").cast(pl.UInt32)), on="rank")
+    return SearchResult(out, enumerated, fitting, time.perf_counter() - t0, best)
+
+
+def _row(model: Model, system: System, s: Strategy, mem: Memory, step_ns: int) -> dict[str, Any]:
+    step = step_ns * 1e-9
+    flops = model_flops(model, s.micro_batch) * s.micro_batches * s.dp
+    return {
+        "tp": s.tp,
+        "pp": s.pp,
+        "dp": s.dp,
+        "micro_batch": s.micro_batch,
+        "micro_batches": s.micro_batches,
+        "recompute": s.recompute,
+        "sequence_parallel": s.sequence_parallel,
+        "zero": s.zero,
+        "interleave": s.interleave,
+        "step_s": step,
+        "tokens_per_s": s.global_batch * model.seq_len / step,
+        "tokens_per_s_per_gpu": s.global_batch * model.seq_len / step / s.gpus,
+        "mfu": flops / (step * s.gpus * system.device.peak(s.precision)),
+        "memory_GiB": mem.total / GIB,
+        "global_batch": s.global_batch,
+        "precision": s.precision,
+    }
+
+
+def _strategy(row: dict[str, Any]) -> Strategy:
+    return Strategy(
+        tp=row["tp"],
+        pp=row["pp"],
+        dp=row["dp"],
+        micro_batch=row["micro_batch"],
+        global_batch=row["global_batch"],
+        recompute=row["recompute"],
+        sequence_parallel=row["sequence_parallel"],
+        zero=row["zero"],
+        interleave=row["interleave"],
+        precision=row["precision"],
+    )
+
+
+def best_strategy(result: SearchResult) -> Strategy:
+    return _strategy(result.table.row(0, named=True))
+
+
+__all__ = ["SearchResult", "Space", "best_strategy", "check", "default_global_batch", "search"]
