@@ -10,6 +10,7 @@ from stallscope.cli.catalog import catalog
 from stallscope.cli.demo import demo
 from stallscope.cli.export import export
 from stallscope.cli.import_ import import_
+from stallscope.cli.plan import plan, whatif
 from stallscope.cli.predict import predict
 from stallscope.cli.profile import profile
 from stallscope.cli.recommend import recommend
@@ -34,6 +35,8 @@ for _command in (
     testbed,
     catalog,
     recommend,
+    plan,
+    whatif,
 ):
     cli.add_command(_command)
 

@@ -1,11 +1,16 @@
 """`stallscope predict RUN`: the step time and stalls of the measured job on other
-configurations (a dispatch to stallscope.predict)."""
+configurations (a dispatch to stallscope.predict); `stallscope predict --model M --system S ...`:
+a large-model configuration never run, from its shape, parallel split and system alone (the
+planner's model mode, stallscope.cli.predict_model)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
+
+from stallscope.cli.predict_model import model_mode_options, run_model_mode
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -38,7 +43,7 @@ def _rates(text: str | None) -> list[float | None]:
 
 
 @click.command()
-@click.argument("run", type=click.Path(path_type=Path))
+@click.argument("run", type=click.Path(path_type=Path), required=False)
 @click.option(
     "--nodes",
     default=None,
@@ -105,8 +110,9 @@ def _rates(text: str | None) -> list[float | None]:
     default=None,
     help="Write the profile taken from RUN (JSON: read it, edit it, pass it as RUN).",
 )
+@model_mode_options
 def predict(
-    run: Path,
+    run: Path | None,
     nodes: str | None,
     ranks_per_node: str | None,
     rate: str | None,
@@ -119,6 +125,7 @@ def predict(
     mtu: int,
     json_path: Path | None,
     save_profile: Path | None,
+    **model_opts: Any,
 ) -> None:
     """Predict the step time and stalls of RUN's job on other configurations.
 
@@ -129,7 +136,25 @@ def predict(
     \b
         stallscope predict runs/ddp --nodes 2,4 --rate 200mbit --calibration cal.json
         stallscope testbed --nodes 2 --rate 200mbit -- python train.py
+
+    With --model and --system instead of RUN, one large-model configuration never run (its
+    shape, tensor / pipeline / data-parallel split, batch, recompute, ZeRO stage), e.g.
+
+    \b
+        stallscope predict --model gpt3-175b --system dgx-a100 --nodes 64 --tp 8 --pp 8 \\
+            --global-batch 1536 --recompute full
     """
+    if model_opts.get("model") is not None or model_opts.get("system") is not None:
+        if run is not None:
+            raise click.UsageError("give RUN (a measured run) or --model and --system, not both")
+        if nodes is not None and not nodes.strip().isdigit():
+            raise click.BadParameter(f"{nodes!r}: the model mode takes one node count", param_hint="--nodes")
+        run_model_mode(
+            nodes=int(nodes) if nodes is not None else None, json_path=json_path, **model_opts
+        )
+        return
+    if run is None:
+        raise click.UsageError("give RUN (a run directory, traces or a saved profile) or --model and --system")
     import itertools
     import warnings
 

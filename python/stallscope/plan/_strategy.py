@@ -79,15 +79,6 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
         raise PlanError(f"precision {s.precision!r} is not one of {listed(PRECISIONS)}")
     if s.zero not in ZERO_STAGES:
         raise PlanError(f"ZeRO stage {s.zero!r} is not one of {listed(ZERO_STAGES)}")
-    if gpus is not None and s.gpus != gpus:
-        raise PlanError(
-            f"tp x pp x dp = {s.tp} x {s.pp} x {s.dp} = {s.gpus} GPUs, but the job has {gpus}: "
-            f"with tp={s.tp} and pp={s.pp}, dp must be {gpus // (s.tp * s.pp)}"
-            if gpus % (s.tp * s.pp) == 0
-            else f"tp x pp x dp = {s.gpus} GPUs, but the job has {gpus}, and tp x pp = "
-            f"{s.tp * s.pp} does not divide {gpus}: choose tp and pp among the divisors "
-            f"{listed(divisors(gpus))}"
-        )
     tp_ok = [t for t in divisors(model.heads) if model.kv_heads % t == 0]
     if model.heads % s.tp or model.kv_heads % s.tp:
         what = "heads" if model.heads % s.tp else "kv_heads"
@@ -137,4 +128,13 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
     if model.seq_len % s.tp and s.sequence_parallel:
         raise PlanError(
             f"sequence parallel needs seq_len ({model.seq_len}) divisible by tp ({s.tp})"
+        )
+    if gpus is not None and s.gpus != gpus:
+        raise PlanError(
+            f"tp x pp x dp = {s.tp} x {s.pp} x {s.dp} = {s.gpus} GPUs, but the job has {gpus}: "
+            f"with tp={s.tp} and pp={s.pp}, dp must be {gpus // (s.tp * s.pp)}"
+            if gpus % (s.tp * s.pp) == 0
+            else f"tp x pp x dp = {s.gpus} GPUs, but the job has {gpus}, and tp x pp = "
+            f"{s.tp * s.pp} does not divide {gpus}: choose tp and pp among the divisors "
+            f"{listed(divisors(gpus))}"
         )

@@ -1,0 +1,194 @@
+"""`stallscope plan` (search the parallel configuration of a large-model training job) and
+`stallscope whatif` (the best configuration when one figure of the cluster changes)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+MODEL_HELP = "A model JSON file (layers, hidden, heads, seq_len, vocab, ...) or a preset name."
+SYSTEM_HELP = (
+    "A system JSON file (gpu, gpus_per_node, intra_node_GBps, inter_node_Gbps) or a preset name."
+)
+
+
+@contextmanager
+def plan_errors() -> Iterator[None]:
+    """A planner error becomes a one-line message and exit status 1, never a traceback."""
+    from stallscope.exceptions import StallscopeError
+
+    try:
+        yield
+    except StallscopeError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def model_system_options(f: F) -> F:
+    f = click.option("--system", "system", required=True, help=SYSTEM_HELP)(f)
+    return click.option("--model", "model", required=True, help=MODEL_HELP)(f)
+
+
+def _write_json(doc: Any, path: Path | None) -> None:
+    import orjson
+
+    data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    if path is None or str(path) == "-":
+        sys.stdout.buffer.write(data)
+        return
+    try:
+        path.write_bytes(data)
+    except OSError as e:
+        raise click.ClickException(f"cannot write {path}: {e}") from None
+
+
+@click.command("plan")
+@model_system_options
+@click.option("--gpus", type=click.IntRange(1), required=True, help="GPUs of the job.")
+@click.option(
+    "--global-batch",
+    type=click.IntRange(1),
+    default=None,
+    help="Sequences per step (default: about 4 M tokens, a power of two).",
+)
+@click.option(
+    "--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Rows shown."
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the ranked table as JSON (- for stdout).",
+)
+def plan(
+    model: str, system: str, gpus: int, global_batch: int | None, top: int, json_path: Path | None
+) -> None:
+    """Rank every parallel configuration (tp, pp, dp, micro-batch, recompute, sequence
+    parallel, ZeRO stage, interleave) of a training job that fits in memory, by predicted step
+    time."""
+    from stallscope.cli.render import print_frame
+    from stallscope.plan import load_model, load_system
+    from stallscope.plan._search import search
+
+    with plan_errors():
+        m, s = load_model(model), load_system(system)
+        result = search(m, s, gpus, global_batch, top)
+    t = result.table
+    if json_path is not None:
+        _write_json(
+            {
+                "model": m.to_dict(),
+                "system": s.to_dict(),
+                "gpus": gpus,
+                "global_batch": int(t["global_batch"][0]),
+                "enumerated": result.enumerated,
+                "fitting": result.fitting,
+                "seconds": result.seconds,
+                "configurations": [p.to_dict() for p in result.best],
+            },
+            json_path,
+        )
+        if str(json_path) == "-":
+            return
+    shown = t.select(
+        "rank", "tp", "pp", "dp", "micro_batch", "interleave", "recompute", "sequence_parallel", "zero",
+        (t["step_s"]).alias("step_s"), "tokens_per_s_per_gpu", (t["mfu"] * 100).alias("mfu_%"),
+        "memory_GiB", "bubble_s", "interconnect_s", "network_s",
+    )  # fmt: skip
+    labels = {
+        "micro_batch": "mb", "interleave": "v", "recompute": "recompute",
+        "sequence_parallel": "sp", "zero": "ZeRO", "step_s": "step s",
+        "tokens_per_s_per_gpu": "tokens/s /GPU", "mfu_%": "MFU %", "memory_GiB": "mem GiB",
+        "bubble_s": "bubble s", "interconnect_s": "nvlink s", "network_s": "network s",
+    }  # fmt: skip
+    digits = {"step_s": 3, "tokens_per_s_per_gpu": 0, "mfu_%": 1, "memory_GiB": 1} | dict.fromkeys(
+        ("bubble_s", "interconnect_s", "network_s"), 3
+    )
+    print_frame(
+        shown,
+        title=f"{m.name} on {gpus} x {s.device.name} ({s.name}), global batch "
+        f"{int(t['global_batch'][0])} x {m.seq_len} tokens: top {t.height} of {result.fitting} "
+        f"that fit ({result.enumerated} tried)",
+        digits=digits,
+        labels=labels,
+    )
+    click.echo(
+        f"searched in {result.seconds:.2f} s; columns in seconds per step, per GPU (mean over stages)"
+    )
+
+
+@click.command("whatif")
+@model_system_options
+@click.option("--gpus", type=click.IntRange(1), required=True, help="GPUs of the job.")
+@click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step.")
+@click.option(
+    "--knob",
+    "knobs",
+    multiple=True,
+    help="NAME=F1,F2,...: scale one figure (compute, hbm_capacity, hbm_bandwidth, "
+    "nvlink_domain, nic, nvlink_bandwidth); repeatable. Default: the first five at 0.5,1,2.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Draw the table (.svg, .png, .pdf; needs matplotlib).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the table as JSON (- for stdout).",
+)
+def whatif(
+    model: str,
+    system: str,
+    gpus: int,
+    global_batch: int | None,
+    knobs: tuple[str, ...],
+    plot_path: Path | None,
+    json_path: Path | None,
+) -> None:
+    """The best configuration's step time when one figure of the cluster is scaled."""
+    from stallscope.cli.render import print_frame
+    from stallscope.plan import load_model, load_system
+    from stallscope.plan._plot import plot_whatif
+    from stallscope.plan._whatif import parse_knob, whatif_table
+
+    with plan_errors():
+        parsed = dict(parse_knob(k) for k in knobs) or None
+        m, s = load_model(model), load_system(system)
+        table = whatif_table(m, s, gpus, parsed, global_batch)
+        if plot_path is not None:
+            plot_whatif(table, plot_path, f"{m.name} on {gpus} x {s.device.name}")
+    if json_path is not None:
+        _write_json(
+            {"model": m.name, "system": s.name, "gpus": gpus, "rows": table.to_dicts()}, json_path
+        )
+        if str(json_path) == "-":
+            return
+    print_frame(
+        table.select(
+            "knob",
+            "factor",
+            "step_s",
+            "speedup",
+            "tokens_per_s_per_gpu",
+            (table["mfu"] * 100).alias("mfu_%"),
+            "config",
+        ),
+        title=f"what-if: {m.name} on {gpus} x {s.device.name} ({s.name})",
+        digits={"factor": 2, "step_s": 3, "speedup": 2, "tokens_per_s_per_gpu": 0, "mfu_%": 1},
+        labels={"step_s": "step s", "tokens_per_s_per_gpu": "tokens/s /GPU", "mfu_%": "MFU %"},
+    )
+    if plot_path is not None:
+        click.echo(f"plot: {plot_path}")

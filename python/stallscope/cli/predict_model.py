@@ -1,0 +1,119 @@
+"""The model mode of `stallscope predict`: a configuration never run, from the model's shape, the
+parallel split and the system alone (``stallscope.plan.predict_model``). Its options and its
+run live here; the predict verb registers them beside its measured-run mode, whose --nodes
+(one number here) and --json they share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from stallscope.cli.plan import MODEL_HELP, SYSTEM_HELP, _write_json, plan_errors
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option("--model", "model", default=None, help=MODEL_HELP),
+    click.option("--system", "system", default=None, help=SYSTEM_HELP),
+    click.option("--gpus-per-node", type=click.IntRange(1), default=None, help="GPUs used per node (default: the system's)."),
+    click.option("--tp", type=click.IntRange(1), default=1, show_default=True, help="Tensor-parallel size."),
+    click.option("--pp", type=click.IntRange(1), default=1, show_default=True, help="Pipeline stages."),
+    click.option("--dp", type=click.IntRange(1), default=None, help="Data-parallel size (default: the GPUs left)."),
+    click.option("--micro-batch", type=click.IntRange(1), default=1, show_default=True, help="Sequences per micro-batch."),
+    click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step."),
+    click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True),
+    click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism (tp > 1)."),
+    click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage."),
+    click.option("--interleave", type=click.IntRange(1), default=1, show_default=True, help="Model chunks per pipeline stage (interleaved 1F1B)."),
+    click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
+]  # fmt: skip
+
+
+def model_mode_options(f: F) -> F:
+    """Decorate a command with the model mode's own options (not --nodes and --json)."""
+    for opt in reversed(_OPTIONS):
+        f = opt(f)
+    return f
+
+
+def run_model_mode(
+    model: str | None,
+    system: str | None,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    tp: int,
+    pp: int,
+    dp: int | None,
+    micro_batch: int,
+    global_batch: int | None,
+    recompute: str,
+    sequence_parallel: bool,
+    zero: int,
+    interleave: int,
+    precision: str,
+    json_path: Path | None,
+) -> None:
+    """Predict the configuration; print its step and stalls, or write them as JSON."""
+    from stallscope.plan import predict_model
+
+    missing = [
+        n
+        for n, v in (
+            ("--model", model),
+            ("--system", system),
+            ("--nodes", nodes),
+            ("--global-batch", global_batch),
+        )
+        if v is None
+    ]
+    if missing:
+        raise click.UsageError(f"the model mode of predict needs {', '.join(missing)}")
+    assert (
+        model is not None and system is not None and nodes is not None and global_batch is not None
+    )
+    with plan_errors():
+        p = predict_model(
+            model, system, nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp,
+            micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
+            sequence_parallel=sequence_parallel, zero=zero, interleave=interleave,
+            precision=precision,
+        )  # fmt: skip
+    doc = {"mode": "model", "predictions": [p.to_dict()]}
+    if json_path is not None:
+        _write_json(doc, json_path)
+        if str(json_path) == "-":
+            return
+    _print(p)
+
+
+def _print(p: Any) -> None:
+    from stallscope.plan import STALL_COLUMNS
+
+    d = p.to_dict()
+    s = p.strategy
+    click.echo(
+        f"{p.model.name} on {s.gpus} x {p.system.device.name} ({p.system.name}): {s.label()}, "
+        f"{s.micro_batches} micro-batches of {s.micro_batch}"
+    )
+    click.echo(
+        f"step {d['step_ns'] / 1e9:.3f} s | {d['tokens_per_s']:,.0f} tokens/s "
+        f"({d['tokens_per_s_per_gpu']:,.0f} per GPU) | {d['tflops_per_gpu']:.1f} TFLOP/s per GPU "
+        f"| MFU {100 * d['mfu']:.1f} %"
+    )
+    cols = p.columns()
+    parts = [
+        f"{c.removesuffix('_ns').replace('_', ' ')} {cols[c] / 1e9:.3f}"
+        for c in STALL_COLUMNS
+        if cols[c]
+    ]
+    click.echo("per GPU, s per step: " + " | ".join(parts))
+    gib = 1 << 30
+    mem = " | ".join(f"{k} {v / gib:.1f}" for k, v in d["memory_parts_bytes"].items() if v)
+    click.echo(
+        f"memory per GPU (stage {d['memory_stage']}): {d['memory_bytes'] / gib:.1f} GiB of {d['memory_capacity_bytes'] / gib:.0f} ({mem})"
+    )
+    if not d["fits"]:
+        click.echo(f"does not fit: {d['memory_shortfall']}")

@@ -1,0 +1,103 @@
+"""The planner's public functions, in the words of its commands."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from stallscope.plan._errors import PlanError
+from stallscope.plan._model import Model, load_model
+from stallscope.plan._predict import Prediction, predict_strategy
+from stallscope.plan._search import SearchResult, Space, search
+from stallscope.plan._strategy import Strategy, check
+from stallscope.plan._system import System, load_system
+from stallscope.plan._whatif import whatif_table
+
+ModelSource = Model | Mapping[str, Any] | str | Path
+SystemSource = System | Mapping[str, Any] | str | Path
+
+
+def _node_size(system: System, gpus_per_node: int | None) -> System:
+    """``system`` with ``gpus_per_node`` GPUs used per node (each keeps its NIC share)."""
+    if gpus_per_node is None or gpus_per_node == system.gpus_per_node:
+        return system
+    if not 0 < gpus_per_node <= system.gpus_per_node:
+        raise PlanError(
+            f"system {system.name!r} has {system.gpus_per_node} GPUs per node: "
+            f"--gpus-per-node must be 1 to {system.gpus_per_node}, got {gpus_per_node}"
+        )
+    share = gpus_per_node / system.gpus_per_node
+    return replace(
+        system, gpus_per_node=gpus_per_node, inter_node_Gbps=system.inter_node_Gbps * share
+    )
+
+
+def predict_model(
+    model: ModelSource,
+    system: SystemSource,
+    *,
+    nodes: int,
+    gpus_per_node: int | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int | None = None,
+    micro_batch: int = 1,
+    global_batch: int,
+    recompute: str = "none",
+    sequence_parallel: bool = False,
+    zero: int = 0,
+    interleave: int = 1,
+    precision: str = "bf16",
+) -> Prediction:
+    """Predict one configuration's step: time, throughput, MFU, stall columns, memory."""
+    m, sy = load_model(model), load_system(system)
+    sy = _node_size(sy, gpus_per_node)
+    gpus = nodes * sy.gpus_per_node
+    if nodes < 1:
+        raise PlanError(f"nodes must be >= 1, got {nodes}")
+    if dp is None:  # the GPUs left; check() words the error when tp x pp does not divide them
+        dp = max(1, gpus // (tp * pp))
+    s = Strategy(
+        tp,
+        pp,
+        dp,
+        micro_batch,
+        global_batch,
+        recompute,
+        sequence_parallel,
+        zero,
+        interleave,
+        precision,
+    )
+    check(m, s, gpus)
+    return predict_strategy(m, sy, s)
+
+
+def plan(
+    model: ModelSource,
+    system: SystemSource,
+    gpus: int,
+    *,
+    global_batch: int | None = None,
+    top: int = 10,
+    space: Space | None = None,
+) -> SearchResult:
+    """Search every configuration of ``gpus`` GPUs; the ``top`` fastest that fit, ranked."""
+    return search(load_model(model), load_system(system), gpus, global_batch, top, space)
+
+
+def whatif(
+    model: ModelSource,
+    system: SystemSource,
+    gpus: int,
+    *,
+    knobs: Mapping[str, Sequence[float]] | None = None,
+    global_batch: int | None = None,
+    space: Space | None = None,
+) -> pl.DataFrame:
+    """The best configuration per knob factor (see ``_whatif``)."""
+    return whatif_table(load_model(model), load_system(system), gpus, knobs, global_batch, space)

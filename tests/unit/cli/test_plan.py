@@ -1,0 +1,119 @@
+"""`stallscope plan`, `whatif` and `predict --model`: exit codes, tables and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from stallscope.cli.main import cli
+from stallscope.plan import STALL_COLUMNS
+
+SYSTEM = {
+    "name": "dgx-a100-test",
+    "gpu": "A100-80GB",
+    "gpus_per_node": 8,
+    "intra_node_GBps": 300,
+    "inter_node_Gbps": 1600,
+    "peak_tflops": {"bf16": 312},
+    "hbm_GBps": 2039,
+    "hbm_GB": 80,
+}
+MODEL = {"layers": 8, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 32000, "name": "m"}
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[str, str]:
+    m, s = tmp_path / "m.json", tmp_path / "s.json"
+    m.write_text(json.dumps(MODEL))
+    s.write_text(json.dumps(SYSTEM))
+    return str(m), str(s)
+
+
+def test_plan_prints_a_ranked_table_and_writes_json(files: tuple[str, str], tmp_path: Path) -> None:
+    m, s = files
+    out = tmp_path / "plan.json"
+    res = CliRunner().invoke(
+        cli, ["plan", "--model", m, "--system", s, "--gpus", "16", "--top", "3", "--json", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "top 3 of" in res.output and "searched in" in res.output
+    doc = orjson.loads(out.read_bytes())
+    confs = doc["configurations"]
+    assert len(confs) == 3 and confs[0]["step_ns"] <= confs[1]["step_ns"] <= confs[2]["step_ns"]
+    assert doc["fitting"] <= doc["enumerated"]
+
+
+def test_predict_model_mode_json(files: tuple[str, str]) -> None:
+    m, s = files
+    args = ["predict", "--model", m, "--system", s, "--nodes", "2", "--tp", "2", "--pp", "2"]
+    res = CliRunner().invoke(cli, [*args, "--global-batch", "32", "--zero", "1", "--json", "-"])
+    assert res.exit_code == 0, res.output
+    p = orjson.loads(res.stdout)["predictions"][0]
+    assert p["dp"] == 4 and p["zero"] == 1
+    assert sum(p[c] for c in STALL_COLUMNS) == p["step_ns"] > 0
+    assert p["tokens_per_s"] > 0 and p["memory_bytes"] > 0
+    text = CliRunner().invoke(cli, [*args, "--global-batch", "32"])
+    assert text.exit_code == 0 and "MFU" in text.output and "memory per GPU" in text.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tp", "3"], "tp=3 does not divide heads (16)"),
+        (["--pp", "3"], "nearest valid pp: 1, 2, 4"),
+        (["--global-batch", "30"], "nearest valid global batches"),
+        (["--interleave", "3", "--pp", "2"], "not divisible by pp x interleave"),
+    ],
+)
+def test_predict_bad_configurations_exit_1_with_the_fix(
+    files: tuple[str, str], args: list[str], message: str
+) -> None:
+    m, s = files
+    base = ["predict", "--model", m, "--system", s, "--nodes", "1", "--global-batch", "32"]
+    res = CliRunner().invoke(cli, [*base, *args])
+    assert res.exit_code == 1
+    assert message in res.output and "Traceback" not in res.output
+
+
+def test_unknown_gpu_and_missing_options(files: tuple[str, str], tmp_path: Path) -> None:
+    m, _ = files
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {"gpu": "Q-9000", "gpus_per_node": 8, "intra_node_GBps": 1, "inter_node_Gbps": 1}
+        )
+    )
+    res = CliRunner().invoke(cli, ["plan", "--model", m, "--system", str(bad), "--gpus", "8"])
+    assert res.exit_code == 1 and "Q-9000" in res.output
+    res = CliRunner().invoke(cli, ["predict", "--model", m])
+    assert res.exit_code == 2 and "needs --system, --nodes, --global-batch" in res.output
+
+
+def test_whatif_table_json_and_plot(files: tuple[str, str], tmp_path: Path) -> None:
+    m, s = files
+    args = [
+        "whatif",
+        "--model",
+        m,
+        "--system",
+        s,
+        "--gpus",
+        "16",
+        "--global-batch",
+        "32",
+        "--knob",
+        "nic=0.5,1",
+    ]
+    res = CliRunner().invoke(cli, [*args, "--json", "-"])
+    assert res.exit_code == 0, res.output
+    rows = orjson.loads(res.stdout)["rows"]
+    assert [(r["knob"], r["factor"]) for r in rows] == [("nic", 0.5), ("nic", 1.0)]
+    res = CliRunner().invoke(cli, [*args, "--knob", "nvlnk=2"])
+    assert res.exit_code == 1 and "nearest" in res.output
+    pytest.importorskip("matplotlib", reason="the what-if plot needs matplotlib")
+    res = CliRunner().invoke(cli, [*args, "--plot", str(tmp_path / "w.png")])
+    assert res.exit_code == 0 and (tmp_path / "w.png").stat().st_size > 1000

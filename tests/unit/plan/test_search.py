@@ -1,0 +1,73 @@
+"""The strategy search: it finds the best configuration a brute-force run of the reference
+engine finds, ranks by step time, keeps only what fits, and says when nothing does."""
+
+from __future__ import annotations
+
+import pytest
+
+from stallscope.plan import Model, PlanError, System, load_system
+from stallscope.plan._costs import costs
+from stallscope.plan._layout import layout
+from stallscope.plan._memory import GIB, memory
+from stallscope.plan._predict import shape_of, slot_values
+from stallscope.plan._schedule import build, in_flight_counts
+from stallscope.plan._search import Space, candidates, search
+
+from .conftest import DGX_A100
+
+
+def _reference_step(model: Model, system: System, s: object) -> int:
+    from stallscope.plan._strategy import Strategy
+
+    assert isinstance(s, Strategy)
+    lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node)
+    sch = build(shape_of(model, s, lay, detail=False))
+    sch.graph.duration[:] = sch.durations(slot_values(costs(model, s, system, lay)))
+    return sch.graph.run().makespan  # the Python engine, the reference
+
+
+def test_search_finds_the_brute_force_best(small: Model) -> None:
+    system = load_system(DGX_A100 | {"gpus_per_node": 4, "hbm_GB": 16})
+    space = Space(micro_batches=(1, 2), interleave=(1, 2))
+    res = search(small, system, 8, global_batch=16, top=5, space=space)
+    every = [
+        s
+        for s in candidates(small, 8, 16, space, 4)
+        if memory(small, s, 16 * GIB, in_flight_counts(s.pp, s.micro_batches, s.interleave)).fits
+    ]
+    assert res.fitting == len(every) and res.enumerated >= len(every)
+    steps = sorted(_reference_step(small, system, s) for s in every)
+    got = [round(x * 1e9) for x in res.table["step_s"].to_list()]
+    assert got == pytest.approx(steps[:5], abs=2)  # ns rounding of the seconds column
+    assert res.table["rank"].to_list() == [1, 2, 3, 4, 5]
+    # the ranked rows' detailed simulation agrees with the fast one
+    for p, row in zip(res.best, res.table.iter_rows(named=True), strict=True):
+        assert p.step_ns == pytest.approx(row["step_s"] * 1e9, rel=1e-6)
+        assert sum(p.columns().values()) == p.step_ns
+
+
+def test_a_model_that_fits_one_gpu_trains_data_parallel(small: Model) -> None:
+    res = search(small, load_system(DGX_A100), 8, global_batch=64, top=3)
+    best = res.table.row(0, named=True)
+    assert (best["tp"], best["pp"], best["dp"]) == (1, 1, 8)
+    assert best["recompute"] == "none"
+    assert res.table["step_s"].is_sorted()
+
+
+def test_what_does_not_fit_is_left_out_and_nothing_fitting_is_an_error(gpt3: Model) -> None:
+    tiny = load_system(DGX_A100 | {"hbm_GB": 16})
+    with pytest.raises(PlanError, match="no configuration of 'gpt3-175b' fits on 8"):
+        search(gpt3, tiny, 8, global_batch=8)
+    with pytest.raises(
+        PlanError, match=r"do not fill whole nodes of 8: use a multiple, e\.g\. 8 or 16"
+    ):
+        search(gpt3, tiny, 12, global_batch=12)
+
+
+def test_gpt3_175b_on_64_dgx_a100_nodes(gpt3: Model, a100: System) -> None:
+    res = search(gpt3, a100, 512, global_batch=1536, top=5)
+    assert res.enumerated > 1000 and res.table.height == 5
+    for row in res.table.iter_rows(named=True):
+        assert row["memory_GiB"] <= 80
+        assert row["tp"] * row["pp"] * row["dp"] == 512
+        assert 0.2 < row["mfu"] < 0.9
