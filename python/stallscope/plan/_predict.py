@@ -14,7 +14,7 @@ from stallscope.plan._model import Model
 from stallscope.plan._schedule import SLOTS, Schedule, Shape, in_flight_counts
 from stallscope.plan._strategy import Strategy, check
 from stallscope.plan._system import System
-from stallscope.predict._compiled import CompiledGraph, attribute_fast
+from stallscope.predict._compiled import CompiledGraph, attribute_classes
 from stallscope.predict._engine import CATEGORIES, Graph, Stream
 
 #: The stall columns of a prediction, in the stall table's order plus the pipeline bubble.
@@ -175,7 +175,8 @@ def predict_strategy(model: Model, system: System, s: Strategy) -> Prediction:
     timeline = CompiledGraph.of(g).run()
     step = timeline.makespan
     stages = [
-        {f"{k}_ns": v for k, v in attribute_fast(timeline, k, step).items()} for k in range(s.pp)
+        {f"{k}_ns": v for k, v in cols.items()}
+        for cols in attribute_classes(timeline, list(range(s.pp)), step)
     ]
     mem = memory(model, s, system.device.hbm_GB * GIB, sch.in_flight)
     return Prediction(model, system, s, step, stages, mem)

@@ -98,6 +98,8 @@ def candidates(
                         continue
                     for z in space.zero if dp > 1 else (0,):
                         for sp in space.sequence_parallel if tp > 1 else (False,):
+                            if sp and model.seq_len % tp:
+                                continue
                             for rc in rcs:
                                 yield Strategy(
                                     tp, pp, dp, mb, global_batch, rc, sp, z, v, space.precision

@@ -98,18 +98,43 @@ def attribute_fast(
 ) -> dict[str, int]:
     """``_engine.attribute`` vectorized (the same columns): every elementary interval between
     two cut points goes to the first category active then, host to what nothing claims."""
+    return attribute_classes(timeline, [rank_class], step_end)[0]
+
+
+def attribute_classes(
+    timeline: Timeline, classes: list[int], step_end: int | None = None
+) -> list[dict[str, int]]:
+    """``attribute_fast`` of several rank classes of one timeline (task facts read once)."""
     g = timeline.graph
-    cls_of_stream = np.fromiter((s.rank_class for s in g.streams), dtype=np.int64)
-    mine = cls_of_stream[np.asarray(g.stream_of, dtype=np.int64)] == rank_class
-    start = np.asarray(timeline.start, dtype=np.int64)[mine]
-    end = np.asarray(timeline.end, dtype=np.int64)[mine]
-    ready = np.asarray(timeline.ready, dtype=np.int64)[mine]
-    stop = int(end.max()) if step_end is None and len(end) else (step_end or 0)
     prio = {c: i for i, c in enumerate(CATEGORIES)}
-    run_cat = np.fromiter((prio.get(c, -1) for c in g.category), dtype=np.int64)[mine]
-    wait_cat = np.fromiter((prio[c] for c in g.wait_as), dtype=np.int64)[mine]
-    # intervals: running time (not NONE) and waits (start > ready)
-    keep_run = (run_cat >= 0) & (end > start)
+    cls_of_stream = np.fromiter((s.rank_class for s in g.streams), dtype=np.int64)
+    task_cls = cls_of_stream[np.asarray(g.stream_of, dtype=np.int64)]
+    codes = {c: prio.get(c, -1) for c in {*g.category, *g.wait_as}}
+    run_all = np.array([codes[c] for c in g.category], dtype=np.int64)
+    wait_all = np.array([codes[c] for c in g.wait_as], dtype=np.int64)
+    start_all = np.asarray(timeline.start, dtype=np.int64)
+    end_all = np.asarray(timeline.end, dtype=np.int64)
+    ready_all = np.asarray(timeline.ready, dtype=np.int64)
+    out: list[dict[str, int]] = []
+    for rank_class in classes:
+        mine = task_cls == rank_class
+        start, end, ready = start_all[mine], end_all[mine], ready_all[mine]
+        run_cat, wait_cat = run_all[mine], wait_all[mine]
+        stop = int(end.max()) if step_end is None and len(end) else (step_end or 0)
+        out.append(_columns(start, end, ready, run_cat, wait_cat, stop, prio["host"]))
+    return out
+
+
+def _columns(
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    ready: npt.NDArray[np.int64],
+    run_cat: npt.NDArray[np.int64],
+    wait_cat: npt.NDArray[np.int64],
+    stop: int,
+    host: int,
+) -> dict[str, int]:
+    keep_run = (run_cat >= 0) & (end > start)  # running time (category NONE claims none)
     keep_wait = start > ready
     s = np.concatenate([start[keep_run], ready[keep_wait]]).clip(0, stop)
     e = np.concatenate([end[keep_run], start[keep_wait]]).clip(0, stop)
@@ -127,7 +152,7 @@ def attribute_fast(
     np.add.at(active, (c, np.searchsorted(cuts, e)), -1)
     on = np.cumsum(active, axis=1)[:, :-1] > 0  # per category, per elementary segment
     seg = np.diff(cuts)
-    top = np.where(on.any(axis=0), on.argmax(axis=0), prio["host"])
+    top = np.where(on.any(axis=0), on.argmax(axis=0), host)
     sums = np.bincount(top, weights=seg, minlength=k)
     for i, cat in enumerate(CATEGORIES):
         out[cat] = int(sums[i])

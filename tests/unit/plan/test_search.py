@@ -71,3 +71,14 @@ def test_gpt3_175b_on_64_dgx_a100_nodes(gpt3: Model, a100: System) -> None:
         assert row["memory_GiB"] <= 80
         assert row["tp"] * row["pp"] * row["dp"] == 512
         assert 0.2 < row["mfu"] < 0.9
+
+
+def test_every_candidate_passes_the_checks(gpt3: Model) -> None:
+    from stallscope.plan._strategy import check
+
+    space = Space(micro_batches=(1, 2, 4, 8, 16), interleave=(1, 2, 3, 4, 6, 8))
+    n = 0
+    for s in candidates(gpt3, 1536, 1536, space, 8):
+        check(gpt3, s, 1536)
+        n += 1
+    assert n > 1000
