@@ -9,19 +9,19 @@ from typing import Any
 
 import polars as pl
 
+from stallscope.plan._cluster import Cluster, load_system
 from stallscope.plan._errors import PlanError
 from stallscope.plan._model import Model, load_model
 from stallscope.plan._predict import Prediction, predict_strategy
 from stallscope.plan._search import SearchResult, Space, search
 from stallscope.plan._strategy import Strategy, check
-from stallscope.plan._system import System, load_system
 from stallscope.plan._whatif import whatif_table
 
 ModelSource = Model | Mapping[str, Any] | str | Path
-SystemSource = System | Mapping[str, Any] | str | Path
+ClusterSource = Cluster | Mapping[str, Any] | str | Path
 
 
-def _node_size(system: System, gpus_per_node: int | None) -> System:
+def _node_size(system: Cluster, gpus_per_node: int | None) -> Cluster:
     """``system`` with ``gpus_per_node`` GPUs used per node (each keeps its NIC share)."""
     if gpus_per_node is None or gpus_per_node == system.gpus_per_node:
         return system
@@ -38,7 +38,7 @@ def _node_size(system: System, gpus_per_node: int | None) -> System:
 
 def predict_model(
     model: ModelSource,
-    system: SystemSource,
+    system: ClusterSource,
     *,
     nodes: int,
     gpus_per_node: int | None = None,
@@ -79,7 +79,7 @@ def predict_model(
 
 def plan(
     model: ModelSource,
-    system: SystemSource,
+    system: ClusterSource,
     gpus: int,
     *,
     global_batch: int | None = None,
@@ -92,7 +92,7 @@ def plan(
 
 def whatif(
     model: ModelSource,
-    system: SystemSource,
+    system: ClusterSource,
     gpus: int,
     *,
     knobs: Mapping[str, Sequence[float]] | None = None,

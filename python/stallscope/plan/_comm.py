@@ -6,11 +6,11 @@ symmetric job), a group spanning both tiers as the hierarchical algorithm."""
 from __future__ import annotations
 
 from stallscope.comm import hierarchical_seconds, predict_seconds
+from stallscope.plan._cluster import Cluster
 from stallscope.plan._layout import Placement
-from stallscope.plan._system import System
 
 
-def collective_s(system: System, collective: str, nbytes: float, group: Placement) -> float:
+def collective_s(system: Cluster, collective: str, nbytes: float, group: Placement) -> float:
     """Seconds of one all_reduce / all_gather / reduce_scatter of ``nbytes`` (nccl-tests'
     convention) over ``group``: NCCL's base latency plus the alpha-beta model per tier."""
     if group.size <= 1 or nbytes <= 0:
@@ -26,7 +26,7 @@ def collective_s(system: System, collective: str, nbytes: float, group: Placemen
     return system.base_latency_s + t
 
 
-def p2p_s(system: System, nbytes: float, cross_node: bool) -> float:
+def p2p_s(system: Cluster, nbytes: float, cross_node: bool) -> float:
     """Seconds of one point-to-point send of ``nbytes`` between pipeline neighbours."""
     if nbytes <= 0:
         return 0.0

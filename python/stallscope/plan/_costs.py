@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stallscope.plan._cluster import Cluster
 from stallscope.plan._comm import collective_s, p2p_s
 from stallscope.plan._layout import Layout, Placement, layout
 from stallscope.plan._model import Model
 from stallscope.plan._strategy import Strategy
-from stallscope.plan._system import System
 
 ACT_BYTES = 2  # activations travel and are stored in 16 bit
 LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
@@ -57,12 +57,12 @@ class Costs:
     flops_per_microbatch: float  # model FLOPs (forward + backward, no recompute), whole model
 
 
-def _gemm_fwd_bwd(system: System, m: int, k: int, n: int, prec: str) -> tuple[float, float]:
+def _gemm_fwd_bwd(system: Cluster, m: int, k: int, n: int, prec: str) -> tuple[float, float]:
     d = system.device
     return d.gemm_s(m, n, k, prec), d.gemm_s(m, k, n, prec) + d.gemm_s(k, n, m, prec)
 
 
-def costs(model: Model, s: Strategy, system: System, lay: Layout | None = None) -> Costs:
+def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None) -> Costs:
     lay = lay or layout(s.tp, s.pp, s.dp, system.gpus_per_node)
     d = system.device
     t, b, seq, h = s.tp, s.micro_batch, model.seq_len, model.hidden

@@ -170,9 +170,30 @@ def load_model(source: Model | Mapping[str, Any] | str | Path) -> Model:
     path = Path(source)
     if path.suffix == ".json" or path.exists():
         return model_from_dict(_read_json(path, "model"), name=path.stem)
-    from stallscope.plan._preset_lookup import preset_model
+    return model_of_preset(str(source))
 
-    return preset_model(str(source))
+
+def model_of_preset(name: str) -> Model:
+    """The Model of a model preset (``stallscope.plan.model(name)``, with its sources)."""
+    from stallscope.plan._presets import model
+    from stallscope.predict import CatalogError
+
+    try:
+        p = model(name)
+    except CatalogError as e:
+        raise PlanError(f"{e}; or give a model JSON file") from None
+    return Model(
+        layers=p.layers,
+        hidden=p.hidden,
+        heads=p.heads,
+        seq_len=p.seq_len,
+        vocab=p.vocab,
+        ffn_hidden=p.ffn_hidden,
+        kv_heads=p.kv_heads,
+        gated_ffn=p.gated_ffn,
+        tied_embeddings=not p.gated_ffn,  # the presets' rule: Llama-style untied, GPT tied
+        name=p.name,
+    )
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:

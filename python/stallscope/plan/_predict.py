@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from stallscope import _core
+from stallscope.plan._cluster import Cluster
 from stallscope.plan._costs import Costs, costs
 from stallscope.plan._layout import Layout, layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
 from stallscope.plan._schedule import SLOTS, Schedule, Shape, in_flight_counts
 from stallscope.plan._strategy import Strategy, check
-from stallscope.plan._system import System
 from stallscope.predict._compiled import CompiledGraph, attribute_classes
 from stallscope.predict._engine import CATEGORIES, Graph, Stream
 
@@ -24,7 +24,7 @@ STALL_COLUMNS: tuple[str, ...] = tuple(f"{c}_ns" for c in CATEGORIES)
 @dataclass(frozen=True)
 class Prediction:
     model: Model
-    system: System
+    system: Cluster
     strategy: Strategy
     step_ns: int
     stages: list[dict[str, int]]  # per pipeline stage: its stall columns (ns), summing to the step
@@ -164,7 +164,7 @@ def native_schedule(shape: Shape) -> Schedule:
     return sch
 
 
-def predict_strategy(model: Model, system: System, s: Strategy) -> Prediction:
+def predict_strategy(model: Model, system: Cluster, s: Strategy) -> Prediction:
     """Simulate one configuration (checked first: bad input raises PlanError)."""
     check(model, s, None)
     lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node)

@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from stallscope import _core
+from stallscope.plan._cluster import Cluster
 from stallscope.plan._costs import costs, model_flops
 from stallscope.plan._errors import PlanError, divisors
 from stallscope.plan._layout import layout
@@ -36,7 +37,6 @@ from stallscope.plan._predict import (
 )
 from stallscope.plan._schedule import SLOTS, Shape, in_flight_counts
 from stallscope.plan._strategy import RECOMPUTE, Strategy, check
-from stallscope.plan._system import System
 from stallscope.predict._compiled import CompiledGraph
 
 #: Tokens per step of the default global batch: about what large models train with (GPT-3
@@ -134,7 +134,7 @@ def compiled_schedule(shape: Shape) -> tuple[CompiledGraph, np.ndarray, np.ndarr
 
 def search(
     model: Model,
-    system: System,
+    system: Cluster,
     gpus: int,
     global_batch: int | None = None,
     top: int = 10,
@@ -193,7 +193,7 @@ def search(
     return SearchResult(out, enumerated, fitting, time.perf_counter() - t0, best)
 
 
-def _row(model: Model, system: System, s: Strategy, mem: Memory, step_ns: int) -> dict[str, Any]:
+def _row(model: Model, system: Cluster, s: Strategy, mem: Memory, step_ns: int) -> dict[str, Any]:
     step = step_ns * 1e-9
     flops = model_flops(model, s.micro_batch) * s.micro_batches * s.dp
     return {

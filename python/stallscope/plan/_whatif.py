@@ -9,12 +9,12 @@ from typing import Final
 
 import polars as pl
 
+from stallscope.plan._cluster import Cluster
 from stallscope.plan._errors import PlanError, listed, nearest_names
 from stallscope.plan._model import Model
 from stallscope.plan._search import Space, search
-from stallscope.plan._system import System
 
-#: Knob name -> the System.scaled argument it sets.
+#: Knob name -> the Cluster.scaled argument it sets.
 KNOBS: Final[dict[str, str]] = {
     "compute": "compute",
     "hbm_capacity": "hbm_capacity",
@@ -46,7 +46,7 @@ def parse_knob(text: str) -> tuple[str, list[float]]:
 
 def whatif_table(
     model: Model,
-    system: System,
+    system: Cluster,
     gpus: int,
     knobs: Mapping[str, Sequence[float]] | None = None,
     global_batch: int | None = None,

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from stallscope.plan import ModelShape
-from stallscope.plan import Model, System, load_model, load_system
+from stallscope.plan import Cluster, Model, ModelShape, load_model, load_system
 
 
 def param_count(m: ModelShape, seq_len: int | None = None) -> float:
@@ -39,6 +38,7 @@ def llm_foundry_flops_per_token(params: float, m: ModelShape, seq_len: int) -> f
     """llm-foundry's MFU numerator per token (scripts/train/benchmarking): 3 x (2 x params per
     token + attention 4 L h s per token)."""
     return 3 * (2 * params + 4 * m.layers * m.hidden * seq_len)
+
 
 GPT3: dict[str, Any] = {
     "name": "gpt3-175b",
@@ -76,5 +76,5 @@ def small() -> Model:
 
 
 @pytest.fixture
-def a100() -> System:
+def a100() -> Cluster:
     return load_system(DGX_A100)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stallscope.plan import Model, Strategy, System, load_model
+from stallscope.plan import Cluster, Model, Strategy, load_model
 from stallscope.plan._costs import costs, layer_flops, model_flops
 
 
@@ -37,7 +37,7 @@ def test_params_of_gpt3_175b(gpt3: Model) -> None:
     assert gpt3.params() == pytest.approx(174.6e9, rel=0.01)
 
 
-def test_costs_scale_with_tp_and_recompute(gpt3: Model, a100: System) -> None:
+def test_costs_scale_with_tp_and_recompute(gpt3: Model, a100: Cluster) -> None:
     s = Strategy(tp=8, pp=8, dp=1, micro_batch=1, global_batch=8)
     c1 = costs(gpt3, s, a100)
     c2 = costs(gpt3, s.with_(tp=4, dp=2), a100)
@@ -53,7 +53,7 @@ def test_costs_scale_with_tp_and_recompute(gpt3: Model, a100: System) -> None:
 
 
 def test_sequence_parallel_swaps_all_reduce_for_gather_and_scatter(
-    gpt3: Model, a100: System
+    gpt3: Model, a100: Cluster
 ) -> None:
     s = Strategy(tp=8, pp=8, dp=1, micro_batch=1, global_batch=8)
     ar = costs(gpt3, s, a100).f_tp

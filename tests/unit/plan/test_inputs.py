@@ -64,15 +64,24 @@ def test_system_keys_and_errors() -> None:
         load_system(DGX_A100 | {"gpus_per_node": 0})
 
 
-def test_unknown_gpu_names_the_figures_to_give() -> None:
-    doc = {"gpu": "Z9000", "gpus_per_node": 8, "intra_node_GBps": 300, "inter_node_Gbps": 1600}
-    with pytest.raises(PlanError, match=r"Z9000|peak_tflops"):
+def test_unknown_gpu_names_the_nearest_and_the_figures_to_give() -> None:
+    doc = {"gpu": "A100-SXM-80", "gpus_per_node": 8, "intra_node_GBps": 300, "inter_node_Gbps": 1}
+    with pytest.raises(PlanError, match=r"A100-SXM4-80GB.*peak_tflops"):
         load_system(doc)
 
 
-def test_unknown_preset_names_the_nearest() -> None:
-    with pytest.raises(PlanError, match="preset"):
-        load_model("no-such-model-xyz")
+def test_presets_and_the_nearest_names() -> None:
+    m = load_model("GPT-3 175B")
+    assert (m.layers, m.hidden, m.heads, m.tied_embeddings) == (96, 12288, 96, True)
+    llama = load_model("llama3-70b")
+    assert llama.gated_ffn and llama.kv_heads == 8 and not llama.tied_embeddings
+    c = load_system("DGX A100")
+    assert c.gpus_per_node == 8 and c.device.peak("bf16") == 312e12
+    assert c.inter_node_Gbps == pytest.approx(1600)
+    with pytest.raises(PlanError, match=r"gpt3-175b.*or give a model JSON file"):
+        load_model("gpt3-175")
+    with pytest.raises(PlanError, match="or give a system JSON file"):
+        load_system("dgx-z100")
 
 
 def test_efficiency_table_calibrates_the_device() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stallscope.plan import Model, PlanError, System, load_system
+from stallscope.plan import Cluster, Model, PlanError, load_system
 from stallscope.plan._costs import costs
 from stallscope.plan._layout import layout
 from stallscope.plan._memory import GIB, memory
@@ -16,7 +16,7 @@ from stallscope.plan._search import Space, candidates, search
 from .conftest import DGX_A100
 
 
-def _reference_step(model: Model, system: System, s: object) -> int:
+def _reference_step(model: Model, system: Cluster, s: object) -> int:
     from stallscope.plan._strategy import Strategy
 
     assert isinstance(s, Strategy)
@@ -64,7 +64,7 @@ def test_what_does_not_fit_is_left_out_and_nothing_fitting_is_an_error(gpt3: Mod
         search(gpt3, tiny, 12, global_batch=12)
 
 
-def test_gpt3_175b_on_64_dgx_a100_nodes(gpt3: Model, a100: System) -> None:
+def test_gpt3_175b_on_64_dgx_a100_nodes(gpt3: Model, a100: Cluster) -> None:
     res = search(gpt3, a100, 512, global_batch=1536, top=5)
     assert res.enumerated > 1000 and res.table.height == 5
     for row in res.table.iter_rows(named=True):

@@ -1,4 +1,4 @@
-"""The cluster a plan runs on: a GPU model, GPUs per node (the NVLink / NVSwitch domain), the
+"""The cluster a plan runs on (a ``Cluster``, read from a system file or a system preset): a GPU model, GPUs per node (the NVLink / NVSwitch domain), the
 per-GPU bandwidth inside a node and the per-node NIC bandwidth across nodes.
 
 A system file is JSON: ``{"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GBps": 300,
@@ -6,7 +6,7 @@ A system file is JSON: ``{"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GB
 in Gbit/s). The GPU's figures come from the device table (``stallscope.predict``'s
 ``device(name)``); optional keys override them: ``peak_tflops`` (a number for bf16, or per
 precision), ``hbm_GBps``, ``hbm_GB``, ``sms``, ``matmul_fraction``, ``efficiency_table`` (a
-measured GEMM / attention table, see ``_device``), ``intra_node_fraction``,
+measured GEMM / attention table, see ``_device_model``), ``intra_node_fraction``,
 ``inter_node_fraction``.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from stallscope.plan._device import Device, default_matmul_fraction, efficiency_defaults
+from stallscope.plan._device_model import DeviceModel, default_matmul_fraction, efficiency_defaults
 from stallscope.plan._errors import PlanError, listed, nearest_names
 
 _REQUIRED = ("gpu", "gpus_per_node", "intra_node_GBps", "inter_node_Gbps")
@@ -29,7 +29,7 @@ _INFORMATIVE = frozenset(
 
 
 @dataclass(frozen=True)
-class System:
+class Cluster:
     """A homogeneous cluster: nodes of ``gpus_per_node`` GPUs."""
 
     name: str
@@ -37,7 +37,7 @@ class System:
     gpus_per_node: int
     intra_node_GBps: float  # noqa: N815 (the system file's key); per GPU, per direction (NVLink / NVSwitch)
     inter_node_Gbps: float  # noqa: N815 (per node, per direction: all its NICs)
-    device: Device
+    device: DeviceModel
     intra_node_fraction: float = 0.77
     inter_node_fraction: float = 0.9
     base_latency_s: float = 8.4e-6
@@ -80,7 +80,7 @@ class System:
         nvlink_domain: float = 1.0,
         nic: float = 1.0,
         nvlink_bandwidth: float = 1.0,
-    ) -> System:
+    ) -> Cluster:
         """This system with its figures scaled (the what-if knobs). ``nvlink_domain`` scales the
         GPUs per NVLink domain (node) keeping each GPU's NIC share."""
         for k, v in locals().items():
@@ -103,36 +103,35 @@ class System:
         )
 
 
-def _device_table_figures(gpu: str) -> dict[str, Any] | None:
-    """The device table's figures of ``gpu`` (peak_tflops per precision, hbm_GBps, hbm_GB,
-    sms when known), or None when no device table is installed."""
-    import importlib
+def _device_table_figures(gpu: str) -> dict[str, Any]:
+    """The device table's figures of ``gpu`` (``stallscope.predict.device``: dense peaks per
+    precision, HBM bandwidth and size, SMs); its CatalogError names the nearest GPUs."""
+    from stallscope.predict import device
 
-    try:
-        _devices: Any = importlib.import_module("stallscope.predict._devices")  # the GPU table
-    except ImportError:
-        return None
-    dev: Any = _devices.device(gpu)  # raises with the nearest names on an unknown GPU
-    get = dev.get if isinstance(dev, Mapping) else lambda k, default=None: getattr(dev, k, default)
-    peaks = get("peak_tflops") or get("tflops") or {}
+    dev = device(gpu)
     return {
-        "name": str(get("name", gpu)),
-        "peak_tflops": {str(k): float(v) for k, v in dict(peaks).items() if v},
-        "hbm_GBps": float(get("memory_bandwidth_GBps") or get("hbm_GBps") or 0),
-        "hbm_GB": float(get("memory_gb") or get("hbm_GB") or 0),
-        "sms": int(get("sm_count") or get("sms") or 0),
+        "name": dev.name,
+        "peak_tflops": {k: float(v) for k, v in dev.peak_tflops.items() if v},
+        "hbm_GBps": dev.memory_bandwidth_bytes_per_s / 1e9,
+        "hbm_GB": dev.memory_gb,
+        "sms": dev.sm_count or 0,
     }
 
 
-def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> Device:
-    """A Device for ``gpu``: the device table's figures, then ``overrides``, then the default
+def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceModel:
+    """A DeviceModel for ``gpu``: the device table's figures, then ``overrides``, then the default
     efficiencies (plan/data/efficiency.json) or a measured table."""
+    from stallscope.predict import CatalogError
+
     figures: dict[str, Any] = {}
     try:
-        figures = _device_table_figures(gpu) or {}
-    except Exception as e:  # the table's own error names the nearest GPUs
+        figures = _device_table_figures(gpu)
+    except CatalogError as e:  # the table's own error names the nearest GPUs
         if not all(k in overrides for k in ("peak_tflops", "hbm_GBps", "hbm_GB")):
-            raise PlanError(f"{where}: {e}") from None
+            raise PlanError(
+                f"{where}: {e}; or give the GPU's figures in the system file: "
+                '"peak_tflops": {"bf16": ...}, "hbm_GBps": ..., "hbm_GB": ...'
+            ) from None
     peak = overrides.get("peak_tflops", figures.get("peak_tflops"))
     if isinstance(peak, (int, float)):
         peak = {"bf16": float(peak), "fp16": float(peak)}
@@ -140,16 +139,15 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> Device:
     hbm_gb = overrides.get("hbm_GB", figures.get("hbm_GB"))
     if not peak or not hbm_bw or not hbm_gb:
         raise PlanError(
-            f"{where}: unknown GPU {gpu!r}: the device table does not have it"
-            + ("" if figures else " (no device table is installed)")
-            + '; give its figures in the system file: "peak_tflops": {"bf16": ...}, '
+            f"{where}: GPU {gpu!r} lacks a figure the planner needs (dense peak, HBM bandwidth "
+            'or size): give it in the system file: "peak_tflops": {"bf16": ...}, '
             '"hbm_GBps": ..., "hbm_GB": ...'
         )
     eff = efficiency_defaults()
     frac, frac_basis = default_matmul_fraction(gpu)
     if "matmul_fraction" in overrides:
         frac, frac_basis = float(overrides["matmul_fraction"]), f"given by {where}"
-    dev = Device(
+    dev = DeviceModel(
         name=str(figures.get("name", gpu)),
         peak_tflops={str(k): float(v) for k, v in dict(peak).items()},
         hbm_GBps=float(hbm_bw),
@@ -195,8 +193,8 @@ def _read_table(table: Any, where: str) -> Any:
         raise PlanError(f"{where}: efficiency table {table} is not readable JSON ({e})") from None
 
 
-def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> System:
-    """A System from a system file's keys."""
+def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
+    """A Cluster from a system file's keys."""
     where = f"system {doc.get('name', name)!r}"
     missing = [k for k in _REQUIRED if k not in doc]
     if missing:
@@ -225,7 +223,7 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> System:
         raise PlanError(f"{where}: gpus_per_node must be a whole number")
     eff = efficiency_defaults()
     lat = eff["latency_us"]
-    return System(
+    return Cluster(
         name=str(doc.get("name", name)),
         gpu=str(doc["gpu"]),
         gpus_per_node=int(doc["gpus_per_node"]),
@@ -244,9 +242,9 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> System:
     )
 
 
-def load_system(source: System | Mapping[str, Any] | str | Path) -> System:
-    """A System from a System, a dict, a JSON file's path or a preset's name."""
-    if isinstance(source, System):
+def load_system(source: Cluster | Mapping[str, Any] | str | Path) -> Cluster:
+    """A Cluster from a Cluster, a dict, a JSON file's path or a preset's name."""
+    if isinstance(source, Cluster):
         return source
     if isinstance(source, Mapping):
         return system_from_dict(source)
@@ -255,6 +253,25 @@ def load_system(source: System | Mapping[str, Any] | str | Path) -> System:
         from stallscope.plan._model import _read_json
 
         return system_from_dict(_read_json(path, "system"), name=path.stem)
-    from stallscope.plan._preset_lookup import preset_system
+    return cluster_of_preset(str(source))
 
-    return preset_system(str(source))
+
+def cluster_of_preset(name: str) -> Cluster:
+    """The Cluster of a system preset (``stallscope.plan.system(name)``: a DGX, a Selene node, a
+    cloud instance, with its sources)."""
+    from stallscope.plan._systems import system
+    from stallscope.predict import CatalogError
+
+    try:
+        p = system(name)
+    except CatalogError as e:
+        raise PlanError(f"{e}; or give a system JSON file") from None
+    return system_from_dict(
+        {
+            "name": p.name,
+            "gpu": p.gpu,
+            "gpus_per_node": p.gpus_per_node,
+            "intra_node_GBps": p.intra_node_bytes_per_s / 1e9,
+            "inter_node_Gbps": p.inter_node_bytes_per_s * 8 / 1e9,
+        }
+    )

@@ -14,7 +14,7 @@ GEMM (m x k) @ (k x n), 2mnk FLOPs:
 A table of measured GEMMs (rows m, n, k, dtype, tflops: ``predict/data/efficiency/<GPU>.json``,
 or kernel times from a profile with their shapes) calibrates ``matmul_fraction`` and ``fixed``
 by least squares over the rows' times; its attention rows give the attention fractions, its
-memory-copy row the HBM fraction (``Device.calibrated``).
+memory-copy row the HBM fraction (``DeviceModel.calibrated``).
 
 Flash attention: forward FLOPs 4 b s^2 h_d a (half when causal), backward 2.5 x forward, at
 ``attn_fwd_fraction`` / ``attn_bwd_fraction`` of the peak. Memory-bound kernels (norms,
@@ -64,7 +64,7 @@ def default_matmul_fraction(gpu: str) -> tuple[float, str]:
 
 
 @dataclass(frozen=True)
-class Device:
+class DeviceModel:
     """One GPU as the planner times it. Rates in TFLOP/s and GB/s (10^9 B/s), sizes in GB."""
 
     name: str
@@ -126,7 +126,7 @@ class Device:
 
     def calibrated(
         self, table: Mapping[str, Any] | Iterable[Mapping[str, Any]], source: str
-    ) -> Device:
+    ) -> DeviceModel:
         """This device with its efficiencies fitted to measured rows (see the module doc)."""
         rows = list(
             table.get("rows", table.get("measurements", []))
