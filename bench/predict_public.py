@@ -16,8 +16,7 @@ Megatron-LM 2021-2022 (Narayanan, Korthikanti): unfused attention with dropout; 
 (NeMo / Megatron-Core with Transformer Engine, torchtitan, llm-foundry): flash attention, no
 dropout. llm-foundry's tables give no system preset: DGX A100 / DGX H100 nodes (8 GPUs,
 NVSwitch; 1600 Gb/s per A100 node as the table's heading states, 3200 Gb/s per H100 node
-assumed). Entries with context parallelism (cp > 1) are reported and not counted (the planner
-does not model it), and so are entries on a GPU whose dense peak is not published.
+assumed). Entries on a GPU whose dense peak is not published are reported and not counted.
 
     python bench/predict_public.py [--out bench/results/predict_public.json]
 """
@@ -96,8 +95,9 @@ def choices(e: dict[str, Any], m: Model) -> list[Strategy]:
     out = []
     for mb, v, rc, sp, z in itertools.product(mbs, vs, rcs, sps, zs):
         s = Strategy(
-            tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"]
-        )
+            tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
+            cp=e.get("cp") or 1,
+        )  # fmt: skip
         try:
             check(m, s, e["gpus"])
         except PlanError:
@@ -113,8 +113,6 @@ def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
         "gpu": e["gpu"],
         "precision": e["precision"],
     }
-    if e.get("cp", 1) > 1:
-        return row | {"counted": False, "why": "context parallelism (cp > 1) is not modelled"}
     m = model_of(e)
     try:
         c, note = cluster_of(e)

@@ -21,6 +21,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--gpus-per-node", type=click.IntRange(1), default=None, help="GPUs used per node (default: the system's)."),
     click.option("--tp", type=click.IntRange(1), default=1, show_default=True, help="Tensor-parallel size."),
     click.option("--pp", type=click.IntRange(1), default=1, show_default=True, help="Pipeline stages."),
+    click.option("--cp", type=click.IntRange(1), default=1, show_default=True, help="Context-parallel size (ring attention)."),
     click.option("--dp", type=click.IntRange(1), default=None, help="Data-parallel size (default: the GPUs left)."),
     click.option("--micro-batch", type=click.IntRange(1), default=1, show_default=True, help="Sequences per micro-batch."),
     click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step."),
@@ -46,6 +47,7 @@ def run_model_mode(
     gpus_per_node: int | None,
     tp: int,
     pp: int,
+    cp: int,
     dp: int | None,
     micro_batch: int,
     global_batch: int | None,
@@ -76,7 +78,7 @@ def run_model_mode(
     )
     with plan_errors():
         p = predict_model(
-            model, system, nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp,
+            model, system, nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, dp=dp,
             micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
             sequence_parallel=sequence_parallel, zero=zero, interleave=interleave,
             precision=precision,

@@ -52,6 +52,7 @@ def predict_model(
     zero: int = 0,
     interleave: int = 1,
     precision: str = "bf16",
+    cp: int = 1,
 ) -> Prediction:
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory."""
     m, sy = load_model(model), load_system(system)
@@ -60,7 +61,7 @@ def predict_model(
     if nodes < 1:
         raise PlanError(f"nodes must be >= 1, got {nodes}")
     if dp is None:  # the GPUs left; check() words the error when tp x pp does not divide them
-        dp = max(1, gpus // (tp * pp))
+        dp = max(1, gpus // (tp * pp * cp))
     s = Strategy(
         tp,
         pp,
@@ -72,6 +73,7 @@ def predict_model(
         zero,
         interleave,
         precision,
+        cp=cp,
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

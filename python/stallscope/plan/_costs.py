@@ -63,10 +63,10 @@ def _gemm_fwd_bwd(system: Cluster, m: int, k: int, n: int, prec: str) -> tuple[f
 
 
 def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None) -> Costs:
-    lay = lay or layout(s.tp, s.pp, s.dp, system.gpus_per_node)
+    lay = lay or layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp)
     d = system.device
     t, b, seq, h = s.tp, s.micro_batch, model.seq_len, model.hidden
-    tokens = b * seq
+    tokens = b * seq // s.cp  # context parallelism: this GPU's share of each sequence
     f = model.ffn_hidden
     prec = s.precision
     r = 1.0 / t if s.sequence_parallel else 1.0  # share of per-token work on each TP rank
@@ -86,6 +86,8 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     heads = model.heads // t
     if model.flash_attention:
         att_f, att_b = d.attention_s(b, heads, seq, model.head_dim, True, prec)
+        # with context parallelism each GPU holds seq / cp queries against every key
+        att_f, att_b = att_f / s.cp, att_b / s.cp
         core_f = 0.0  # selective recompute has nothing left to recompute
     else:
         bh = b * heads
@@ -115,6 +117,13 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     else:
         one_tp = collective_s(system, "all_reduce", act_bytes, tp_group)
     f_tp = b_tp = 2 * one_tp
+    if s.cp > 1:  # ring attention: K and V go round the context-parallel group, chunk by
+        # chunk behind the attention compute; the first chunk and what compute cannot hide
+        # are exposed (dK and dV come back the same way in the backward)
+        kv = 2 * b * seq * model.kv_hidden // t * ACT_BYTES
+        ring_f = collective_s(system, "all_gather", kv, lay.cp)
+        f_tp += ring_f / s.cp + max(0.0, ring_f - att_f)
+        b_tp += 2 * ring_f / s.cp + max(0.0, 2 * ring_f - att_b)
     if s.recompute == "full":
         b_comp += f_comp
         b_tp += f_tp
@@ -152,7 +161,7 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     tied = 0.0
     if model.tied_embeddings and s.pp > 1:
         tied = collective_s(system, "all_reduce", ep * g, Placement(2, 2))
-    shard = s.dp if s.zero >= 1 else 1
+    shard = s.replicas if s.zero >= 1 else 1
     adam_bytes = 22 + g  # read master, m, v, grad; write master, m, v, 16-bit weights
     opt_layer = d.memory_s(lp / shard * adam_bytes, 1)
     opt_embed = d.memory_s(ep / shard * adam_bytes, 1)

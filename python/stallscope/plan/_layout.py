@@ -1,6 +1,6 @@
 """Where each parallel group's ranks sit: Megatron's rank order, tensor parallel fastest, then
-data parallel, then pipeline stages (rank = t + tp x (d + dp x p), Megatron-LM's default
-"tp-dp-pp" order), nodes of ``gpus_per_node`` consecutive ranks.
+data parallel, then pipeline stages (rank = t + tp x (c + cp x (d + dp x p)), Megatron-LM's default
+"tp-cp-ep-dp-pp" order with c the context-parallel rank), nodes of ``gpus_per_node`` consecutive ranks.
 
 So tensor-parallel groups stay inside a node whenever tp divides the node, data-parallel groups
 take the rest of the node and then span nodes, and pipeline neighbours are tp x dp ranks apart
@@ -27,8 +27,9 @@ class Placement:
 @dataclass(frozen=True)
 class Layout:
     tp: Placement
-    dp: Placement
+    dp: Placement  # the gradient group: data x context parallel ranks
     pp_cross_node: bool  # pipeline neighbours on different nodes
+    cp: Placement = Placement(1, 1)
 
 
 def _placement(ranks: list[int], gpus_per_node: int) -> Placement:
@@ -36,10 +37,14 @@ def _placement(ranks: list[int], gpus_per_node: int) -> Placement:
     return Placement(len(ranks), nodes)
 
 
-def layout(tp: int, pp: int, dp: int, gpus_per_node: int) -> Layout:
+def layout(tp: int, pp: int, dp: int, gpus_per_node: int, cp: int = 1) -> Layout:
     """The placement of rank 0's groups (every group of a dimension is placed alike when the
     sizes divide the node or the node divides them)."""
+    g = gpus_per_node
     tp_ranks = list(range(tp))
-    dp_ranks = [tp * d for d in range(dp)]
-    cross = pp > 1 and (0 // gpus_per_node) != (tp * dp) // gpus_per_node
-    return Layout(_placement(tp_ranks, gpus_per_node), _placement(dp_ranks, gpus_per_node), cross)
+    cp_ranks = [tp * c for c in range(cp)]
+    grad_ranks = [tp * k for k in range(cp * dp)]
+    cross = pp > 1 and (tp * cp * dp) // g != 0
+    return Layout(
+        _placement(tp_ranks, g), _placement(grad_ranks, g), cross, _placement(cp_ranks, g)
+    )

@@ -37,7 +37,7 @@ FRAGMENTATION = 0.05
 def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = None) -> float:
     """Activations one layer keeps for one micro-batch on one GPU, bytes."""
     rc = s.recompute if recompute is None else recompute
-    sb = model.seq_len * s.micro_batch
+    sb = model.seq_len // s.cp * s.micro_batch  # the tokens of a sequence this GPU holds
     h, t = model.hidden, s.tp
     sp = t if s.sequence_parallel else 1
     if rc == "full":
@@ -117,26 +117,20 @@ def memory(model: Model, s: Strategy, capacity_bytes: float, in_flight: list[int
     nl = model.layers // (s.pp * s.interleave)
     for k in range(s.pp):
         p = stage_params(model, s, k)
-        w = p * s.weight_bytes / (s.dp if s.zero >= 3 else 1)
+        w = p * s.weight_bytes / (s.replicas if s.zero >= 3 else 1)
         if s.zero >= 3:  # the gathered weights of the layer in use and the one prefetched
             w += 2 * model.layer_params() / s.tp * s.weight_bytes
-        gr = p * s.grad_bytes / (s.dp if s.zero >= 2 else 1)
-        opt = p * s.optimizer_bytes / (s.dp if s.zero >= 1 else 1)
+        gr = p * s.grad_bytes / (s.replicas if s.zero >= 2 else 1)
+        opt = p * s.optimizer_bytes / (s.replicas if s.zero >= 1 else 1)
         act = in_flight[k] * nl * layer_activation_bytes(model, s)
         if s.recompute == "full":  # one layer recomputed at a time
             act += layer_activation_bytes(model, s, "none")
         if k == 0:  # embedding output of each held micro-batch
-            act += (
-                in_flight[k]
-                * 2
-                * model.seq_len
-                * s.micro_batch
-                * model.hidden
-                / (s.tp if s.sequence_parallel else 1)
-            )
+            tokens = model.seq_len // s.cp * s.micro_batch
+            act += in_flight[k] * 2 * tokens * model.hidden / (s.tp if s.sequence_parallel else 1)
         lg = 0.0
         if k == s.pp - 1:  # fp32 logits and their gradient of the micro-batch in flight
-            lg = 2 * 4 * model.seq_len * s.micro_batch * model.vocab / s.tp
+            lg = 2 * 4 * model.seq_len // s.cp * s.micro_batch * model.vocab / s.tp
         held = w + gr + opt + act + lg
         mem = Memory(k, w, gr, opt, act, lg, RESERVED_BYTES + FRAGMENTATION * held, capacity_bytes)
         if best is None or mem.total > best.total:

@@ -97,10 +97,10 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         micro_batches=s.micro_batches,
         interleave=s.interleave,
         layers_per_chunk=model.layers // (s.pp * s.interleave),
-        zero3=s.zero == 3 and s.dp > 1,
-        dp_overlap=s.dp > 1 and s.zero < 3,
+        zero3=s.zero == 3 and s.replicas > 1,
+        dp_overlap=s.replicas > 1 and s.zero < 3,
         tied=model.tied_embeddings and s.pp > 1,
-        param_gather=s.zero in (1, 2) and s.dp > 1,
+        param_gather=s.zero in (1, 2) and s.replicas > 1,
         detail=detail,
         tp_cat=net(lay.tp.nodes),
         send_cat="network" if lay.pp_cross_node else "interconnect",
@@ -167,7 +167,7 @@ def native_schedule(shape: Shape) -> Schedule:
 def predict_strategy(model: Model, system: Cluster, s: Strategy) -> Prediction:
     """Simulate one configuration (checked first: bad input raises PlanError)."""
     check(model, s, None)
-    lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node)
+    lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp)
     c = costs(model, s, system, lay)
     sch = native_schedule(shape_of(model, s, lay, detail=True))
     g = sch.graph

@@ -10,6 +10,7 @@ columns (``predict_strategy``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import defaultdict
@@ -58,6 +59,7 @@ class Space:
     sequence_parallel: Sequence[bool] = (False, True)
     zero: Sequence[int] = (0, 1, 2, 3)
     interleave: Sequence[int] = (1, 2, 4)
+    context_parallel: Sequence[int] = (1,)
     max_tp: int = 0  # 0: the GPUs of one node
     precision: str = "bf16"
 
@@ -83,10 +85,12 @@ def candidates(
     for tp in divisors(gpus):
         if tp > max_tp or model.heads % tp or model.kv_heads % tp or model.ffn_hidden % tp:
             continue
-        for pp in divisors(gpus // tp):
-            if model.layers % pp:
+        for pp, cp in itertools.product(divisors(gpus // tp), space.context_parallel):
+            if model.layers % pp or (gpus // (tp * pp)) % cp:
                 continue
-            dp = gpus // (tp * pp)
+            if cp > 1 and (not model.flash_attention or model.seq_len % (2 * cp)):
+                continue
+            dp = gpus // (tp * pp * cp)
             if global_batch % dp:
                 continue
             for mb in space.micro_batches:
@@ -102,8 +106,9 @@ def candidates(
                                 continue
                             for rc in rcs:
                                 yield Strategy(
-                                    tp, pp, dp, mb, global_batch, rc, sp, z, v, space.precision
-                                )
+                                    tp, pp, dp, mb, global_batch, rc, sp, z, v,
+                                    space.precision, cp=cp,
+                                )  # fmt: skip
 
 
 @lru_cache(maxsize=256)
@@ -161,7 +166,7 @@ def search(
         if not mem.fits:
             continue
         fitting += 1
-        lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node)
+        lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp)
         vals = slot_values(costs(model, s, system, lay))
         groups[shape_of(model, s, lay, detail=False)].append(
             (s, mem, np.array([vals.get(n, 0.0) for n in SLOTS]) * 1e9)
@@ -199,6 +204,7 @@ def _row(model: Model, system: Cluster, s: Strategy, mem: Memory, step_ns: int) 
     return {
         "tp": s.tp,
         "pp": s.pp,
+        "cp": s.cp,
         "dp": s.dp,
         "micro_batch": s.micro_batch,
         "micro_batches": s.micro_batches,
@@ -228,6 +234,7 @@ def _strategy(row: dict[str, Any]) -> Strategy:
         zero=row["zero"],
         interleave=row["interleave"],
         precision=row["precision"],
+        cp=row["cp"],
     )
 
 

@@ -38,10 +38,17 @@ class Strategy:
     weight_bytes: int = 2
     grad_bytes: int = 2
     optimizer_bytes: int = 12
+    cp: int = 1  # context parallel: each sequence split over cp GPUs (ring attention)
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def replicas(self) -> int:
+        """Copies of each weight (data x context parallel): what gradients are reduced and
+        ZeRO shards over."""
+        return self.dp * self.cp
 
     @property
     def micro_batches(self) -> int:
@@ -57,6 +64,8 @@ class Strategy:
     def label(self) -> str:
         """A short name: tp2.pp4.dp8.mb1.rc-full.sp.z1.v2"""
         parts = [f"tp{self.tp}", f"pp{self.pp}", f"dp{self.dp}", f"mb{self.micro_batch}"]
+        if self.cp > 1:
+            parts.insert(2, f"cp{self.cp}")
         parts.append(f"rc-{self.recompute}")
         if self.sequence_parallel:
             parts.append("sp")
@@ -69,7 +78,7 @@ class Strategy:
 def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
     """Raise PlanError naming the first rule ``s`` breaks for ``model`` (and ``gpus``), with
     the nearest valid choices."""
-    for key in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave"):
+    for key in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave", "cp"):
         v = getattr(s, key)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise PlanError(f"{key} must be a positive integer, got {v!r}")
@@ -125,16 +134,27 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
         raise PlanError(
             "sequence parallel splits activations across tensor-parallel ranks: it needs tp > 1"
         )
+    if s.cp > 1 and not model.flash_attention:
+        raise PlanError(
+            "context parallelism (ring attention) is modelled with flash attention only: set "
+            '"flash_attention": true in the model or use cp 1'
+        )
+    if s.cp > 1 and model.seq_len % (2 * s.cp):
+        raise PlanError(
+            f"context parallelism splits each sequence into 2 x cp = {2 * s.cp} load-balanced "
+            f"chunks: seq_len ({model.seq_len}) must be a multiple of {2 * s.cp}"
+        )
     if model.seq_len % s.tp and s.sequence_parallel:
         raise PlanError(
             f"sequence parallel needs seq_len ({model.seq_len}) divisible by tp ({s.tp})"
         )
     if gpus is not None and s.gpus != gpus:
+        par = s.tp * s.pp * s.cp
+        names = "tp x pp" + (" x cp" if s.cp > 1 else "")
         raise PlanError(
-            f"tp x pp x dp = {s.tp} x {s.pp} x {s.dp} = {s.gpus} GPUs, but the job has {gpus}: "
-            f"with tp={s.tp} and pp={s.pp}, dp must be {gpus // (s.tp * s.pp)}"
-            if gpus % (s.tp * s.pp) == 0
-            else f"tp x pp x dp = {s.gpus} GPUs, but the job has {gpus}, and tp x pp = "
-            f"{s.tp * s.pp} does not divide {gpus}: choose tp and pp among the divisors "
-            f"{listed(divisors(gpus))}"
+            f"{names} x dp = {s.gpus} GPUs, but the job has {gpus}: with {names} = {par}, dp "
+            f"must be {gpus // par}"
+            if gpus % par == 0
+            else f"{names} x dp = {s.gpus} GPUs, but the job has {gpus}, and {names} = {par} "
+            f"does not divide {gpus}: choose them among the divisors {listed(divisors(gpus))}"
         )

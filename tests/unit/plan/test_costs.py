@@ -60,3 +60,15 @@ def test_sequence_parallel_swaps_all_reduce_for_gather_and_scatter(
     sp = costs(gpt3, s.with_(sequence_parallel=True), a100)
     assert sp.f_tp == pytest.approx(ar, rel=0.1)  # RS + AG moves what AR moves
     assert sp.f_comp < costs(gpt3, s, a100).f_comp  # norms and dropout on 1/t of the tokens
+
+
+def test_context_parallel_splits_tokens_and_adds_the_ring(a100: Cluster) -> None:
+    from stallscope.plan import load_model
+
+    m = load_model({"layers": 8, "hidden": 4096, "heads": 32, "seq_len": 32768, "vocab": 32000})
+    s = Strategy(tp=1, pp=1, dp=2, micro_batch=1, global_batch=2)
+    one, two = costs(m, s, a100), costs(m, s.with_(cp=2, dp=1), a100)
+    # half the tokens per GPU: about half the compute (the fixed costs do not halve)
+    assert two.f_comp == pytest.approx(one.f_comp / 2, rel=0.05)
+    assert one.f_tp == 0 and two.f_tp > 0  # K and V go round the ring
+    assert two.f_tp < two.f_comp  # mostly hidden behind a 32k-token attention

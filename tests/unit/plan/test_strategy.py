@@ -7,6 +7,10 @@ import pytest
 from stallscope.plan import Model, PlanError, Strategy
 from stallscope.plan._strategy import check
 
+from .conftest import GPT3
+
+GPT3_FLASH = GPT3 | {"flash_attention": True}
+
 
 def test_heads_not_divisible_by_tp(gpt3: Model) -> None:
     with pytest.raises(
@@ -62,3 +66,14 @@ def test_gqa_tp_must_divide_kv_heads() -> None:
         PlanError, match=r"tp=16 does not divide kv_heads \(8\).*nearest valid tp: 2, 4, 8"
     ):
         check(m, Strategy(tp=16))
+
+
+def test_context_parallel_rules(gpt3: Model) -> None:
+    from stallscope.plan import load_model
+
+    with pytest.raises(PlanError, match="tp x pp x cp x dp = 64 GPUs, but the job has 32"):
+        check(gpt3, Strategy(tp=8, cp=2, dp=4, global_batch=8), gpus=32)
+    with pytest.raises(PlanError, match="multiple of 12"):
+        check(load_model(GPT3_FLASH | {"seq_len": 2054}), Strategy(cp=6, global_batch=1))
+    with pytest.raises(PlanError, match="flash attention only"):
+        check(load_model(GPT3_FLASH | {"flash_attention": False}), Strategy(cp=2, global_batch=1))
