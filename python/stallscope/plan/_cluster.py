@@ -64,6 +64,7 @@ class Cluster:
             "hbm_GB": d.hbm_GB,
             "sms": d.sms,
             "matmul_fraction": d.matmul_fraction,
+            "matmul_fractions": dict(d.matmul_fractions),
             "gemm_fixed_s": d.gemm_fixed_s,
             "attn_fwd_fraction": d.attn_fwd_fraction,
             "attn_bwd_fraction": d.attn_bwd_fraction,
@@ -171,14 +172,20 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
 
 
 def _shipped_table(gpu: str) -> Path | None:
-    """A measured efficiency table shipped for ``gpu`` (predict/data/efficiency/<GPU>.json)."""
+    """A measured efficiency table shipped for ``gpu`` or a GPU of the same compute die and
+    clocks (``predict/data/efficiency/<GPU>.json``; families in plan/data/efficiency.json)."""
     folder = Path(__file__).parents[1] / "predict" / "data" / "efficiency"
     if not folder.is_dir():
         return None
-    up = gpu.upper()
-    for f in sorted(folder.glob("*.json")):
-        if up.startswith(f.stem.upper()):
-            return f
+    names = [gpu.upper()]
+    for family in efficiency_defaults().get("table_families", {}).get("families", []):
+        if any(gpu.upper().startswith(f.upper()) for f in family):
+            names += [f.upper() for f in family]
+    tables = sorted(folder.glob("*.json"))
+    for name in names:  # the GPU's own table first, then its family's
+        for f in tables:
+            if name.startswith(f.stem.upper()):
+                return f
     return None
 
 

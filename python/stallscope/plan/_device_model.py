@@ -73,6 +73,7 @@ class DeviceModel:
     hbm_GB: float  # noqa: N815
     sms: int = 0
     matmul_fraction: float = 0.8
+    matmul_fractions: Mapping[str, float] = field(default_factory=dict)  # measured, per dtype
     gemm_fixed_s: float = 5e-6
     attn_fwd_fraction: float = 0.7
     attn_bwd_fraction: float = 0.55
@@ -92,6 +93,14 @@ class DeviceModel:
             )
         return tf * 1e12
 
+    def fraction(self, precision: str) -> float:
+        """The large-GEMM rate over the peak at ``precision`` (a measured one when a table
+        gave it; fp16 runs at bf16's)."""
+        f = self.matmul_fractions
+        return (
+            f.get(precision) or f.get("bf16" if precision == "fp16" else "") or self.matmul_fraction
+        )
+
     def waves(self, m: int, n: int) -> float:
         if self.sms <= 0:
             return 1.0
@@ -101,7 +110,7 @@ class DeviceModel:
     def gemm_s(self, m: int, n: int, k: int, precision: str) -> float:
         """Seconds of one (m x k) @ (k x n) GEMM."""
         flops = 2.0 * m * n * k
-        rate = self.peak(precision) * self.matmul_fraction * self.waves(m, n)
+        rate = self.peak(precision) * self.fraction(precision) * self.waves(m, n)
         nbytes = (m * k + k * n + m * n) * ELEMENT_BYTES[precision]
         return max(flops / rate, nbytes / self.hbm_bytes_s) + self.gemm_fixed_s
 
@@ -127,27 +136,42 @@ class DeviceModel:
     def calibrated(
         self, table: Mapping[str, Any] | Iterable[Mapping[str, Any]], source: str
     ) -> DeviceModel:
-        """This device with its efficiencies fitted to measured rows (see the module doc)."""
-        rows = list(
-            table.get("rows", table.get("measurements", []))
-            if isinstance(table, Mapping)
-            else table
-        )
-        gemms = [r for r in rows if r.get("op") == "gemm" and float(r.get("tflops", 0)) > 0]
+        """This device with its efficiencies fitted to measured rows (see the module doc).
+
+        ``table``: rows with an "op" ("gemm", "attention", "copy"), or the measured table's
+        layout (``bench/gpu_device_model.py``): lists under "gemm", "attention", "memory"."""
+        rows = _rows(table)
+        gemms = [r for r in rows if r.get("op") == "gemm" and float(r.get("tflops") or 0) > 0]
         dev = self
         basis = dict(self.basis)
         if gemms:
-            # t_i = x_i / f + t0, x_i = flops / (peak * waves): linear least squares in (1/f, t0)
-            xs, ts = [], []
-            for r in gemms:
-                m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
-                prec = str(r.get("dtype", "bf16"))
-                flops = 2.0 * m * n * k
-                xs.append(flops / (self.peak(prec) * self.waves(m, n)))
-                ts.append(flops / (float(r["tflops"]) * 1e12))
-            inv_f, t0 = _fit_line(xs, ts)
-            dev = replace(dev, matmul_fraction=1.0 / inv_f, gemm_fixed_s=t0)
-            basis["matmul"] = f"least squares over {len(gemms)} measured GEMMs of {source}"
+            fractions: dict[str, float] = {}
+            fixed: dict[str, tuple[int, float]] = {}
+            for prec in sorted({str(r.get("dtype", "bf16")) for r in gemms}):
+                if prec not in ELEMENT_BYTES or prec not in self.peak_tflops:
+                    continue  # a precision the planner does not time (tf32, fp32)
+                # t_i = x_i / f + t0, x_i = flops / (peak * waves): least squares in (1/f, t0)
+                xs, ts = [], []
+                for r in (r for r in gemms if str(r.get("dtype", "bf16")) == prec):
+                    m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+                    flops = 2.0 * m * n * k
+                    xs.append(flops / (self.peak(prec) * self.waves(m, n)))
+                    ts.append(flops / (float(r["tflops"]) * 1e12))
+                inv_f, t0 = _fit_line(xs, ts)
+                fractions[prec] = 1.0 / inv_f
+                fixed[prec] = (len(xs), t0)
+            if fractions:
+                main = "bf16" if "bf16" in fractions else max(fixed, key=lambda p: fixed[p][0])
+                dev = replace(
+                    dev,
+                    matmul_fraction=fractions[main],
+                    matmul_fractions=fractions,
+                    gemm_fixed_s=fixed[main][1],
+                )
+                basis["matmul"] = (
+                    f"least squares over {len(gemms)} measured GEMMs of {source} "
+                    f"({', '.join(f'{p} {f:.3f}' for p, f in fractions.items())})"
+                )
         attn = [r for r in rows if r.get("op") == "attention"]
         if attn:
             peak = self.peak("bf16") / 1e12
@@ -158,12 +182,15 @@ class DeviceModel:
             if bwd:
                 dev = replace(dev, attn_bwd_fraction=bwd[len(bwd) // 2])
             basis["attention"] = f"median of {len(attn)} measured attention rows of {source}"
-        copy = [r for r in rows if r.get("op") in ("memcpy", "copy", "memory")]
-        copy_gbps = [float(r.get("GBps", r.get("gbps", 0))) for r in copy]
+        copy_gbps = [
+            float(r.get("GBps") or r.get("gbps") or 0)
+            for r in rows
+            if r.get("op") in ("memcpy", "copy")
+        ]
         if isinstance(table, Mapping) and table.get("memcpy_GBps"):
             copy_gbps.append(float(table["memcpy_GBps"]))
         if any(copy_gbps):
-            dev = replace(dev, hbm_fraction=max(copy_gbps) / self.hbm_GBps)
+            dev = replace(dev, hbm_fraction=min(1.0, max(copy_gbps) / self.hbm_GBps))
             basis["hbm"] = f"measured copy rate of {source}"
         if not (gemms or attn or any(copy_gbps)):
             raise PlanError(
@@ -171,6 +198,17 @@ class DeviceModel:
                 '{"op": "gemm", "m", "n", "k", "dtype", "tflops"} or {"op": "attention", ...}'
             )
         return replace(dev, basis=basis)
+
+
+def _rows(table: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Every row of a table, each with its "op"."""
+    if not isinstance(table, Mapping):
+        return list(table)
+    rows: list[Mapping[str, Any]] = list(table.get("rows", table.get("measurements", [])))
+    for part in ("gemm", "attention"):
+        rows.extend({"op": part, **r} for r in table.get(part, []) if isinstance(r, Mapping))
+    rows.extend(r for r in table.get("memory", []) if isinstance(r, Mapping))
+    return rows
 
 
 def _fit_line(xs: list[float], ts: list[float]) -> tuple[float, float]:

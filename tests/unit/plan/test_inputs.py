@@ -118,3 +118,45 @@ def test_efficiency_table_calibrates_the_device() -> None:
     assert "least squares over 5 measured GEMMs" in d.basis["matmul"]
     with pytest.raises(PlanError, match="no usable rows"):
         load_system(DGX_A100 | {"efficiency_table": {"rows": [{"op": "conv"}]}})
+
+
+def test_the_measured_tables_layout_calibrates_per_precision() -> None:
+    def t(n: int, rate: float) -> float:  # TFLOP/s of an n^3 GEMM at `rate` plus 3 us
+        return 2 * n**3 / (2 * n**3 / rate + 3e-6) / 1e12
+
+    table = {
+        "format": "stallscope.device_efficiency",
+        "gemm": [
+            *(
+                {"m": n, "n": n, "k": n, "dtype": "bf16", "tflops": t(n, 260e12)}
+                for n in (1024, 4096, 8192)
+            ),
+            *(
+                {"m": n, "n": n, "k": n, "dtype": "fp8", "tflops": t(n, 400e12)}
+                for n in (1024, 4096, 8192)
+            ),
+            {"m": 4096, "n": 4096, "k": 4096, "dtype": "tf32", "tflops": 100.0},
+        ],
+        "attention": [{"fwd_tflops": 150.0, "bwd_tflops": 100.0}],
+        "memory": [{"op": "copy", "bytes": 1 << 30, "GBps": 1700.0}, {"op": "add", "GBps": 1500.0}],
+    }
+    fig = DGX_A100 | {"sms": 0, "peak_tflops": {"bf16": 312, "fp8": 624}, "efficiency_table": table}
+    d = load_system(fig).device
+    assert d.fraction("bf16") == pytest.approx(260 / 312, rel=1e-6)
+    assert d.fraction("fp16") == d.fraction("bf16")
+    assert d.fraction("fp8") == pytest.approx(400 / 624, rel=1e-6)
+    assert d.gemm_fixed_s == pytest.approx(3e-6, rel=1e-6)
+    assert d.hbm_fraction == pytest.approx(1700 / 2039)
+    assert d.attn_bwd_fraction == pytest.approx(100 / 312)
+
+
+def test_a_table_applies_to_its_die_family(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stallscope.plan import _cluster
+
+    folder = tmp_path / "predict" / "data" / "efficiency"
+    folder.mkdir(parents=True)
+    (folder / "H200.json").write_text("{}")
+    monkeypatch.setattr(_cluster, "__file__", str(tmp_path / "plan" / "_cluster.py"))
+    assert _cluster._shipped_table("H100-SXM") == folder / "H200.json"
+    assert _cluster._shipped_table("H200-SXM") == folder / "H200.json"
+    assert _cluster._shipped_table("A100-SXM4-80GB") is None
