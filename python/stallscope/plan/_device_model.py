@@ -47,19 +47,28 @@ def efficiency_defaults() -> dict[str, Any]:
 
 
 def default_matmul_fraction(gpu: str) -> tuple[float, str]:
-    """The MAMF fraction of ``gpu`` (by family name: "A100-80GB" -> "A100") and its basis."""
-    table = efficiency_defaults()["matmul_tflops"]
+    """The MAMF fraction of ``gpu`` (by family name: "A100-SXM4-80GB" -> "A100"), else of a GPU
+    of the same die and clocks ("H200-SXM" -> H100's), and its basis."""
+    doc = efficiency_defaults()
+    table = doc["matmul_tflops"]
     devices: dict[str, dict[str, float]] = table["devices"]
-    up = gpu.upper().replace(" ", "-")
-    best = ""
-    for fam in devices:
-        if up.startswith(fam.upper()) and len(fam) > len(best):
-            if fam.upper() == "A100-PCIE" and "PCIE" not in up:
-                continue
-            best = fam
-    if best:
-        d = devices[best]
-        return d["tflops"] / d["peak"], f"MAMF of {best}: {d['tflops']} of {d['peak']} TFLOP/s"
+    names = [gpu.upper().replace(" ", "-")]
+    for family in doc.get("table_families", {}).get("families", []):
+        if any(names[0].startswith(f.upper()) for f in family):
+            names += [f.upper() for f in family]
+    for up in names:
+        best = ""
+        for fam in devices:
+            if up.startswith(fam.upper()) and len(fam) > len(best):
+                if fam.upper() == "A100-PCIE" and "PCIE" not in up:
+                    continue
+                best = fam
+        if best:
+            d = devices[best]
+            same = "" if up == names[0] else f" (same die as {gpu})"
+            return d["tflops"] / d[
+                "peak"
+            ], f"MAMF of {best}: {d['tflops']} of {d['peak']} TFLOP/s{same}"
     return float(table["default_fraction"]), str(table["default_fraction_basis"])
 
 
