@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <initializer_list>
-#include <map>
 #include <tuple>
 
 namespace stallscope::predict {
@@ -74,7 +73,20 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
   const int32_t p = sh.pp, m = sh.micro_batches, v = sh.interleave, nl = sh.layers_per_chunk;
   PipelineGraph g;
   std::vector<std::pair<int32_t, Key>> pending;
-  std::map<Key, int32_t> sends;
+  // (phase, stage, chunk, micro-batch) -> its send task
+  std::vector<int32_t> sends(static_cast<size_t>(2) * p * v * m, -1);
+  const auto slot_of = [&](const Key& key) {
+    const auto [b, st, c, i] = key;
+    return ((static_cast<size_t>(b) * p + st) * v + c) * m + i;
+  };
+  const size_t expected =
+      static_cast<size_t>(p) * v * m * 2 * (sh.zero3 ? 3 * pieces_of(nl) + 2 : 4);
+  g.stream.reserve(expected);
+  g.slot.reserve(expected);
+  g.mult.reserve(expected);
+  g.dep_ptr.reserve(expected + 1);
+  g.dep_idx.reserve(expected);
+  g.wait.reserve(expected);
   auto add = [&](int32_t stream, int32_t slot, double mult,
                  std::initializer_list<int32_t> deps) -> int32_t {
     g.stream.push_back(stream);
@@ -157,7 +169,7 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
         pending.emplace_back(first_task, backward ? down : up);
       }
       const bool sends_on = backward ? has_up : has_down;
-      if (sends_on) sends[Key{backward, s, c, i}] = add(send, kSend, 1, {last});
+      if (sends_on) sends[slot_of(Key{backward, s, c, i})] = add(send, kSend, 1, {last});
     }
     if (sh.dp_overlap || sh.zero3) {
       if (s == 0) grad_tasks.push_back(add(dps, kDpEmbed, 1, {last}));
@@ -179,7 +191,7 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
       if (extra) add(dps, kParamAgEmbed, extra, {pg});
     }
   }
-  for (const auto& [task, key] : pending) g.wait[static_cast<size_t>(task)] = sends.at(key);
+  for (const auto& [task, key] : pending) g.wait[static_cast<size_t>(task)] = sends[slot_of(key)];
   return g;
 }
 

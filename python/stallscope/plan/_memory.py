@@ -110,27 +110,39 @@ def stage_params(model: Model, s: Strategy, stage: int) -> float:
     return per
 
 
-def memory(model: Model, s: Strategy, capacity_bytes: float, in_flight: list[int]) -> Memory:
+def memory(
+    model: Model,
+    s: Strategy,
+    capacity_bytes: float,
+    in_flight: list[int],
+    every_stage: bool = False,
+) -> Memory:
     """The memory of the most loaded stage; ``in_flight[k]``: the (chunk, micro-batch) forwards
-    stage k holds at once (from the schedule)."""
+    stage k holds at once (from the schedule). Only the stages that can be the most loaded are
+    looked at, unless ``every_stage``."""
     best: Memory | None = None
     nl = model.layers // (s.pp * s.interleave)
-    for k in range(s.pp):
+    per_layer = layer_activation_bytes(model, s)
+    recompute_one = layer_activation_bytes(model, s, "none") if s.recompute == "full" else 0.0
+    tokens = model.seq_len // s.cp * s.micro_batch
+    # the first and last stages hold the embedding and the logits, and (in_flight never grows
+    # along the pipeline) the most activations: the others only when they hold more
+    stages = {0, s.pp - 1} | {k for k, n in enumerate(in_flight) if n > in_flight[0]}
+    if every_stage:
+        stages = set(range(s.pp))
+    for k in sorted(stages):
         p = stage_params(model, s, k)
         w = p * s.weight_bytes / (s.replicas if s.zero >= 3 else 1)
         if s.zero >= 3:  # the gathered weights of the layer in use and the one prefetched
             w += 2 * model.layer_params() / s.tp * s.weight_bytes
         gr = p * s.grad_bytes / (s.replicas if s.zero >= 2 else 1)
         opt = p * s.optimizer_bytes / (s.replicas if s.zero >= 1 else 1)
-        act = in_flight[k] * nl * layer_activation_bytes(model, s)
-        if s.recompute == "full":  # one layer recomputed at a time
-            act += layer_activation_bytes(model, s, "none")
+        act = in_flight[k] * nl * per_layer + recompute_one  # full: one layer recomputed at a time
         if k == 0:  # embedding output of each held micro-batch
-            tokens = model.seq_len // s.cp * s.micro_batch
             act += in_flight[k] * 2 * tokens * model.hidden / (s.tp if s.sequence_parallel else 1)
         lg = 0.0
         if k == s.pp - 1:  # fp32 logits and their gradient of the micro-batch in flight
-            lg = 2 * 4 * model.seq_len // s.cp * s.micro_batch * model.vocab / s.tp
+            lg = 2 * 4 * tokens * model.vocab / s.tp
         held = w + gr + opt + act + lg
         mem = Memory(k, w, gr, opt, act, lg, RESERVED_BYTES + FRAGMENTATION * held, capacity_bytes)
         if best is None or mem.total > best.total:

@@ -79,3 +79,21 @@ def test_a_configuration_that_does_not_fit_says_what_and_by_how_much(gpt3: Model
     assert "GiB over" in msg and "optimizer" in msg and "weights" in msg
     over = (mem.total - mem.capacity) / GIB
     assert f"{over:.1f} GiB over" in msg
+
+
+def test_the_most_loaded_stage_is_found_among_all(gpt3: Model) -> None:
+    from stallscope.plan._schedule import in_flight_counts
+
+    for st in (
+        Strategy(tp=8, pp=8, dp=1, micro_batch=1, global_batch=64, recompute="full"),
+        Strategy(tp=8, pp=4, dp=1, micro_batch=2, global_batch=8, interleave=3),
+        Strategy(tp=8, pp=12, dp=1, micro_batch=1, global_batch=4),
+        Strategy(tp=4, pp=6, dp=2, micro_batch=1, global_batch=48, zero=3),
+    ):
+        fl = in_flight_counts(st.pp, st.micro_batches, st.interleave)
+        assert memory(gpt3, st, 80 * GIB, fl) == memory(gpt3, st, 80 * GIB, fl, every_stage=True)
+    # a stage in the middle that holds more than the first is looked at too
+    st = Strategy(tp=8, pp=4, dp=1, micro_batch=1, global_batch=8)
+    odd = [1, 6, 2, 1]
+    assert memory(gpt3, st, 80 * GIB, odd).stage == 1
+    assert memory(gpt3, st, 80 * GIB, odd) == memory(gpt3, st, 80 * GIB, odd, every_stage=True)
