@@ -61,6 +61,9 @@ def _write_json(doc: Any, path: Path | None) -> None:
     "--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Rows shown."
 )
 @click.option(
+    "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(path_type=Path),
@@ -68,18 +71,24 @@ def _write_json(doc: Any, path: Path | None) -> None:
     help="Write the ranked table as JSON (- for stdout).",
 )
 def plan(
-    model: str, system: str, gpus: int, global_batch: int | None, top: int, json_path: Path | None
+    model: str,
+    system: str,
+    gpus: int,
+    global_batch: int | None,
+    top: int,
+    precision: str,
+    json_path: Path | None,
 ) -> None:
     """Rank every parallel configuration (tp, pp, dp, micro-batch, recompute, sequence
     parallel, ZeRO stage, interleave) of a training job that fits in memory, by predicted step
     time."""
     from stallscope.cli.render import print_frame
     from stallscope.plan import load_model, load_system
-    from stallscope.plan._search import search
+    from stallscope.plan._search import Space, search
 
     with plan_errors():
         m, s = load_model(model), load_system(system)
-        result = search(m, s, gpus, global_batch, top)
+        result = search(m, s, gpus, global_batch, top, Space(precision=precision))
     t = result.table
     if json_path is not None:
         _write_json(
@@ -129,6 +138,9 @@ def plan(
 @click.option("--gpus", type=click.IntRange(1), required=True, help="GPUs of the job.")
 @click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step.")
 @click.option(
+    "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
+)
+@click.option(
     "--knob",
     "knobs",
     multiple=True,
@@ -154,6 +166,7 @@ def whatif(
     system: str,
     gpus: int,
     global_batch: int | None,
+    precision: str,
     knobs: tuple[str, ...],
     plot_path: Path | None,
     json_path: Path | None,
@@ -162,12 +175,13 @@ def whatif(
     from stallscope.cli.render import print_frame
     from stallscope.plan import load_model, load_system
     from stallscope.plan._plot import plot_whatif
+    from stallscope.plan._search import Space
     from stallscope.plan._whatif import parse_knob, whatif_table
 
     with plan_errors():
         parsed = dict(parse_knob(k) for k in knobs) or None
         m, s = load_model(model), load_system(system)
-        table = whatif_table(m, s, gpus, parsed, global_batch)
+        table = whatif_table(m, s, gpus, parsed, global_batch, Space(precision=precision))
         if plot_path is not None:
             plot_whatif(table, plot_path, f"{m.name} on {gpus} x {s.device.name}")
     if json_path is not None:

@@ -45,6 +45,10 @@ def test_plan_prints_a_ranked_table_and_writes_json(files: tuple[str, str], tmp_
     confs = doc["configurations"]
     assert len(confs) == 3 and confs[0]["step_ns"] <= confs[1]["step_ns"] <= confs[2]["step_ns"]
     assert doc["fitting"] <= doc["enumerated"]
+    res = CliRunner().invoke(
+        cli, ["plan", "--model", m, "--system", s, "--gpus", "8", "--precision", "fp8"]
+    )
+    assert res.exit_code == 1 and "no fp8 peak" in res.output  # the test system gives bf16 only
 
 
 def test_predict_model_mode_json(files: tuple[str, str]) -> None:
