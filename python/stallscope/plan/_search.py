@@ -37,7 +37,7 @@ from stallscope.plan._predict import (
     slot_values,
 )
 from stallscope.plan._schedule import SLOTS, Shape, in_flight_counts
-from stallscope.plan._strategy import RECOMPUTE, Strategy, check
+from stallscope.plan._strategy import RECOMPUTE, Strategy
 from stallscope.predict._compiled import CompiledGraph
 
 #: Tokens per step of the default global batch: about what large models train with (GPT-3
@@ -239,7 +239,5 @@ def _strategy(row: dict[str, Any]) -> Strategy:
 
 
 def best_strategy(result: SearchResult) -> Strategy:
+    """The configuration of the search's first row."""
     return _strategy(result.table.row(0, named=True))
-
-
-__all__ = ["SearchResult", "Space", "best_strategy", "check", "default_global_batch", "search"]
