@@ -52,8 +52,8 @@ def whatif_table(
     global_batch: int | None = None,
     space: Space | None = None,
 ) -> pl.DataFrame:
-    """Per knob and factor: the best configuration's step time, throughput and MFU, and the
-    configuration itself (the baseline, factor 1, searched once)."""
+    """Per knob and factor (factor 1, the baseline, added to each knob and searched once): the
+    best configuration's step time, throughput and MFU, and the configuration itself."""
     knobs = knobs or {
         k: DEFAULT_FACTORS
         for k in ("compute", "hbm_capacity", "hbm_bandwidth", "nvlink_domain", "nic")
@@ -63,7 +63,8 @@ def whatif_table(
     memo: dict[tuple[str, float], dict[str, object]] = {}
     rows: list[dict[str, object]] = []
     for knob, factors in knobs.items():
-        for f in factors:
+        # every knob's line goes through the baseline (factor 1, searched once)
+        for f in sorted({1.0, *(float(x) for x in factors)}):
             key = ("base", 1.0) if f == 1.0 else (knob, f)
             if key not in memo:
                 scaled = system.scaled(**{KNOBS[knob]: f})

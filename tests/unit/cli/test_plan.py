@@ -116,6 +116,7 @@ def test_whatif_table_json_and_plot(files: tuple[str, str], tmp_path: Path) -> N
     assert res.exit_code == 0, res.output
     rows = orjson.loads(res.stdout)["rows"]
     assert [(r["knob"], r["factor"]) for r in rows] == [("nic", 0.5), ("nic", 1.0)]
+    assert rows[1]["speedup"] == 1.0 and rows[0]["speedup"] <= 1.0
     res = CliRunner().invoke(cli, [*args, "--knob", "nvlnk=2"])
     assert res.exit_code == 1 and "nearest" in res.output
     pytest.importorskip("matplotlib", reason="the what-if plot needs matplotlib")
