@@ -10,9 +10,10 @@ published result is turned into a step time with the source's own definition:
   96 B s l h^2 (1 + s / 6h + V / 16 l h), over the GPUs.
 
 Fields a source does not state (micro-batch, interleave, recompute, sequence parallel, ZeRO
-stage) are the planner's choice: the fastest configuration that fits with everything the source
+stage, whether pipeline sends overlap compute) are the planner's choice: the fastest configuration that fits with everything the source
 does state held fixed. Model details the presets do not carry follow the framework of the run:
-Megatron-LM 2021-2022 (Narayanan, Korthikanti): unfused attention with dropout; the 2024 stacks
+Megatron-LM 2021-2022 (Narayanan, Korthikanti): unfused attention with dropout, pipeline sends
+that block the sender (no p2p overlap yet); the 2024 stacks
 (NeMo / Megatron-Core with Transformer Engine, torchtitan, llm-foundry): flash attention, no
 dropout. llm-foundry's tables give no system preset: DGX A100 / DGX H100 nodes (8 GPUs,
 NVSwitch; 1600 Gb/s per A100 node as the table's heading states, 3200 Gb/s per H100 node
@@ -92,11 +93,13 @@ def choices(e: dict[str, Any], m: Model) -> list[Strategy]:
     rcs = [e["recompute"]] if e.get("recompute") else ["none", "selective", "full"]
     sps = [e["sequence_parallel"]] if e.get("sequence_parallel") is not None else [tp > 1]
     zs = [e["zero_stage"]] if e.get("zero_stage") is not None else [0, 1]
+    # Megatron-LM of 2021-22 had no p2p overlap: its pipeline sends block the sender
+    p2ps = [False] if e["id"].startswith(FRAMEWORK_2021) else [False, True]
     out = []
-    for mb, v, rc, sp, z in itertools.product(mbs, vs, rcs, sps, zs):
+    for mb, v, rc, sp, z, p2p in itertools.product(mbs, vs, rcs, sps, zs, p2ps):
         s = Strategy(
             tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
-            cp=e.get("cp") or 1,
+            cp=e.get("cp") or 1, p2p_overlap=p2p,
         )  # fmt: skip
         try:
             check(m, s, e["gpus"])

@@ -169,7 +169,10 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
         pending.emplace_back(first_task, backward ? down : up);
       }
       const bool sends_on = backward ? has_up : has_down;
-      if (sends_on) sends[slot_of(Key{backward, s, c, i})] = add(send, kSend, 1, {last});
+      if (sends_on) {
+        sends[slot_of(Key{backward, s, c, i})] =
+            add(sh.p2p_blocking ? comp : send, kSend, 1, {last});
+      }
     }
     if (sh.dp_overlap || sh.zero3) {
       if (s == 0) grad_tasks.push_back(add(dps, kDpEmbed, 1, {last}));

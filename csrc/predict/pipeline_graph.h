@@ -11,6 +11,7 @@ namespace stallscope::predict {
 struct PipelineShape {
   int32_t pp = 1, micro_batches = 1, interleave = 1, layers_per_chunk = 1;
   bool zero3 = false, dp_overlap = false, tied = false, param_gather = false, detail = false;
+  bool p2p_blocking = false;  // sends on the compute stream (Megatron without p2p overlap)
 };
 
 struct PipelineGraph {

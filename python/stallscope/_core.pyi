@@ -265,4 +265,5 @@ def pipeline_graph(
     tied: bool,
     param_gather: bool,
     detail: bool,
+    p2p_blocking: bool = ...,
 ) -> dict[str, npt.NDArray[Any]]: ...

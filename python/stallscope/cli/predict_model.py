@@ -27,6 +27,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step."),
     click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True),
     click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism (tp > 1)."),
+    click.option("--p2p-overlap", is_flag=True, help="Pipeline sends behind compute (Megatron's --overlap-p2p-communication); default: they block the sender."),
     click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage."),
     click.option("--interleave", type=click.IntRange(1), default=1, show_default=True, help="Model chunks per pipeline stage (interleaved 1F1B)."),
     click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
@@ -53,6 +54,7 @@ def run_model_mode(
     global_batch: int | None,
     recompute: str,
     sequence_parallel: bool,
+    p2p_overlap: bool,
     zero: int,
     interleave: int,
     precision: str,
@@ -80,7 +82,8 @@ def run_model_mode(
         p = predict_model(
             model, system, nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, dp=dp,
             micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
-            sequence_parallel=sequence_parallel, zero=zero, interleave=interleave,
+            sequence_parallel=sequence_parallel, p2p_overlap=p2p_overlap, zero=zero,
+            interleave=interleave,
             precision=precision,
         )  # fmt: skip
     doc = {"mode": "model", "predictions": [p.to_dict()]}

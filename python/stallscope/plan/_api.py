@@ -53,6 +53,7 @@ def predict_model(
     interleave: int = 1,
     precision: str = "bf16",
     cp: int = 1,
+    p2p_overlap: bool = False,
 ) -> Prediction:
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory."""
     m, sy = load_model(model), load_system(system)
@@ -74,6 +75,7 @@ def predict_model(
         interleave,
         precision,
         cp=cp,
+        p2p_overlap=p2p_overlap,
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

@@ -102,6 +102,7 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         tied=model.tied_embeddings and s.pp > 1,
         param_gather=s.zero in (1, 2) and s.replicas > 1,
         detail=detail,
+        p2p_blocking=s.pp > 1 and not s.p2p_overlap,
         tp_cat=net(lay.tp.nodes),
         send_cat="network" if lay.pp_cross_node else "interconnect",
         dp_cat=net(lay.dp.nodes),
@@ -140,6 +141,7 @@ def native_schedule(shape: Shape) -> Schedule:
         shape.tied,
         shape.param_gather,
         shape.detail,
+        shape.p2p_blocking,
     )
     names = ["compute", "send", "dp", *(("zero_ag", "zero_rs") if shape.zero3 else ())]
     cats = _category(shape)

@@ -11,7 +11,9 @@ one layer ahead, its gradients reduce-scattered after its backward, every micro-
 
 Task durations are not fixed in the graph: each task names a *slot* (a per-layer or per-send
 cost) and a multiplier, so one graph per schedule shape is re-timed for every configuration of
-that shape (``Schedule.durations``).
+that shape (``Schedule.durations``). Megatron's point-to-point sends block the sender unless its
+p2p overlap is on (``--overlap-p2p-communication``): ``p2p_blocking`` puts them on the compute
+stream.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class Shape:
     tied: bool  # tied embedding all-reduce between first and last stage
     param_gather: bool  # ZeRO 1-2: weights all-gathered after the optimizer
     detail: bool  # compute and TP communication as separate tasks (for attribution)
+    p2p_blocking: bool = False  # sends on the compute stream: the sender waits for them
     tp_cat: str = "interconnect"
     send_cat: str = "interconnect"
     dp_cat: str = "network"
@@ -208,7 +211,8 @@ def build(shape: Shape) -> Schedule:
                 )
                 pending.append((first_task, waits_on))
             if target is not None:
-                sends[(op, s, c, i)] = add(send, "send", 1, shape.send_cat, (last,), f"{tag} send")
+                on = comp if shape.p2p_blocking else send
+                sends[(op, s, c, i)] = add(on, "send", 1, shape.send_cat, (last,), f"{tag} send")
         # end of step: embedding gradients, the optimizer, ZeRO 1-2's weight gather
         if shape.dp_overlap or shape.zero3:
             if s == 0:

@@ -125,6 +125,7 @@ def compiled_schedule(shape: Shape) -> tuple[CompiledGraph, np.ndarray, np.ndarr
         shape.tied,
         shape.param_gather,
         shape.detail,
+        shape.p2p_blocking,
     )
     cg = CompiledGraph.from_arrays(
         a["stream"],

@@ -39,6 +39,7 @@ class Strategy:
     grad_bytes: int = 2
     optimizer_bytes: int = 12
     cp: int = 1  # context parallel: each sequence split over cp GPUs (ring attention)
+    p2p_overlap: bool = False  # pipeline sends behind compute (Megatron's opt-in p2p overlap)
 
     @property
     def gpus(self) -> int:

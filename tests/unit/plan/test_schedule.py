@@ -103,6 +103,8 @@ def test_zero3_gathers_hide_behind_compute_but_the_first() -> None:
         (3, 6, 3, 10, {"zero3": True}),
         (2, 4, 1, 16, {"zero3": True, "tied": True}),
         (8, 16, 4, 1, {"dp_overlap": True, "tied": True, "param_gather": True}),
+        (4, 8, 2, 2, {"p2p_blocking": True, "dp_overlap": True}),
+        (3, 5, 1, 3, {"p2p_blocking": True, "zero3": True}),
     ],
 )
 @pytest.mark.parametrize("detail", [False, True])
@@ -121,3 +123,19 @@ def test_the_native_graph_is_the_reference_graph(
     assert nat.graph.wait_on == ref.graph.wait_on
     assert nat.graph.category == ref.graph.category
     assert nat.in_flight == ref.in_flight
+
+
+@pytest.mark.parametrize(("p", "m", "v"), [(2, 8, 1), (4, 16, 1), (4, 8, 2)])
+def test_blocking_sends_hold_the_sender(p: int, m: int, v: int) -> None:
+    def step(blocking: bool, send: float) -> tuple[int, int]:
+        sch = build(_shape(p, m, v, p2p_blocking=blocking))
+        sch.graph.duration[:] = sch.durations({"f": 1e-6, "b": 2e-6, "send": send})
+        t = sch.graph.run()
+        return t.makespan, attribute(t, 0, t.makespan)["interconnect"]
+
+    assert step(True, 0.0) == step(False, 0.0)  # free sends: the same schedule
+    (blocked, on_stage0), (free, hidden) = step(True, 0.5e-6), step(False, 0.5e-6)
+    assert blocked > free
+    # stage 0's sends run on its compute stream: every one shows: m x v forwards, and the
+    # backward of every chunk but the first goes back to the last stage
+    assert on_stage0 == m * (2 * v - 1) * 500 > hidden
