@@ -5,8 +5,9 @@ Megatron ran it in 2021) on 768 A100-80GB GPUs (96 DGX A100 nodes), global batch
 (tp <= 8, pp, dp, micro-batch 1-16, recompute none / selective / full, sequence parallel,
 ZeRO 0-3, interleave 1-8) that divides the GPUs. Each run is a fresh process (no schedule graph
 cached from an earlier run); it reports the configurations enumerated, those that fit and were
-simulated, and the wall time of the whole search including the top-10's detailed simulation.
-The median of --runs, bracketed by the noisy-neighbour guard.
+simulated, and the wall (and CPU) time of the whole search including the top-10's detailed
+simulation; the target is met when 10,000 of them take <= 10 s (the median wall time scaled to
+10,000). The median of --runs, bracketed by the noisy-neighbour guard.
 
     python bench/plan_search_speed.py [--runs 5]
 """
@@ -57,12 +58,13 @@ def once() -> dict[str, float]:
 
     m, s = load_model(MODEL), load_system(SYSTEM)
     space = Space(micro_batches=(1, 2, 4, 8, 16), interleave=(1, 2, 3, 4, 6, 8))
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     r = search(m, s, GPUS, BATCH, top=10, space=space)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
     best = r.table.row(0, named=True)
     return {
         "seconds": wall,
+        "cpu_seconds": cpu,
         "enumerated": r.enumerated,
         "fitting": r.fitting,
         "best_step_s": best["step_s"],
@@ -104,7 +106,8 @@ def main() -> None:
         "median_s": round(med, 3),
         "runs_s": [round(x, 3) for x in secs],
         "per_10k_configurations_s": round(med * 10_000 / n, 3),
-        "met": n >= 10_000 and med <= 10.0,
+        "cpu_median_s": round(statistics.median(r["cpu_seconds"] for r in runs), 3),
+        "met": n >= 10_000 and med * 10_000 / n <= 10.0,
         "best": runs[0]["best"],
         "best_step_s": runs[0]["best_step_s"],
         "guards": guards,
