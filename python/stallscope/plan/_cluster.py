@@ -7,7 +7,7 @@ in Gbit/s). The GPU's figures come from the device table (``stallscope.predict``
 ``device(name)``); optional keys override them: ``peak_tflops`` (a number for bf16, or per
 precision), ``hbm_GBps``, ``hbm_GB``, ``sms``, ``matmul_fraction``, ``efficiency_table`` (a
 measured GEMM / attention table, see ``_device_model``), ``intra_node_fraction``,
-``inter_node_fraction``.
+``inter_node_fraction``, ``intra_node_latency_us``, ``inter_node_latency_us`` (per ring step).
 """
 
 from __future__ import annotations
@@ -21,6 +21,12 @@ from stallscope.plan._device_model import DeviceModel, default_matmul_fraction, 
 from stallscope.plan._errors import PlanError, listed, nearest_names
 
 _REQUIRED = ("gpu", "gpus_per_node", "intra_node_GBps", "inter_node_Gbps")
+_LINK_KEYS = (
+    "intra_node_fraction",
+    "inter_node_fraction",
+    "intra_node_latency_us",
+    "inter_node_latency_us",
+)
 _DEVICE_KEYS = ("peak_tflops", "hbm_GBps", "hbm_GB", "sms", "matmul_fraction", "efficiency_table")
 _INFORMATIVE = frozenset(
     {"source", "sources", "notes", "note", "date", "aliases", "where", "price"}
@@ -39,7 +45,7 @@ class Cluster:
     inter_node_Gbps: float  # noqa: N815 (per node, per direction: all its NICs)
     device: DeviceModel
     intra_node_fraction: float = 0.77
-    inter_node_fraction: float = 0.9
+    inter_node_fraction: float = 0.79
     base_latency_s: float = 8.4e-6
     nvlink_hop_s: float = 3.4e-6
     network_hop_s: float = 9.6e-6
@@ -210,14 +216,7 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
             '{"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GBps": 300, '
             '"inter_node_Gbps": 1600}'
         )
-    known = {
-        *_REQUIRED,
-        *_DEVICE_KEYS,
-        *_INFORMATIVE,
-        "name",
-        "intra_node_fraction",
-        "inter_node_fraction",
-    }
+    known = {*_REQUIRED, *_DEVICE_KEYS, *_INFORMATIVE, *_LINK_KEYS, "name"}
     unknown = [k for k in doc if k not in known]
     if unknown:
         hints = "; ".join(f"{u!r} (nearest: {listed(nearest_names(u, known, 2))})" for u in unknown)
@@ -244,8 +243,8 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
             doc.get("inter_node_fraction", eff["inter_node_fraction"]["value"])
         ),
         base_latency_s=float(lat["base"]) * 1e-6,
-        nvlink_hop_s=float(lat["nvlink_hop"]) * 1e-6,
-        network_hop_s=float(lat["network_hop"]) * 1e-6,
+        nvlink_hop_s=float(doc.get("intra_node_latency_us", lat["nvlink_hop"])) * 1e-6,
+        network_hop_s=float(doc.get("inter_node_latency_us", lat["network_hop"])) * 1e-6,
     )
 
 
@@ -273,6 +272,8 @@ def cluster_of_preset(name: str) -> Cluster:
         p = system(name)
     except CatalogError as e:
         raise PlanError(f"{e}; or give a system JSON file") from None
+    from stallscope.predict import link
+
     return system_from_dict(
         {
             "name": p.name,
@@ -280,5 +281,8 @@ def cluster_of_preset(name: str) -> Cluster:
             "gpus_per_node": p.gpus_per_node,
             "intra_node_GBps": p.intra_node_bytes_per_s / 1e9,
             "inter_node_Gbps": p.inter_node_bytes_per_s * 8 / 1e9,
+            # the per-step latencies NCCL's tuner assumes for the preset's links (links.json)
+            "intra_node_latency_us": link(p.intra_node_link).latency_us,
+            "inter_node_latency_us": link(p.inter_node_link).latency_us,
         }
     )

@@ -55,7 +55,7 @@ def test_bad_model_files(tmp_path: Path) -> None:
 def test_system_keys_and_errors() -> None:
     s = load_system(DGX_A100)
     assert s.device.peak("bf16") == 312e12
-    assert s.inter_bytes_s_per_gpu == pytest.approx(1600 / 8 * 1e9 * 0.9 / 8)
+    assert s.inter_bytes_s_per_gpu == pytest.approx(1600 / 8 * 1e9 * 0.79 / 8)
     with pytest.raises(PlanError, match="lacks inter_node_Gbps"):
         load_system({k: v for k, v in DGX_A100.items() if k != "inter_node_Gbps"})
     with pytest.raises(PlanError, match=r"'gpus_per_nod' \(nearest: gpus_per_node"):
