@@ -148,13 +148,17 @@ def predict(
         if run is not None:
             raise click.UsageError("give RUN (a measured run) or --model and --system, not both")
         if nodes is not None and not nodes.strip().isdigit():
-            raise click.BadParameter(f"{nodes!r}: the model mode takes one node count", param_hint="--nodes")
+            raise click.BadParameter(
+                f"{nodes!r}: the model mode takes one node count", param_hint="--nodes"
+            )
         run_model_mode(
             nodes=int(nodes) if nodes is not None else None, json_path=json_path, **model_opts
         )
         return
     if run is None:
-        raise click.UsageError("give RUN (a run directory, traces or a saved profile) or --model and --system")
+        raise click.UsageError(
+            "give RUN (a run directory, traces or a saved profile) or --model and --system"
+        )
     import itertools
     import warnings
 

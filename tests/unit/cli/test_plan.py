@@ -122,3 +122,14 @@ def test_whatif_table_json_and_plot(files: tuple[str, str], tmp_path: Path) -> N
     pytest.importorskip("matplotlib", reason="the what-if plot needs matplotlib")
     res = CliRunner().invoke(cli, [*args, "--plot", str(tmp_path / "w.png")])
     assert res.exit_code == 0 and (tmp_path / "w.png").stat().st_size > 1000
+
+
+def test_predict_takes_a_run_or_a_model_not_both(files: tuple[str, str], tmp_path: Path) -> None:
+    m, s = files
+    base = ["predict", "--model", m, "--system", s, "--global-batch", "32"]
+    res = CliRunner().invoke(cli, [*base, "--nodes", "2,4"])
+    assert res.exit_code == 2 and "one node count" in res.output
+    res = CliRunner().invoke(cli, ["predict", str(tmp_path), *base[1:], "--nodes", "1"])
+    assert res.exit_code == 2 and "not both" in res.output
+    res = CliRunner().invoke(cli, ["predict"])
+    assert res.exit_code == 2 and "or --model and --system" in res.output
