@@ -327,7 +327,7 @@ void bind_kineto(py::module_& m) {
       "traces) into a heap that glibc would otherwise keep.");
   py::class_<DetailJobHandle>(
       m, "DetailJob",
-      "The detail column of kineto_convert's rows (see _kineto/_native.py), "
+      "The detail column of kineto_convert's rows (see io/kineto/_native.py), "
       "its buffers sized on the thread that made the job.")
       .def("start", &DetailJobHandle::start, py::arg("threads") = 1,
            "Write the rows on `threads` threads of their own, the parts not taken by them on "
