@@ -25,7 +25,7 @@ from stallscope import _core
 # Lets backends outside this extension (the NCCL profiler plugin) attach to this very core.
 _os.environ.setdefault("STALLSCOPE_CORE_LIBRARY", _core.__file__ or "")
 
-from stallscope import analysis
+from stallscope import analysis, data
 from stallscope._schema import CATEGORIES, KINDS, SCHEMA
 from stallscope.analysis import stall_summary, stall_table
 from stallscope.capture._api import counter, loader, mark, region, step
@@ -60,6 +60,7 @@ __all__ = [
     "analysis",
     "backends",
     "counter",
+    "data",
     "import_kineto",
     "load",
     "loader",
