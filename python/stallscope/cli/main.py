@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from stallscope import __version__
+from stallscope.cli.analyze import analyze
 from stallscope.cli.bench import bench
 from stallscope.cli.catalog import catalog
 from stallscope.cli.demo import demo
@@ -37,6 +38,7 @@ for _command in (
     recommend,
     plan,
     whatif,
+    analyze,
 ):
     cli.add_command(_command)
 

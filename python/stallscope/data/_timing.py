@@ -4,8 +4,9 @@ main process with the batch, and recorded there.
 
 A dataset calls `fetched(start_ns, end_ns, nbytes)` after reading a sample's bytes and
 `prepared(start_ns, end_ns)` after decoding and transforming it; `TimedCollate` (the
-DataLoader's collate_fn, run where the batch is assembled) takes the intervals noted since the
-last batch and returns them with the batch as a `TimedBatch`. In the main process, `record`
+DataLoader's collate_fn, run where the batch is assembled) notes the collation as prep too,
+takes the intervals noted since the last batch and returns them with the batch as a
+`TimedBatch`. In the main process, `record`
 writes two kinds of events:
 
 - the loading itself, on a lane of the process that did it (its pid): regions ``worker_fetch``
@@ -78,13 +79,16 @@ def _take() -> tuple[Array, Array]:
 
 class TimedCollate:
     """A collate_fn that returns `TimedBatch(inner(samples), ...)` with the fetch and prep
-    intervals noted since the previous batch of this process."""
+    intervals noted since the previous batch of this process; the collation itself (stacking
+    the samples) is one more prep interval."""
 
     def __init__(self, inner: Callable[[list[Any]], Any]) -> None:
         self.inner = inner
 
     def __call__(self, samples: list[Any]) -> TimedBatch:
+        began = _core.now_ns()
         batch = self.inner(samples)
+        prepared(began, _core.now_ns())  # batching the samples is preparation too
         fetch, prep = _take()
         return TimedBatch(batch, fetch, prep, os.getpid())
 

@@ -22,9 +22,11 @@ def test_collate_takes_the_intervals_noted_since_the_last_batch() -> None:
     tb = _timing.TimedCollate(lambda samples: sum(samples))([1, 2, 3])
     assert tb.batch == 6 and tb.pid == os.getpid() and tb.nbytes == 150
     assert tb.fetch.tolist() == [[10, 20, 100], [35, 40, 50]]
-    assert tb.prep.tolist() == [[20, 35], [40, 60]]
+    assert tb.prep.tolist()[:2] == [[20, 35], [40, 60]]
+    (collate,) = tb.prep.tolist()[2:]  # the collation, timed now
+    assert 0 < collate[0] <= collate[1] <= stallscope.now_ns()
     empty = _timing.TimedCollate(list)([])
-    assert empty.fetch.shape == (0, 3) and empty.prep.shape == (0, 2)
+    assert empty.fetch.shape == (0, 3) and empty.prep.shape == (1, 2)
 
 
 def test_clip_keeps_the_parts_inside() -> None:
