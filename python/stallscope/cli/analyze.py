@@ -148,7 +148,8 @@ _STALL_LABELS = {
 @click.option(
     "--no-guard",
     is_flag=True,
-    help="Skip the noise guard (two probe processes timed before and after, about 3 s each).",
+    help="Skip the noise guard (two probe processes timed side by side against one alone, "
+    "before and after the runs, a few seconds each).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def analyze(
@@ -223,9 +224,14 @@ def analyze(
     )
     for name, info in result.cache.items():
         click.echo(f"page cache before {name}: {info['method']}")
-    if result.guard:
-        g = ", ".join(f"{k} {v:.2f}x" for k, v in result.guard.items())
-        click.echo(f"noise guard (two probes side by side / one alone): {g}")
+    g = result.guard
+    if "before" in g:
+        click.echo(
+            f"noise guard (two probes side by side / one alone): before {g['before']:.2f}x, "
+            f"after {g['after']:.2f}x"
+        )
+    if "others_cores" in g:
+        click.echo(f"other work on this machine during the runs: {g['others_cores']:.2f} cores")
     for n in result.notes:
         click.echo(f"note: {n}")
     if json_path is not None:

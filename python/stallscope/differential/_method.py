@@ -7,19 +7,25 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 
 import stallscope
 from stallscope.analysis import STALL_COLUMNS
+from stallscope.comm._neighbour import cpu_sample, neighbour_guard, others_during
 from stallscope.differential._command import Entry
 from stallscope.differential._configs import PARTS, RunConfig, plan
-from stallscope.differential._guard import GUARD_LIMIT, contention
 from stallscope.differential._launch import Launched, launch
 from stallscope.differential._measure import TRIM, WARMUP, cache_marks, run_summary
 from stallscope.differential._stalls import differential_stalls
 from stallscope.exceptions import AnalyzeError, RunDirError
+
+#: Side by side over alone above which the machine is taken as busy (on two free cores the
+#: pair runs as fast as one alone).
+GUARD_LIMIT: Final = 1.1
+#: Cores other work may use while the runs run before their timings are called noisy.
+OTHERS_LIMIT: Final = 0.1
 
 
 @dataclass
@@ -53,8 +59,9 @@ class Settings:
 class Result:
     """What the method found: per run its configuration and trace summary (``runs``: one row
     per run, run_summary's columns and the configuration's), the stalls (differential_stalls'
-    frame), the page cache actions, the noise guard (slowdowns before and after), and notes
-    (parts skipped and why)."""
+    frame), the page cache actions, the noise guard (``before`` / ``after``: two probe
+    processes side by side over one alone; ``others_cores``: cores other work used while the
+    runs ran), and notes (parts skipped and why, noise)."""
 
     settings: Settings
     entry: Entry
@@ -130,7 +137,8 @@ def analyze(
         notes.append("network stall not measured: 1 node (give --nodes > 1)")
     guard: dict[str, float] = {}
     if settings.guard:
-        guard["before"] = contention()
+        guard["before"] = neighbour_guard(repeats=1).ratio
+    cpu_before = cpu_sample()
     budget = settings.warmup + settings.steps
     launched: list[Launched] = []
     rows: list[pl.DataFrame] = []
@@ -177,9 +185,18 @@ def analyze(
                 pl.lit(str(run.run_dir)).alias("run_dir"),
             )
         )
+    cpu_after = cpu_sample()
+    if cpu_before is not None and cpu_after is not None:
+        others = others_during(cpu_before, cpu_after, OTHERS_LIMIT)
+        guard["others_cores"] = others.others_cores + others.steal_cores
+        if not others.ok:
+            notes.append(
+                f"other work used {guard['others_cores']:.2f} cores of this machine while the "
+                f"runs ran (limit {OTHERS_LIMIT}): timings are noisy"
+            )
     if settings.guard:
-        guard["after"] = contention()
-        worst = max(guard.values())
+        guard["after"] = neighbour_guard(repeats=1).ratio
+        worst = max(guard["before"], guard["after"])
         if worst > GUARD_LIMIT:
             notes.append(
                 f"the machine was busy: two probe processes ran {worst:.2f}x slower side by "
