@@ -52,3 +52,30 @@ def test_small_matrix(tmp_path: Path) -> None:
     data = s["data"]
     trace = data["trace_ns_per_step"] + data["trace_comm_ns_per_step"]
     assert abs(trace - data["ns_per_step"]) <= 0.25 * data["ns_per_step"] + 2e6, data
+
+
+def test_sweep_of_one_model_with_the_predictor_and_the_formula(tmp_path: Path) -> None:
+    """One tiny MLP on 1 device, 2 in one node and 2 nodes at 200 Mbit/s: the communication
+    stall is at least half the all-reduce's transfer time at the rate, and the predictor's and
+    the formula's views are within a factor of 2 of it."""
+    reason = _netns_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    pytest.importorskip("PIL", reason="the workload's images need Pillow (the data extra)")
+    from stallscope.differential import ModelPoint, sweep_comm
+    from stallscope.workloads._models import gradient_bytes, layer_count, mlp
+
+    m = mlp(1, 64)
+    argv = (sys.executable, "-m", "stallscope.workloads._train", "--depth", "1", "--width",
+            "64", "--batch-size", "16", "--workers", "0", "--images", "512", "--data",
+            str(tmp_path / "img"))  # fmt: skip
+    point = ModelPoint("tiny", argv, layer_count(m), gradient_bytes(m))
+    df = sweep_comm([point], tmp_path / "sweep", rates=["200mbit"], steps=6, warmup=2)
+    (row,) = df.to_dicts()
+    assert (row["layers"], row["gradient_bytes"], row["rate_bps"]) == (2, gradient_bytes(m), 2e8)
+    transfer_ns = gradient_bytes(m) * 8 / 200e6 * 1e9
+    assert row["comm_stall_ns"] >= 0.5 * transfer_ns, row
+    assert row["buckets"] and sum(row["buckets"]) >= 0.9 * gradient_bytes(m)
+    assert row["backward_ns"] > 0 and row["step_pair_ns"] > 0
+    for view in ("predicted_ns", "formula_ns", "trace_comm_ns"):
+        assert 0.5 * row["comm_stall_ns"] <= row[view] <= 2 * row["comm_stall_ns"], (view, row)
