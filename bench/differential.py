@@ -75,8 +75,13 @@ def analyze_job(name: str, args: list[str], job: list[str], out: Path) -> dict[s
     return {"command": shown, "wall_s": round(wall, 1), "printed": p.stdout, "result": result}
 
 
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def part_method(out: Path, quick: bool) -> dict[str, Any]:
     steps = ["--steps", "5"] if quick else []
+    date = _now()
     guard = {"before": _guard()}
     demo = analyze_job("demo", steps, [sys.executable, "-m", "stallscope.workloads._train"], out)
     demo["target_s"] = TARGET_S
@@ -89,7 +94,7 @@ def part_method(out: Path, quick: bool) -> dict[str, Any]:
         out,
     )  # fmt: skip
     guard["after"] = _guard()
-    return {"guard": guard, "demo": demo, "cnn": cnn}
+    return {"date": date, "guard": guard, "demo": demo, "cnn": cnn}
 
 
 def _points(quick: bool, data: Path) -> list[ModelPoint]:
@@ -109,6 +114,7 @@ def _mape(pred: pl.Series, meas: pl.Series) -> float:
 
 
 def part_macro(out: Path, quick: bool) -> dict[str, Any]:
+    date = _now()
     guard = {"before": _guard()}
     pts = _points(quick, out / "images")
     t0 = time.monotonic()
@@ -127,6 +133,7 @@ def part_macro(out: Path, quick: bool) -> dict[str, Any]:
             "trace_mape_pct": round(_mape(g["trace_comm_ns"], g["comm_stall_ns"]), 1),
         }
     return {
+        "date": date,
         "guard": guard,
         "wall_s": round(wall, 1),
         "points": df.to_dicts(),
@@ -140,16 +147,17 @@ def part_macro(out: Path, quick: bool) -> dict[str, Any]:
 
 
 def _md(doc: dict[str, Any]) -> str:
-    lines = [f"# differential.py, {doc['date']} ({doc['machine']})", ""]
+    lines = [f"# differential.py ({doc['machine']})", ""]
     m = doc.get("method")
     if m:
+        lines += [f"Part 1, the method: {m['date']}; guard {m['guard']}", ""]
         for name in ("demo", "cnn"):
             j = m[name]
             lines += [f"## {name}: `{' '.join(j['command'])}`", "", f"wall {j['wall_s']} s", "",
                       "```", j["printed"].rstrip(), "```", ""]  # fmt: skip
     mac = doc.get("macro")
     if mac:
-        lines += ["## layers and gradients", "",
+        lines += ["## layers and gradients", "", f"{mac['date']}; guard {mac['guard']}", "",
                   "| model | layers | gradient MB | rate | T(1) ms | T(2 over 2) ms | comm stall ms | "
                   "trace ms | predictor ms | formula ms | fit ms | held out |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -185,7 +193,6 @@ def main() -> None:
     a = ap.parse_args()
     out = a.out or Path(tempfile.mkdtemp(prefix="stallscope-differential-"))
     doc: dict[str, Any] = {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} CPUs",
     }
     if a.part in ("method", "all"):
