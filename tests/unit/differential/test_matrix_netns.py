@@ -34,7 +34,7 @@ def test_small_matrix(tmp_path: Path) -> None:
     argv = (sys.executable, "-m", "stallscope.workloads._train", "--depth", "1", "--width",
             "64", "--batch-size", "128", "--workers", "0", "--images", "4096", "--data",
             str(tmp_path / "img"))  # fmt: skip
-    settings = Settings(nodes=2, ranks_per_node=1, rates=("1gbit", "200mbit"), steps=10,
+    settings = Settings(nodes=2, ranks_per_node=1, rates=("1gbit", "200mbit"), steps=16,
                         warmup=2, cold="fadvise", guard=False, timeout_s=240)  # fmt: skip
     res = analyze(Entry(argv), tmp_path / "out", settings)
     t = {r["run"]: r["step_ns"] for r in res.runs.iter_rows(named=True)}
@@ -55,9 +55,10 @@ def test_small_matrix(tmp_path: Path) -> None:
 
 
 def test_sweep_of_one_model_with_the_predictor_and_the_formula(tmp_path: Path) -> None:
-    """One tiny MLP on 1 device, 2 in one node and 2 nodes at 200 Mbit/s: the communication
-    stall is at least half the all-reduce's transfer time at the rate, and the predictor's and
-    the formula's views are within a factor of 2 of it."""
+    """One small MLP (3.2 MB of gradients) on 1 device, 2 in one node and 2 nodes at 200
+    Mbit/s: the communication stall is at least half the all-reduce's transfer time at the rate
+    (126 ms), and the trace's, the predictor's and the formula's views are within a factor of 2
+    of it."""
     reason = _netns_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -65,9 +66,9 @@ def test_sweep_of_one_model_with_the_predictor_and_the_formula(tmp_path: Path) -
     from stallscope.differential import ModelPoint, sweep_comm
     from stallscope.workloads._models import gradient_bytes, layer_count, mlp
 
-    m = mlp(1, 64)
+    m = mlp(1, 256)
     argv = (sys.executable, "-m", "stallscope.workloads._train", "--depth", "1", "--width",
-            "64", "--batch-size", "16", "--workers", "0", "--images", "512", "--data",
+            "256", "--batch-size", "16", "--workers", "0", "--images", "512", "--data",
             str(tmp_path / "img"))  # fmt: skip
     point = ModelPoint("tiny", argv, layer_count(m), gradient_bytes(m))
     df = sweep_comm([point], tmp_path / "sweep", rates=["200mbit"], steps=6, warmup=2)
