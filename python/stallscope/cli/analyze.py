@@ -170,6 +170,7 @@ def analyze(
 ) -> None:
     """Measure stalls by running COMMAND several ways and subtracting (DS-Analyzer, Stash):
 
+    \b
         stallscope analyze -- python train.py
         stallscope analyze --nodes 2 --rate 1gbit --rate 200mbit -- torchrun --nproc-per-node 2 train.py
 
