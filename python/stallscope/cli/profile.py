@@ -38,8 +38,15 @@ def launcher_mode(command: tuple[str, ...]) -> bool:
     help="Run directory that every rank writes into.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace ranks' data from an earlier run in --out.")
+@click.option(
+    "--mode",
+    type=click.Choice(["full", "continuous"]),
+    default=None,
+    help="full: keep every event; continuous: always-on (a rolling window of full events, a "
+    "per-step summary, captures on request). Default: STALLSCOPE_MODE, else full.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def profile(out: Path, overwrite: bool, command: tuple[str, ...]) -> None:
+def profile(out: Path, overwrite: bool, mode: str | None, command: tuple[str, ...]) -> None:
     """Trace COMMAND with no change to it, e.g.
 
         stallscope profile --out runs/ddp -- torchrun --nproc-per-node 2 train.py
@@ -53,6 +60,8 @@ def profile(out: Path, overwrite: bool, command: tuple[str, ...]) -> None:
     try:
         env = dict(os.environ)
         env.update(profile_env(out, site, launcher=launcher_mode(command), overwrite=overwrite))
+        if mode is not None:
+            env["STALLSCOPE_MODE"] = mode
         try:
             proc = subprocess.Popen(list(command), env=env)
         except OSError as e:

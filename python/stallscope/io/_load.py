@@ -123,6 +123,11 @@ def _check_file(path: Path) -> int | None:
 
     try:
         meta = pq.read_metadata(path)
+    except FileNotFoundError:
+        raise VanishedError(
+            f"{path}: gone since the run directory was listed (a continuous trace's window "
+            "deletes old part files): read the run again"
+        ) from None
     except Exception as e:
         raise RunDirError(
             f"{path}: truncated or not a Parquet file ({type(e).__name__}: {e}); it was probably "
@@ -151,7 +156,7 @@ def _single_rank(meta: Any, column: int) -> int | None:
 
 
 @dataclass(frozen=True)
-class _Clock:
+class Clock:
     """One rank's alignment onto rank 0's clock: aligned = t + round(o_a + slope * (t - t_a))."""
 
     t_a: int
@@ -159,12 +164,17 @@ class _Clock:
     slope: float
 
 
-def _clock_offsets(info: RunInfo) -> dict[int, _Clock]:
+def _clock_offsets(info: RunInfo) -> dict[int, Clock]:
+    return clock_offsets(info.processes)
+
+
+def clock_offsets(processes: dict[str, dict[str, Any]]) -> dict[int, Clock]:
     """Per rank: aligned = t + offset_a + slope * (t - t_a), from run.json's clock samples
-    (offset to rank 0 measured at start and stop; see the collective tracing backend).
-    Processes of one rank share its host clock: the first process listed with samples wins."""
-    out: dict[int, _Clock] = {}
-    for p in info.processes.values():
+    (`processes`: its entries; offset to rank 0 measured at start and stop, see the collective
+    tracing backend). Processes of one rank share its host clock: the first process listed
+    with samples wins."""
+    out: dict[int, Clock] = {}
+    for p in processes.values():
         samples = (p.get("clock") or {}).get("offsets") or []
         rank = p.get("rank")
         if not samples or not isinstance(rank, int) or rank in out:
@@ -172,7 +182,7 @@ def _clock_offsets(info: RunInfo) -> dict[int, _Clock]:
         a, b = samples[0], samples[-1]
         ta, oa = int(a["local_ns"]), int(a["offset_ns"])
         tb, ob = int(b["local_ns"]), int(b["offset_ns"])
-        out[rank] = _Clock(ta, oa, (ob - oa) / (tb - ta) if tb != ta else 0.0)
+        out[rank] = Clock(ta, oa, (ob - oa) / (tb - ta) if tb != ta else 0.0)
     return out
 
 
@@ -183,7 +193,7 @@ def _aligned(lf: pl.LazyFrame, shift: pl.Expr) -> pl.LazyFrame:
     return lf.with_columns(start_ns=pl.col("start_ns") + ns, end_ns=pl.col("end_ns") + ns)
 
 
-def _align_one_rank(lf: pl.LazyFrame, c: _Clock) -> pl.LazyFrame:
+def _align_one_rank(lf: pl.LazyFrame, c: Clock) -> pl.LazyFrame:
     """Every row of `lf` belongs to the rank of clock `c`: its shift, from literals."""
     shift = pl.lit(c.o_a, pl.Int64) + pl.lit(c.slope, pl.Float64) * (
         pl.col("start_ns") - pl.lit(c.t_a, pl.Int64)
@@ -191,7 +201,7 @@ def _align_one_rank(lf: pl.LazyFrame, c: _Clock) -> pl.LazyFrame:
     return _aligned(lf, shift)
 
 
-def _align_by_join(lf: pl.LazyFrame, clocks: dict[int, _Clock]) -> pl.LazyFrame:
+def _align_by_join(lf: pl.LazyFrame, clocks: dict[int, Clock]) -> pl.LazyFrame:
     """Rows of any ranks: each gets its rank's shift by a join (no clock: no shift)."""
     per_rank = pl.LazyFrame(
         {
@@ -231,24 +241,57 @@ def scan(run_dir: str | os.PathLike[str], *, align_clocks: bool = True) -> pl.La
     info = run_info(run_dir)
     for problem in info.problems:
         warnings.warn(f"{info.run_dir}: {problem}", StallscopeWarning, stacklevel=2)
+    return pl.concat([lf for _, lf in file_frames(info, align_clocks)], how="vertical")
+
+
+def file_frames(info: RunInfo, align_clocks: bool = True) -> list[tuple[int | None, pl.LazyFrame]]:
+    """Every event file of `info` as a LazyFrame in the event schema, with the one rank all of
+    its rows carry (None when the file's statistics do not say: any ranks). Each file is cast
+    to the schema on its own. A file of one rank (the native writer's: its rank statistics say
+    so) is aligned with that rank's clock as literals; any other file by a join on rank."""
     paths = [p for ps in info.files.values() for p in ps]
     ranks = [_check_file(p) for p in paths]
     clocks = _clock_offsets(info) if align_clocks else {}
-    # Per file, then concatenated (each file is cast to the schema on its own). A file of one
-    # rank (the native writer's: its rank statistics say so) is aligned with that rank's clock
-    # as literals; any other file by a join on rank.
-    frames = []
+    out = []
     for path, rank in zip(paths, ranks, strict=True):
         lf = _read(path)
         if clocks and rank is None:
             lf = _align_by_join(lf, clocks)
         elif rank in clocks:
             lf = _align_one_rank(lf, clocks[rank])
-        frames.append(lf)
-    return pl.concat(frames, how="vertical")
+        out.append((rank, lf))
+    return out
 
 
 @fair_gil
 def load(run_dir: str | os.PathLike[str], *, align_clocks: bool = True) -> pl.DataFrame:
-    """All ranks' events of a run directory as a DataFrame (see `scan`)."""
-    return scan(run_dir, align_clocks=align_clocks).collect()
+    """All ranks' events of a run directory as a DataFrame (see `scan`). A running continuous
+    trace deletes the part files that leave its window: a part gone while it is read makes
+    `load` read the run again (the window then starts later)."""
+    for attempt in range(_READS):
+        try:
+            if attempt == 0:
+                return scan(run_dir, align_clocks=align_clocks).collect()
+            with warnings.catch_warnings():  # told once, on the first read
+                warnings.simplefilter("ignore", StallscopeWarning)
+                return scan(run_dir, align_clocks=align_clocks).collect()
+        except (VanishedError, FileNotFoundError, pl.exceptions.ComputeError) as e:
+            if not _vanished(e) or attempt == _READS - 1:
+                raise RunDirError(
+                    f"{run_dir}: event files disappeared while they were read {_READS} times "
+                    f"({e}); is a continuous trace's window moving faster than the run can be "
+                    "read? Read an on-demand capture (stallscope capture) instead"
+                ) from None
+    raise AssertionError("unreachable")
+
+
+_READS = 3
+
+
+class VanishedError(RunDirError):
+    """An event file was deleted between listing the run directory and reading it."""
+
+
+def _vanished(e: Exception) -> bool:
+    """An error of reading a file that is no longer there."""
+    return isinstance(e, (VanishedError, FileNotFoundError)) or "No such file" in str(e)
