@@ -212,6 +212,7 @@ class Continuous:
 
     def finish(self, now_ns: int) -> None:
         self.tick(now_ns, final=True)
+        self._guard("capture", self.on_demand.refresh_clocks)
         if self.summary is not None:
             self._guard("summary", self.summary.out.roll)
 

@@ -267,6 +267,19 @@ class OnDemand:
         facts["dir"] = str(c.dir.relative_to(self.run_dir))
         self.done.append(facts)
 
+    def refresh_clocks(self) -> None:
+        """At the trace's stop: give the captures the clock offsets measured by then (a
+        capture that ended mid-run holds only those of the trace's start)."""
+        clock = (run_json.read_run_json(self.run_dir).get("processes", {}).get(self.stem, {})).get(
+            "clock"
+        )
+        if not clock:
+            return
+        for facts in self.done:
+            d = self.run_dir / facts["dir"]
+            if (d / run_json.RUN_JSON).exists():
+                run_json.update_process(d, self.stem, {"clock": clock})
+
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {"captures": list(self.done)}
         if self.problems:
