@@ -153,3 +153,31 @@ def test_streaming_table_of_a_run_directory_equals_the_loaded_one(
 def test_streaming_table_rejects_a_bad_batch_size(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="ranks_per_batch"):
         stream_run(tmp_path, ranks_per_batch=0)
+
+
+def test_streaming_table_reads_files_of_other_schemas_and_mixed_ranks(tmp_path: Path) -> None:
+    ev = _run_events(4, gpu_from=0)
+    run = tmp_path / "run"
+    _write_run(ev, run, {1: 25})
+    want = stall_table(stallscope.load(run))
+    # rank 2's file as another writer leaves it: kind and category plain strings
+    two = ev.filter(pl.col("rank") == 2).with_columns(pl.col("kind", "category").cast(pl.String))
+    write_atomic(two.to_arrow(), final_path(run, stem_for(2)))
+    assert_frame_equal(stream_run(run, ranks_per_batch=2).table, want)
+    assert_frame_equal(stream_run(run, ranks_per_batch=3).table, want)
+    # rank 3's rows moved into rank 0's file: its own file holds none of them
+    mixed = ev.filter(pl.col("rank").is_in([0, 3]))
+    write_atomic(mixed.to_arrow(), final_path(run, stem_for(0)))
+    write_atomic(ev.filter(pl.col("rank") == -1).to_arrow(), final_path(run, stem_for(3)))
+    want = stall_table(stallscope.load(run))
+    for batch in (1, 2, 4):
+        assert_frame_equal(stream_run(run, ranks_per_batch=batch).table, want)
+
+
+def test_streaming_table_names_an_unreadable_file(tmp_path: Path) -> None:
+    ev = _run_events(3, gpu_from=None)
+    run = tmp_path / "run"
+    _write_run(ev, run, {})
+    final_path(run, stem_for(1)).write_bytes(b"PAR1 not really")
+    with pytest.raises(stallscope.RunDirError, match=r"rank-00001\.parquet: truncated or not"):
+        stream_run(run, ranks_per_batch=2)

@@ -30,7 +30,7 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
-from stallscope._schema import KIND, KIND_ID, detail_value
+from stallscope._schema import detail_value
 from stallscope._utils import arrow as _arrow
 from stallscope.analysis.stall._intervals import Union
 from stallscope.analysis.stall._sources import P
@@ -118,46 +118,41 @@ def _exposed(p: Prepared, seg: Segments) -> pl.DataFrame:
 def _arrivals(comm: pl.DataFrame | None) -> pl.DataFrame:
     """The collective and p2p rows that can be matched (their detail names a group): rank,
     key, seq, start_ns, end_ns, group_size. The key is what match_collectives matches on
-    besides the sequence number: the group, and for kind collective the operation's name."""
+    besides the sequence number: the group, and for kind collective the operation's name (a
+    null name is an operation of its own). Details are parsed once per distinct value."""
     if comm is None or comm.height == 0:
         return pl.DataFrame(schema=ARRIVALS_SCHEMA)
-    kind = comm["kind"]
-    codes = (
-        _arrow.enum_codes(kind)
-        if kind.dtype == KIND
-        else np.array([KIND_ID.get(k, -1) for k in kind.cast(pl.String).to_list()])
-    )
-    keep = np.flatnonzero((codes == KIND_ID["collective"]) | (codes == KIND_ID["p2p"]))
-    if keep.size == 0:
+    rows = comm.filter(pl.col("kind").is_in(("collective", "p2p")))
+    if rows.height == 0:
         return pl.DataFrame(schema=ARRIVALS_SCHEMA)
-    rows = comm[_arrow.series(keep)]
-    is_coll = codes[keep] == KIND_ID["collective"]
-    details = rows["detail"].to_list()
-    facts: dict[str | None, tuple[str | None, str | None]] = {
-        d: (detail_value(d, "group"), detail_value(d, "group_size")) for d in dict.fromkeys(details)
-    }
-    keys: list[str | None] = []
-    sizes: list[str | None] = []
-    for d, name, coll in zip(details, rows["name"].to_list(), is_coll.tolist(), strict=True):
-        group, size = facts[d]
-        sizes.append(size)
-        if group is None:
-            keys.append(None)  # no group: matches nothing
-        elif coll:  # a null name is an operation of its own
-            keys.append(f"{group}\x1fc{name}" if name is not None else f"{group}\x1fn")
-        else:
-            keys.append(f"{group}\x1fp")
-    out = pl.DataFrame(
+    distinct = rows["detail"].unique(maintain_order=True).to_list()
+    facts = pl.DataFrame(
         {
-            "rank": rows["rank"],
-            "key": pl.Series(keys, dtype=pl.String),
-            "seq": rows["correlation"],
-            "start_ns": rows["start_ns"],
-            "end_ns": rows["end_ns"],
-            "group_size": pl.Series(sizes, dtype=pl.String).cast(pl.Int32, strict=False),
-        }
+            "detail": distinct,
+            "_group": [detail_value(d, "group") for d in distinct],
+            "_size": [detail_value(d, "group_size") for d in distinct],
+        },
+        schema={"detail": pl.String, "_group": pl.String, "_size": pl.String},
     )
-    return out.filter(pl.col("key").is_not_null()).cast(ARRIVALS_SCHEMA)  # type: ignore[arg-type]
+    name = pl.col("name")
+    op = (
+        pl.when(pl.col("kind") == "collective")
+        .then(pl.when(name.is_null()).then(pl.lit("n")).otherwise(pl.lit("c") + name))
+        .otherwise(pl.lit("p"))
+    )
+    return (
+        rows.join(facts, on="detail", how="left", nulls_equal=True, maintain_order="left")
+        .select(
+            "rank",
+            key=pl.concat_str(pl.col("_group"), pl.lit("\x1f"), op),
+            seq="correlation",
+            start_ns="start_ns",
+            end_ns="end_ns",
+            group_size=pl.col("_size").cast(pl.Int32, strict=False),
+        )
+        .filter(pl.col("key").is_not_null())
+        .cast(ARRIVALS_SCHEMA)  # type: ignore[arg-type]
+    )
 
 
 def waits(arrivals: pl.DataFrame) -> pl.DataFrame:
@@ -182,46 +177,93 @@ def split_sync_wait(
     """`table` (local rows of any ranks) with sync wait split off: per row, the exposed
     communication inside the rank's waits (from `arrivals` of every rank, matched across
     ranks) moves from network_ns / interconnect_ns to sync_wait_ns (the module docstring).
-    Times must be on one clock."""
+    Times must be on one clock.
+
+    How: ranks laid end to end on one timeline; the union of each rank's waits, cut at the
+    boundaries of its steps; for each piece, the exposed time inside it from the cumulative
+    length of the exposed intervals (sorted, disjoint: one binary search per piece end)."""
     if table.height == 0 or exposed.height == 0 or arrivals.height == 0:
         return table
     w = waits(arrivals)
     if w.height == 0:
         return table
     es, ee = exposed["start_ns"].to_numpy(), exposed["end_ns"].to_numpy()
-    lo, hi = int(es.min()), int(ee.max())
-    span = hi - lo + 1
     er = exposed["rank"].to_numpy().astype(np.int64)
+    tr = table["rank"].to_numpy().astype(np.int64)
+    ts, te = table["start_ns"].to_numpy(), table["end_ns"].to_numpy()
     wr = w["rank"].to_numpy().astype(np.int64)
-    top = int(max(er.max(), wr.max()))
-    if int(min(er.min(), wr.min())) < 0 or (top + 1) * span >= 2**62:
+    lo, hi = int(min(es.min(), ts.min())), int(max(ee.max(), te.max()))
+    span = hi - lo + 1
+    top = int(max(er.max(), wr.max(), tr.max()))
+    if int(min(er.min(), wr.min(), tr.min())) < 0 or (top + 1) * span >= 2**62:
         raise ValueError(
             f"ranks up to {top} over {span} ns do not fit one int64 timeline; ranks must be "
             "non-negative and the run shorter than 2**62 / ranks ns"
         )
-    ws = np.clip(w["start_ns"].to_numpy(), lo, hi) + wr * span - lo
-    we = np.clip(w["end_ns"].to_numpy(), lo, hi) + wr * span - lo
+
+    def flat(rank: Array, t: Array) -> Array:  # exposed pieces and steps lie in [lo, hi]
+        out: Array = rank * span
+        out += t
+        out -= lo
+        return out
+
+    wt = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+    ws, we = (flat(wr, np.clip(x, lo, hi)) for x in wt)
     real = we > ws
-    u = Union(ws[real].copy(), we[real].copy())
-    fs, fe = es + er * span - lo, ee + er * span - lo
-    inside = u.before(fe) - u.before(fs)
-    net = exposed["network"].to_numpy()
-    moved = (
-        pl.DataFrame(
-            {
-                "rank": exposed["rank"],
-                "start_ns": exposed["step_start_ns"],
-                "_net": np.where(net, inside, 0),
-                "_icx": np.where(net, 0, inside),
-            }
-        )
-        .group_by("rank", "start_ns")
-        .agg(pl.col("_net", "_icx").sum())
+    wa, wb = Union(ws[real], we[real]).merged()
+    # the steps on the timeline, sorted (a rank's steps are disjoint: their ends sort too)
+    ta, tb = flat(tr, ts), flat(tr, te)
+    order = np.argsort(ta, kind="stable")
+    row, pa, pb = _pieces(wa, wb, ta[order], tb[order])
+    got = _covered(flat(er, es), flat(er, ee), exposed["network"].to_numpy(), pa, pb)
+    moved_net = np.zeros(table.height, np.int64)
+    moved_icx = np.zeros(table.height, np.int64)
+    np.add.at(moved_net, order[row], got[0])
+    np.add.at(moved_icx, order[row], got[1])
+    return table.with_columns(
+        sync_wait_ns=table["sync_wait_ns"] + _arrow.series(moved_net + moved_icx),
+        network_ns=table["network_ns"] - _arrow.series(moved_net),
+        interconnect_ns=table["interconnect_ns"] - _arrow.series(moved_icx),
     )
-    out = table.join(moved, on=["rank", "start_ns"], how="left", maintain_order="left")
-    net_ns, icx_ns = pl.col("_net").fill_null(0), pl.col("_icx").fill_null(0)
-    return out.with_columns(
-        sync_wait_ns=pl.col("sync_wait_ns") + net_ns + icx_ns,
-        network_ns=pl.col("network_ns") - net_ns,
-        interconnect_ns=pl.col("interconnect_ns") - icx_ns,
-    ).select(table.columns)
+
+
+def _pieces(a: Array, b: Array, sa: Array, sb: Array) -> tuple[Array, Array, Array]:
+    """The disjoint sorted intervals [a, b) cut by the disjoint sorted windows [sa, sb):
+    (window index, start, end) of every non-empty piece inside a window."""
+    i0 = np.searchsorted(sb, a, side="right")  # the first window ending after a
+    i1 = np.searchsorted(sa, b, side="left")  # the first window starting at or after b
+    n = np.maximum(i1 - i0, 0)
+    src = np.repeat(np.arange(a.size), n)
+    j = np.repeat(i0, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+    start = np.maximum(a[src], sa[j])
+    end = np.minimum(b[src], sb[j])
+    keep = end > start
+    return j[keep], start[keep], end[keep]
+
+
+def _covered(s: Array, e: Array, net: Array, a: Array, b: Array) -> tuple[Array, Array]:
+    """Per interval [a, b): the length of the disjoint intervals [s, e) inside it, of those
+    with `net` and of the others."""
+    if s.size == 0:
+        return np.zeros(a.size, np.int64), np.zeros(a.size, np.int64)
+    if s.size > 1 and (s[1:] < s[:-1]).any():
+        o = np.argsort(s, kind="stable")
+        s, e, net = s[o], e[o], net[o]
+    length = e - s
+    cum_net = np.zeros(s.size + 1, np.int64)
+    np.cumsum(np.where(net, length, 0), out=cum_net[1:])
+    cum_all = np.zeros(s.size + 1, np.int64)
+    np.cumsum(length, out=cum_all[1:])
+
+    def upto(t: Array) -> tuple[Array, Array]:  # lengths of the intervals before t
+        k = np.searchsorted(s, t, side="right")
+        j = np.maximum(k - 1, 0)
+        part = np.clip(t - s[j], 0, length[j])
+        part[k == 0] = 0
+        n = np.where(k == 0, 0, cum_net[j] + np.where(net[j], part, 0))
+        every = np.where(k == 0, 0, cum_all[j] + part)
+        return n, every - n
+
+    hi_net, hi_icx = upto(b)
+    lo_net, lo_icx = upto(a)
+    return hi_net - lo_net, hi_icx - lo_icx
