@@ -41,6 +41,36 @@ _STALL = (
 )
 
 
+_KEPT = ("collective", "p2p", "bucket", "step")
+
+
+def _slim(table: pa.Table) -> pl.DataFrame:
+    """The columns the stall table reads (analysis/stall/_sources.py NEEDED), with names,
+    details and sizes of the comm rows and step markers only: what the buffer holds."""
+    df = pl.from_arrow(
+        table.select(
+            [
+                "rank",
+                "kind",
+                "category",
+                "name",
+                "start_ns",
+                "end_ns",
+                "lane",
+                "correlation",
+                "bytes",
+                "detail",
+            ]
+        )
+    )
+    assert isinstance(df, pl.DataFrame)
+    kept = pl.col("kind").is_in(_KEPT)
+    return df.with_columns(
+        *(pl.when(kept).then(pl.col(c)).alias(c) for c in ("name", "detail")),
+        bytes=pl.when(kept).then(pl.col("bytes")).otherwise(pl.lit(0, pl.Int64)),
+    )
+
+
 class Summarizer:
     """Turns one process's drained events into summary rows (see the module docstring)."""
 
@@ -77,8 +107,7 @@ class Summarizer:
         """Write the rows of the steps that are complete (all of them when `final`); returns
         how many."""
         if self._new:
-            fresh = pl.from_arrow(pa.concat_tables(self._new))
-            assert isinstance(fresh, pl.DataFrame)
+            fresh = _slim(pa.concat_tables(self._new))
             self._new.clear()
             self._buffer = fresh if self._buffer is None else pl.concat([self._buffer, fresh])
         buf = self._buffer
@@ -190,4 +219,4 @@ class Summarizer:
             order = buf["end_ns"].arg_sort()
             self.events_not_summarized += drop
             buf = buf[order[drop:].sort()]
-        self._buffer = buf
+        self._buffer = buf.rechunk()  # one chunk: trimmed chunks would pile up
