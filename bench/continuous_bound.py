@@ -254,7 +254,8 @@ def evaluate(
         f"third <= that of the middle third + {a.rss_growth_mib} MiB",
         "ranks": ranks,
         "met": met,
-        "samples": samples,
+        "samples_kept_every": 5,  # of the 1 s samples, to keep the result small
+        "samples": samples[::5],
     }
 
 
