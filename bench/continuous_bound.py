@@ -222,7 +222,9 @@ def evaluate(
         # allocator's caches make single samples swing by tens of MiB)
         growth = (max(filled[-third:]) - max(filled[third : 2 * third])) / 2**20 if third else 0.0
         steps = mine.height
-        ok = max(seen) <= bound and growth <= a.rss_growth_mib
+        # the peak the window itself saw (each part counted from its write until deleted)
+        peak = max(max(seen), int(win["peak_bytes_on_disk"]))
+        ok = peak <= bound and growth <= a.rss_growth_mib
         met = met and ok
         ranks[stem] = {
             "steps": steps,
@@ -231,6 +233,7 @@ def evaluate(
             "bound_bytes": bound,
             "max_part_bytes_seen": max(seen),
             "max_over_bound": max(seen) / bound if bound else None,
+            "peak_over_bound": peak / bound if bound else None,
             "rss_mib_after_2_windows": filled[0] / 2**20 if filled else None,
             "rss_mib_peak": max(filled) / 2**20 if filled else None,
             "rss_mib_at_end": filled[-1] / 2**20 if filled else None,

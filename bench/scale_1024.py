@@ -431,6 +431,7 @@ def main() -> None:
         )
     meta = json.loads(meta_path.read_text())
     env = {**os.environ, "POLARS_MAX_THREADS": str(a.threads)}
+    load_start = os.getloadavg()[0]
     runs = []
     for i in range(a.runs):
         out = subprocess.run(
@@ -454,6 +455,7 @@ def main() -> None:
         )
         r = json.loads(out.stdout.strip().splitlines()[-1])
         r["events_per_s"] = meta["events"] / r["total_s"]
+        r["cpu_ns_per_event"] = r["cpu_s"] / meta["events"] * 1e9
         runs.append(r)
         print(
             f"run {i}: table {r['stall_table_s']:.2f} s, match {r['match_s']:.2f} s, "
@@ -467,6 +469,7 @@ def main() -> None:
         "benchmark": "scale_1024",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared)",
+        "load_avg_1min_at_start": load_start,
         "load_avg_1min_at_end": os.getloadavg()[0],
         "polars_max_threads": a.threads,
         "ranks_per_batch": a.batch,
@@ -476,6 +479,10 @@ def main() -> None:
         "median_events_per_s": meta["events"] / med,
         "best_events_per_s": best["events_per_s"],
         "max_peak_rss_gib": max(r["peak_rss"] for r in runs) / 2**30,
+        "median_cpu_ns_per_event": statistics.median(r["cpu_ns_per_event"] for r in runs),
+        # what 2 idle cores would give at this CPU cost, were the work spread evenly on them
+        "events_per_s_at_2_idle_cores": 2e9
+        / statistics.median(r["cpu_ns_per_event"] for r in runs),
         "target": {"events_per_s": 20e6, "peak_rss_gib": 8.0},
         "met": meta["events"] / med >= 20e6 and max(r["peak_rss"] for r in runs) <= 8 * 2**30,
         "runs": runs,
