@@ -387,7 +387,7 @@ def measure(run: Path, batch: int) -> dict[str, Any]:
     t1 = time.perf_counter()
     matched = match_collectives(got.sync_events)
     t2 = time.perf_counter()
-    late = stragglers(got.sync_events)
+    late = stragglers(got.sync_events, matched=matched)
     t3 = time.perf_counter()
     return {
         "stall_table_s": t1 - t0,

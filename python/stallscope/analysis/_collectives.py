@@ -208,7 +208,9 @@ def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
 
 
 @fair_gil
-def stragglers(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+def stragglers(
+    events: pl.DataFrame | pl.LazyFrame, matched: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Which ranks held the others back, per step: one row per step and rank with
     collectives (matched instances of that step), late_ns (sum over them of how long after the
     first member this rank arrived), last_arrivals (how often it arrived last, when the others
@@ -216,11 +218,13 @@ def stragglers(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     arrived last) and straggler (this rank caused the most wait in the step, and some).
 
     A collective instance belongs to the earliest step any member assigns it to (step markers
-    per rank; see analysis.step_windows). Times must be on one clock (load() aligns them)."""
+    per rank; see analysis.step_windows). Times must be on one clock (load() aligns them).
+    `matched`: match_collectives(events), when the caller has it already (it is not computed
+    again)."""
     from stallscope.analysis._steps import assign_steps, step_windows
 
     ev = events.lazy()
-    m = match_collectives(ev)
+    m = match_collectives(ev) if matched is None else matched
     schema = {
         "step": pl.Int64,
         "rank": pl.Int32,

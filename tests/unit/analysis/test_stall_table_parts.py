@@ -144,10 +144,11 @@ def test_streaming_table_of_a_run_directory_equals_the_loaded_one(
         pick = loaded.filter(pl.col("kind").is_in(["step", "collective"]))
         assert s.height == pick.height
     assert_frame_equal(stall_table(run), want)  # a path goes through the streaming table
-    assert_frame_equal(
-        stallscope.analysis.match_collectives(got.sync_events),
-        stallscope.analysis.match_collectives(stallscope.load(run)),
-    )
+    matched = stallscope.analysis.match_collectives(got.sync_events)
+    assert_frame_equal(matched, stallscope.analysis.match_collectives(stallscope.load(run)))
+    late = stallscope.analysis.stragglers(got.sync_events, matched=matched)
+    assert_frame_equal(late, stallscope.analysis.stragglers(stallscope.load(run)))
+    assert late["straggler"].any()
 
 
 def test_streaming_table_rejects_a_bad_batch_size(tmp_path: Path) -> None:
