@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -51,6 +52,10 @@ def main() -> None:
                 dist.all_reduce(t)
         return (time.perf_counter() - t0) / a.calls * 1e6
 
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _guard import check
+
+    guards = [check("before")]
     load_at_start = os.getloadavg()[0]
     res: dict[str, dict[str, list[float]]] = {}
     out = Path(tempfile.mkdtemp(prefix="stallscope-bench-"))
@@ -70,11 +75,14 @@ def main() -> None:
                 res.setdefault(mode, {}).setdefault(key, []).append(us)
     wrapper = _wrapper_ns(torch, _collectives, out, a.repeats)
     dist.destroy_process_group()
+    guards.append(check("after"))
     med = {m: {k: statistics.median(v) for k, v in d.items()} for m, d in res.items()}
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared)",
         "torch": torch.__version__,
+        "noise_guard": guards,
+        "valid": all(g["quiet"] for g in guards),
         "load_avg_1min_at_start": load_at_start,
         "load_avg_1min_at_end": os.getloadavg()[0],
         "calls": a.calls,
@@ -103,6 +111,7 @@ def main() -> None:
                     "wrapper_ns_per_call",
                     "load_avg_1min_at_start",
                     "load_avg_1min_at_end",
+                    "valid",
                 )
             },
             indent=2,
