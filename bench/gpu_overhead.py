@@ -365,6 +365,7 @@ def main() -> None:
         },
         "targets": TARGETS,
         "workloads": {},
+        "complete": False,  # true once every workload (and the kinds) was measured
     }
     if not cupti_ok:
         result["cupti"]["skipped"] = f"stallscope traces without GPU activity here: {cupti_why}"
@@ -386,6 +387,7 @@ def main() -> None:
                 "trace_events": events,
                 "met": verdict | {"all": all(verdict.values())},
             }
+            _write(a.out, result)  # what is measured so far survives a time limit
             print(
                 f"{name}: "
                 + ", ".join(
@@ -415,10 +417,17 @@ def main() -> None:
         result["kinds"] = {"skipped": f"CUPTI unavailable: {cupti_why}"}
     result["wall_s"] = time.monotonic() - t_start
     result["met"] = all(w["met"]["all"] for w in result["workloads"].values())
+    result["complete"] = True
     shutil.rmtree(out_dir, ignore_errors=True)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(result, indent=2) + "\n")
+    _write(a.out, result)
     print(f"wrote {a.out} ({result['wall_s']:.0f} s)")
+
+
+def _write(out: Path, result: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, out)
 
 
 if __name__ == "__main__":

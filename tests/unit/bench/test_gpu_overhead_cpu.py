@@ -40,7 +40,7 @@ def test_gpu_overhead_script_runs_on_the_cpu(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(out.read_text())
-    assert doc["device"].startswith("cpu")
+    assert doc["device"].startswith("cpu") and doc["complete"]
     assert not doc["cupti"]["available"] and doc["cupti"]["skipped"]
     assert doc["kinds"]["skipped"]  # no CUDA device: the per-kind costs need one
     assert set(doc["workloads"]) == {"transformer", "resnet"}
