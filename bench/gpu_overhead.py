@@ -49,8 +49,10 @@ from pathlib import Path
 from typing import Any
 
 MODES = ("off", "stallscope", "continuous", "torch.profiler")
-KIND_VARIANTS: dict[str, dict[str, bool]] = {
+KIND_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
+    "no_cupti": {"no_backends": True},  # regions and steps only: the Python side's cost
+    "writer_idle": {"flush_interval": 3600.0},  # no part file written while timed
     "no_runtime_api": {"runtime_api": False},
     "no_markers": {"markers": False},
     "no_overhead": {"overhead": False},
@@ -161,7 +163,7 @@ class Runner:
             self.torch.cuda.synchronize()
 
     @contextlib.contextmanager
-    def mode(self, mode: str, cupti: dict[str, bool] | None = None) -> Iterator[Callable[[], None]]:
+    def mode(self, mode: str, cupti: dict[str, Any] | None = None) -> Iterator[Callable[[], None]]:
         """The mode's tracing around a repeat; yields the per-step marker call."""
         import stallscope
 
@@ -173,8 +175,15 @@ class Runner:
             from stallscope.capture import _cupti
 
             saved = _cupti.configure()
-            _cupti.configure(**(cupti or {}))
+            kinds = dict(cupti or {})
+            no_backends = kinds.pop("no_backends", False)
+            flush_interval = kinds.pop("flush_interval", None)
+            _cupti.configure(**kinds)
             opts: dict[str, Any] = {"mode": "continuous"} if mode == "continuous" else {}
+            if flush_interval is not None:
+                opts["flush_interval"] = flush_interval
+            if no_backends:
+                opts["backends"] = ()
             try:
                 with stallscope.trace(run, **opts):
                     yield stallscope.step
@@ -194,7 +203,7 @@ class Runner:
                 self.sync()
 
     def repeat(
-        self, mode: str, warmup: int, steps: int, cupti: dict[str, bool] | None = None
+        self, mode: str, warmup: int, steps: int, cupti: dict[str, Any] | None = None
     ) -> float:
         """ms per step of one repeat of `mode` (a fresh trace)."""
         with self.mode(mode, cupti) as mark:
@@ -254,9 +263,19 @@ def _worker(conn: Any, name: str, device: str, out: str, warmup: int) -> None:
         conn.send((ms, runner.events))
 
 
+def _family(mode: str) -> str:
+    """The worker process a mode runs in. Untraced, stallscope and continuous repeats share one
+    process (stallscope finalizes CUPTI at each stop, so an untraced repeat after a traced one
+    runs clean): two processes of the same code differ by up to 30 % in launch-bound step time
+    on a 16-core H200 host (their cores and memory placement), more than the overhead measured.
+    torch.profiler has a process of its own (two CUPTI clients cannot share a process, and
+    CUPTI stays attached after it), so its overhead carries that process-to-process spread."""
+    return "torch.profiler" if mode == "torch.profiler" else "stallscope"
+
+
 class Workers:
-    """A process per mode (two CUPTI clients cannot share a process: stallscope's and
-    torch.profiler's), each holding the workload on the device; one runs at a time."""
+    """A process per mode family (`_family`), each holding the workload on the device; one
+    runs at a time."""
 
     def __init__(self, name: str, device: str, out: Path, warmup: int, modes: list[str]) -> None:
         import multiprocessing
@@ -274,11 +293,11 @@ class Workers:
                 raise SystemExit(f"worker {m} failed to start")
 
     def repeat(
-        self, mode: str, steps: int, cupti: dict[str, bool] | None = None
+        self, mode: str, steps: int, cupti: dict[str, Any] | None = None
     ) -> tuple[float, dict[str, int]]:
-        family = "stallscope" if mode in KIND_VARIANTS else mode
+        family = _family(mode)
         conn = self.conns[family]
-        conn.send(("stallscope" if family == "stallscope" else mode, cupti, steps))
+        conn.send(("stallscope" if mode in KIND_VARIANTS else mode, cupti, steps))
         ms, events = conn.recv()
         return float(ms), dict(events)
 
@@ -294,7 +313,7 @@ def measure(
     keys: list[str],
     repeats: int,
     steps: int,
-    variants: dict[str, dict[str, bool]] | None = None,
+    variants: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, dict[str, int]]]:
     """Every mode (or CUPTI variant of the stallscope mode) `repeats` times, the order rotated
     each repeat: ms per step per repeat, and each mode's latest trace's events."""
@@ -361,7 +380,7 @@ def main() -> None:
             "steps": steps,
             "warmup": a.warmup,
             "quick": a.quick,
-            "order": "rotated per repeat",
+            "order": "rotated per repeat; untraced, stallscope and continuous in one process",
         },
         "targets": TARGETS,
         "workloads": {},
@@ -370,7 +389,7 @@ def main() -> None:
     if not cupti_ok:
         result["cupti"]["skipped"] = f"stallscope traces without GPU activity here: {cupti_why}"
     for name in [w for w in a.workloads.split(",") if w]:
-        families = list(MODES)
+        families = sorted({_family(m) for m in MODES})
         workers = Workers(name, device, out_dir / name, a.warmup, families)
         try:
             times, events = measure(workers, list(MODES), a.repeats, steps)
