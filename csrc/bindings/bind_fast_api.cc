@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -28,6 +29,14 @@ thread_local int t_depth = 0;
 std::atomic<uint64_t> g_too_deep{0};
 std::atomic<int64_t> g_step{0};
 uint32_t g_step_name = 0;
+
+// The step hook: a Python callable that step() calls with the new index once that index
+// reaches g_hook_at (the hook moves g_hook_at on with set_step_hook_at). It turns device
+// tracing on and off at step boundaries (capture/_device_duty.py). Read and set under the GIL;
+// a step that is not due costs one relaxed load.
+constexpr int64_t kNever = INT64_MAX;
+PyObject* g_step_hook = nullptr;
+std::atomic<int64_t> g_hook_at{kNever};
 
 // str -> id cache in front of the string table: a dict lookup under the GIL (the str's hash is
 // cached in the object), so recording a known name takes no lock. Only a name seen for the first
@@ -189,6 +198,23 @@ PyObject* fast_step(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   EventRecord e = host_event(Kind::kStep, Category::kHost, g_step_name, now, now);
   e.correlation = idx;
   record(e);
+  // Before ext_step: a hook that starts CUPTI here has this step's id pushed right after.
+  if (idx >= g_hook_at.load(std::memory_order_relaxed) && g_step_hook != nullptr) {
+    PyObject* hook = g_step_hook;
+    Py_INCREF(hook);
+    PyObject* arg = PyLong_FromLongLong(idx);
+    PyObject* r = arg != nullptr ? PyObject_CallOneArg(hook, arg) : nullptr;
+    Py_XDECREF(arg);
+    if (r == nullptr) {  // the hook must not raise: report it once and stop calling it
+      PyErr_WriteUnraisable(hook);
+      if (g_step_hook == hook) {
+        g_hook_at.store(kNever, std::memory_order_relaxed);
+        Py_CLEAR(g_step_hook);
+      }
+    }
+    Py_XDECREF(r);
+    Py_DECREF(hook);
+  }
   cupti::ext_step(idx);
   return PyLong_FromLongLong(idx);
 }
@@ -298,6 +324,24 @@ void bind_fast_api(py::module_& m) {
   m.def(
       "reset_step_index", [](int64_t v) { g_step.store(v, std::memory_order_relaxed); },
       py::arg("value") = 0);
+  m.def(
+      "set_step_hook",
+      [](py::object hook, int64_t at) {
+        PyObject* old = g_step_hook;
+        g_hook_at.store(kNever, std::memory_order_relaxed);
+        g_step_hook = nullptr;
+        if (!hook.is_none()) {
+          g_step_hook = hook.inc_ref().ptr();
+          g_hook_at.store(at, std::memory_order_relaxed);
+        }
+        Py_XDECREF(old);
+      },
+      py::arg("hook"), py::arg("at") = 1,
+      "Call hook(index) from step() once the step index reaches `at`; None removes it.");
+  m.def(
+      "set_step_hook_at", [](int64_t at) { g_hook_at.store(at, std::memory_order_relaxed); },
+      py::arg("at"), "The step index at which step() next calls the hook.");
+  m.def("step_hook_at", [] { return g_hook_at.load(std::memory_order_relaxed); });
   m.def(
       "too_deep_drops", [] { return g_too_deep.load(std::memory_order_relaxed); },
       "Region exits not recorded because nesting exceeded 256 levels.");

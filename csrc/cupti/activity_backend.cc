@@ -541,6 +541,10 @@ StartResult start(const Options& opts) {
 
 int flush(bool forced) {
   if (!loaded()) return kErrNotInitialized;
+  // Under the start / stop lock: a flush racing cuptiFinalize on another thread can crash
+  // (pytorch/kineto#686), and device windows finalize often.
+  std::lock_guard<std::mutex> ck(g_ctl_mu);
+  if (!g_active.load()) return kErrNotInitialized;
   const CUptiResult r = api().ActivityFlushAll(forced ? kFlushForced : 0);
   std::lock_guard<std::mutex> lk(g_proc_mu);
   g_stats.flushes++;

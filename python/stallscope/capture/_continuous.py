@@ -29,9 +29,17 @@ ENV = {
     "summary_lag_s": "STALLSCOPE_SUMMARY_LAG_S",
     "capture_signal": "STALLSCOPE_CAPTURE_SIGNAL",
     "capture_steps": "STALLSCOPE_CAPTURE_STEPS",
+    "device_every": "STALLSCOPE_DEVICE_EVERY",
+    "device_budget": "STALLSCOPE_DEVICE_BUDGET",
 }
 DEFAULT_WINDOW_S = 60.0  # when neither window_steps nor window_s is given
 DEFAULT_CAPTURE_STEPS = 10
+# Device (CUPTI) tracing of one step in DEFAULT_DEVICE_EVERY at most: a traced step cost +24 %
+# to +51 % on an H200 (launch-bound steps, bench/results/gpu_overhead*.json), so 1 in 100 is
+# 0.24 % to 0.51 %; the budget (a share of the time traced) bounds it whatever a window costs
+# (capture/_device_duty.py).
+DEFAULT_DEVICE_EVERY = 100
+DEFAULT_DEVICE_BUDGET = 0.01
 
 
 class OptionError(ValueError):
@@ -45,6 +53,8 @@ class ContinuousOptions:
     summary_lag_s: float  # how long after a step ends its row is written
     capture_signal: int | None  # signal number, None: no signal
     capture_steps: int  # steps a signal captures when the trigger file says nothing new
+    device_every: int = DEFAULT_DEVICE_EVERY  # 0: device events in captures only; 1: always
+    device_budget: float = DEFAULT_DEVICE_BUDGET  # device windows' cost / time traced
     summary_rows_per_file: int = 1000
     summary_max_events: int = 1_000_000
 
@@ -99,6 +109,8 @@ def continuous_options(
     summary_lag_s: float | None = None,
     capture_signal: int | str | None = "SIGUSR2",
     capture_steps: int | None = None,
+    device_every: int | None = None,
+    device_budget: float | None = None,
     flush_interval: float = 1.0,
     env: Mapping[str, str] | None = None,
 ) -> ContinuousOptions | None:
@@ -125,6 +137,10 @@ def continuous_options(
             summary_lag_s = float(v)
         if capture_steps is None and (v := _env("capture_steps", env)) is not None:
             capture_steps = int(v)
+        if device_every is None and (v := _env("device_every", env)) is not None:
+            device_every = int(v)
+        if device_budget is None and (v := _env("device_budget", env)) is not None:
+            device_budget = float(v)
     except ValueError as e:
         raise OptionError(f"a STALLSCOPE_* continuous-mode variable is not a number: {e}") from None
     if ENV["capture_signal"] in env:
@@ -141,7 +157,18 @@ def continuous_options(
     steps = capture_steps if capture_steps is not None else DEFAULT_CAPTURE_STEPS
     if not 1 <= steps <= 1_000_000:
         raise OptionError(f"capture_steps={steps}: use 1 to 1000000")
-    return ContinuousOptions(window_steps, window_s, lag, _signal_number(capture_signal), steps)
+    every = DEFAULT_DEVICE_EVERY if device_every is None else device_every
+    if not 0 <= every <= 100_000_000:
+        raise OptionError(
+            f"device_every={every}: use 0 (device events in captures only), 1 (every step) or "
+            "N >= 2 (one step in N at most)"
+        )
+    budget = DEFAULT_DEVICE_BUDGET if device_budget is None else device_budget
+    if not 0 < budget <= 1:
+        raise OptionError(f"device_budget={budget}: use a share of the step time, 0 < x <= 1")
+    return ContinuousOptions(
+        window_steps, window_s, lag, _signal_number(capture_signal), steps, every, budget
+    )
 
 
 class Continuous:
@@ -173,6 +200,13 @@ class Continuous:
             self.summary_off = "a fork()ed child of a traced process writes no summary"
         self.on_demand: Any = OnDemand(run_dir, stem, opts.capture_steps, lag_ns, step_index)
         self.errors: dict[str, str] = {}
+
+    def attach_device(self, duty: Any) -> None:
+        """Device events come in windows (capture/_device_duty.py): the summary says which
+        steps have them, and captures ask for them."""
+        if self.summary is not None:
+            self.summary.device = duty
+        self.on_demand.device = duty
 
     def _guard(self, part: str, fn: Callable[[], Any]) -> None:
         """Run `fn`; on an exception switch `part` off and remember why (for run.json)."""

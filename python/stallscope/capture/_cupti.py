@@ -30,6 +30,7 @@ import os
 import site
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -275,7 +276,56 @@ class CuptiBackend:
                 + "; ".join(others)
             )
         o = _options
-        flush_ms = int(getattr(trace, "flush_interval", 1.0) * 1000)
+        self._trace = trace
+        self._totals: dict[str, int] = {}
+        self._sessions = 0
+        self._kinds: dict[str, Any] = {}
+        cont = getattr(trace, "continuous", None)
+        self.duty: Any = None
+        if cont is not None and cont.device_every != 1:
+            from stallscope.capture._device_duty import DeviceDuty
+
+            self.duty = DeviceDuty(
+                cont.device_every,
+                cont.device_budget,
+                self._session_start,
+                self._session_stop,
+                device_sync(),
+                _core.set_step_hook_at,
+            )
+            state = getattr(trace, "continuous_state", None)
+            if state is not None:
+                state.attach_device(self.duty)
+            _core.set_step_hook(self.duty.on_step, 1)
+        else:
+            self._kinds = self._session_start()
+        # NVTX ranges reach CUPTI only when NVTX's injection points at the libcupti in use; NVTX
+        # reads it once, at its first call in the process (so set it before NCCL/torch use NVTX).
+        nvtx = os.environ.get("NVTX_INJECTION64_PATH")
+        if o.markers and not nvtx:
+            os.environ["NVTX_INJECTION64_PATH"] = r.path
+            nvtx = r.path
+            _set_env.append("NVTX_INJECTION64_PATH")
+        out = {
+            "library": r.path,
+            "cupti_api_version": r.version,
+            "clock": "stallscope process clock (cuptiActivityRegisterTimestampCallback)",
+            **self._kinds,
+            "nvtx_injection": nvtx,
+            "buffer_bytes": o.buffer_bytes,
+            "pool_limit_bytes": o.pool_limit_bytes,
+            "external_correlation": {"CUSTOM0": "step index", "CUSTOM1": "region name"}
+            if o.external_correlation
+            else None,
+        }
+        if self.duty is not None:
+            out["device_windows"] = "one step in device_every at most, and on-demand captures"
+        return out
+
+    def _session_start(self) -> dict[str, Any]:
+        """Start CUPTI (one session: a whole trace, or one device window)."""
+        o = _options
+        flush_ms = int(getattr(self._trace, "flush_interval", 1.0) * 1000)
         res = _core.cupti_start(
             buffer_bytes=o.buffer_bytes,
             pool_limit_bytes=o.pool_limit_bytes,
@@ -290,52 +340,78 @@ class CuptiBackend:
         if not res["ok"]:
             _last_start_error.update(res)
             raise StallscopeError(f"CUPTI capture not started: {res['error']}")
-        # NVTX ranges reach CUPTI only when NVTX's injection points at the libcupti in use; NVTX
-        # reads it once, at its first call in the process (so set it before NCCL/torch use NVTX).
-        nvtx = os.environ.get("NVTX_INJECTION64_PATH")
-        if o.markers and not nvtx:
-            os.environ["NVTX_INJECTION64_PATH"] = r.path
-            nvtx = r.path
-            _set_env.append("NVTX_INJECTION64_PATH")
-        return {
-            "library": r.path,
-            "cupti_api_version": r.version,
-            "clock": "stallscope process clock (cuptiActivityRegisterTimestampCallback)",
-            "enabled": list(res["enabled"]),
-            "refused": list(res["failed"]),
-            "nvtx_injection": nvtx,
-            "buffer_bytes": o.buffer_bytes,
-            "pool_limit_bytes": o.pool_limit_bytes,
-            "external_correlation": {"CUSTOM0": "step index", "CUSTOM1": "region name"}
-            if o.external_correlation
-            else None,
-        }
+        self._sessions += 1
+        kinds = {"enabled": list(res["enabled"]), "refused": list(res["failed"])}
+        if not self._kinds:
+            self._kinds = kinds
+        return kinds
+
+    def _session_stop(self) -> None:
+        """Stop CUPTI (forced flush, finalize), adding the session's counts to the trace's."""
+        stats = _core.cupti_stop(finalize=_options.finalize)
+        for k, v in stats.items():
+            if not isinstance(v, int):
+                continue
+            if k in ("pool_peak_bytes", "distinct_kernel_names"):
+                self._totals[k] = max(self._totals.get(k, 0), v)
+            elif k in ("pool_bytes", "buffers_outstanding"):
+                self._totals[k] = v  # a state, not a count
+                if k == "buffers_outstanding" and v:
+                    self._totals["buffers_lost"] = self._totals.get("buffers_lost", 0) + v
+            else:
+                self._totals[k] = self._totals.get(k, 0) + v
 
     def on_stop(self, trace: Any) -> dict[str, Any]:
-        stats = _core.cupti_stop(finalize=_options.finalize)
+        if self.duty is not None:
+            _core.set_step_hook(None)
+            self.duty.finish()
+        if _core.cupti_active():
+            self._session_stop()
+        elif self.duty is None and not self._totals:  # stopped already (at exit, say)
+            self._totals = {k: v for k, v in _core.cupti_stats().items() if isinstance(v, int)}
         while _set_env:  # processes started after the trace do not inherit the injection
             os.environ.pop(_set_env.pop(), None)
+        stats = dict(self._totals)
+        lost = stats.pop("buffers_lost", stats.get("buffers_outstanding", 0))
         meta: dict[str, Any] = {}
-        if stats["buffers_outstanding"]:
+        if lost:
             # Our buffers completed to someone else's callback: another tool re-registered
             # CUPTI's activity callbacks while this trace ran; its records went to that tool.
             meta["warning"] = (
-                f"{stats['buffers_outstanding']} CUPTI buffer(s) never came back: another tool "
+                f"{lost} CUPTI buffer(s) never came back: another tool "
                 "(torch.profiler?) took over CUPTI's activity callbacks during the trace, so GPU "
                 "records from then on are missing here"
             )
             warnings.warn(f"stallscope: {meta['warning']}", StallscopeWarning, stacklevel=2)
+        if self.duty is not None:
+            meta["duty"] = self.duty.stats() | {"sessions": self._sessions}
         return meta | {
             "stats": stats,
             "finalized": _options.finalize,
             "drops": {
-                "cupti_dropped": stats["cupti_dropped"],
-                "buffers_declined": stats["buffers_declined"],
-                "incomplete_records": stats["incomplete"],
-                "not_recorded": stats["events_not_recorded"],
-                "unmatched_markers": stats["unmatched_markers"],
+                "cupti_dropped": stats.get("cupti_dropped", 0),
+                "buffers_declined": stats.get("buffers_declined", 0),
+                "incomplete_records": stats.get("incomplete", 0),
+                "not_recorded": stats.get("events_not_recorded", 0),
+                "unmatched_markers": stats.get("unmatched_markers", 0),
             },
         }
+
+
+def device_sync() -> Callable[[], None] | None:
+    """A wait for this process's GPU work, for the edges of device windows: torch's, when torch
+    has initialised CUDA here (checked at each call: a job may initialise it after the trace
+    starts); None without torch (windows are then not synchronised, run.json says so)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+
+    def sync() -> None:
+        t = sys.modules.get("torch")
+        if t is not None and t.cuda.is_initialized():
+            t.cuda.synchronize()
+
+    return sync
 
 
 BACKEND = CuptiBackend()

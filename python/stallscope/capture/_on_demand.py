@@ -177,6 +177,7 @@ class OnDemand:
         self._seen = _identity(self.trigger)  # a trigger already there is not a request
         self.signalled = False  # set by the signal handler (any thread may read it)
         self.active: _Capture | None = None
+        self.device: Any = None  # _device_duty.DeviceDuty when device events come in windows
         self.done: list[dict[str, Any]] = []
         self.problems: list[str] = []
 
@@ -226,6 +227,8 @@ class OnDemand:
             first + req.steps,
             time.time_ns(),
         )
+        if self.device is not None:
+            self.device.request(first, first + req.steps)
 
     # -- events -----------------------------------------------------------------------------
     def add(self, table: pa.Table) -> None:
@@ -257,6 +260,15 @@ class OnDemand:
             "events": c.events,
             "complete": not stopped_early,
         }
+        if self.device is not None:
+            # the capture's device window: from the step where it began (a request seen late
+            # begins it after `first`) to the last step, unless device tracing failed
+            begun = next(
+                (s for s in range(c.first, min(c.end, c.first + 1000)) if self.device.covered(s)),
+                None,
+            )
+            whole = begun is not None and self.device.covered(c.end - 1)
+            facts["device_steps"] = [begun, c.end - 1] if whole else None
         if c.events_let_go:
             facts["events_let_go"] = c.events_let_go
         if path is not None:

@@ -12,6 +12,9 @@ on-demand captures) still have it. Events are kept until no step they overlap re
 summarized, at most ``max_events`` of them (beyond, the oldest are let go and counted in
 run.json as ``summary.events_not_summarized``).
 
+In a trace whose device events come in windows (capture/_device_duty.py), a step outside them
+has its step time, data columns and arrivals, and null device columns (``device`` false).
+
 Two facts of the stall table are about the whole run, and are taken here as the rank has seen
 them so far: whether the run is a GPU run (then only GPU activity computes), and whether the
 rank has a collective spanning nodes (then its DDP buckets and comm kernels count as network).
@@ -26,7 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from stallscope.analysis.stall._exposed import local_parts
-from stallscope.io._summary_files import SummaryWriter
+from stallscope.io._summary_files import DEVICE_COLUMNS, SummaryWriter
 
 _STALL = (
     "compute_ns",
@@ -84,6 +87,7 @@ class Summarizer:
         # arrivals written (key, seq, start) -> their end, while they may still be buffered
         self._sent: dict[tuple[str, int | None, int], int] = {}
         self.gpu = False
+        self.device: Any = None  # _device_duty.DeviceDuty when device events come in windows
         self.multi = np.zeros(0, np.int32)
         self.rows = 0
         self.events_not_summarized = 0
@@ -113,6 +117,8 @@ class Summarizer:
         buf = self._buffer
         if buf is None or buf.height == 0:
             return 0
+        if self.device is not None:
+            self.gpu = True  # a GPU run, whether or not a device window has come yet
         parts = local_parts(buf, gpu=self.gpu, multi=self.multi)
         self.gpu, self.multi = parts.gpu, parts.multi
         t = parts.table
@@ -146,7 +152,7 @@ class Summarizer:
             self._sent[(key, seq, a)] = b
         row: dict[str, Any] = {k: None for k in ("step", "start_ns", "end_ns", "step_ns")}
         row.update({k: 0 for k in _STALL}, rank=int(self._rank(arrivals)), events=0)
-        row.update(exp_start=[], exp_end=[], exp_net=[], arrivals_only=True)
+        row.update(exp_start=[], exp_end=[], exp_net=[], arrivals_only=True, device=True)
         for i, k in enumerate(("coll_key", "coll_seq", "coll_start", "coll_end", "coll_size")):
             row[k] = [x[i] for x in rest]
         self.out.append([row])
@@ -201,6 +207,11 @@ class Summarizer:
             row["coll_end"] = [x[3] for x in coll[i]]
             row["coll_size"] = [x[4] for x in coll[i]]
             row["arrivals_only"] = False
+            row["device"] = (
+                self.device is None or r["step"] is None or self.device.covered(int(r["step"]))
+            )
+            if not row["device"]:  # no device events: what only the device could say is unknown
+                row.update({c: None for c in DEVICE_COLUMNS}, exp_start=[], exp_end=[], exp_net=[])
             rows.append(row)
         self.out.append(rows)
         self.rows += len(rows)

@@ -66,7 +66,11 @@ class Trace:
     None: the environment's STALLSCOPE_MODE, else "full"; the other continuous options not
     given come from STALLSCOPE_WINDOW_STEPS, STALLSCOPE_WINDOW_S, STALLSCOPE_SUMMARY_LAG_S,
     STALLSCOPE_CAPTURE_SIGNAL, STALLSCOPE_CAPTURE_STEPS. `summary_lag_s`: how long after a step
-    ends its summary row is written (default twice the flush interval).
+    ends its summary row is written (default twice the flush interval). In continuous mode,
+    device (CUPTI) events are recorded for one step in `device_every` at most (default 100; 0:
+    only in captures; 1: every step) while their measured cost stays within `device_budget`
+    (default 0.01) of the time traced, and for every captured step (STALLSCOPE_DEVICE_EVERY,
+    STALLSCOPE_DEVICE_BUDGET).
     """
 
     def __init__(
@@ -88,6 +92,8 @@ class Trace:
         summary_lag_s: float | None = None,
         capture_signal: int | str | None = "SIGUSR2",
         capture_steps: int | None = None,
+        device_every: int | None = None,
+        device_budget: float | None = None,
     ) -> None:
         if not 0.01 <= flush_interval <= 3600:
             raise TraceError(f"flush_interval={flush_interval!r} s: use a value from 0.01 to 3600")
@@ -107,6 +113,8 @@ class Trace:
                 summary_lag_s=summary_lag_s,
                 capture_signal=capture_signal,
                 capture_steps=capture_steps,
+                device_every=device_every,
+                device_budget=device_budget,
                 flush_interval=flush_interval,
             )
         except ValueError as e:
@@ -126,6 +134,7 @@ class Trace:
         self.stem = stem_for(self.placement.rank, self.pid if _forked_from_traced else None)
         self.path: Path | None = None  # the events file, once stopped
         self._writer: Any = None  # _writer.RankWriter once started
+        self.continuous_state: Continuous | None = None  # continuous mode's, once started
         self._prev_sigterm: Any = None
         self._prev_capture: Any = None  # the capture signal's handler before ours
         self._started = False
@@ -172,6 +181,7 @@ class Trace:
                     summary=not _forked_from_traced,  # Polars' pools do not survive fork()
                     step_index=_core.step_index,
                 )
+            self.continuous_state = cont
             self._writer = RankWriter(
                 self.out_dir, self.stem, self.placement.rank, self.pid, self.flush_interval, cont
             )
@@ -376,6 +386,7 @@ def _after_fork_in_child() -> None:
         _forked_from_traced = True
         _active._stopped = True  # never flush the parent's trace from here
     _active = None
+    _core.set_step_hook(None)  # the parent's device windows: CUPTI stays off in a child
 
 
 def _at_exit() -> None:

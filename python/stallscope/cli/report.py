@@ -136,8 +136,22 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
         click.echo(
             f"continuous summary: {_count(summary.height, 'rank-step')}, steps "
             f"{min(steps)}..{max(steps)} (the full events above cover the last window and "
-            f"captures only): {shares_line(stall_run_summary(summary))}"
+            f"captures only): {shares_line(stall_run_summary(_measured(summary)))}"
+            + _device_note(summary)
         )
+
+
+def _measured(rows: pl.DataFrame) -> pl.DataFrame:
+    """The summary rows with device events: the others have no compute, comm or host figures
+    (steps outside a continuous trace's device windows)."""
+    return rows.filter(pl.col("device"))
+
+
+def _device_note(rows: pl.DataFrame) -> str:
+    n = int(rows["device"].sum())
+    if n == rows.height:
+        return ""
+    return f" (shares of the {n} of {rows.height} rank-steps with device events)"
 
 
 def _summary_json(summary: pl.DataFrame) -> dict[str, object]:
@@ -145,8 +159,8 @@ def _summary_json(summary: pl.DataFrame) -> dict[str, object]:
 
     return {
         "steps": summary.to_dicts(),
-        "across_ranks": stall_summary(summary).to_dicts(),
-        "run": stall_run_summary(summary)
+        "across_ranks": stall_summary(_measured(summary)).to_dicts(),
+        "run": stall_run_summary(_measured(summary))
         .with_columns(pl.col("category").cast(pl.String))
         .to_dicts(),
     }
@@ -170,10 +184,11 @@ def _report_summary(run: Path, as_json: bool, max_rows: int) -> None:
     ranks = rows["rank"].n_unique() if rows.height else 0
     click.echo(
         f"{run} (per-step summary of a continuous trace; no event files): "
-        f"{_count(ranks, 'rank')}, {_count(rows.height, 'rank-step')}"
+        f"{_count(ranks, 'rank')}, {_count(rows.height, 'rank-step')}" + _device_note(rows)
     )
-    if rows.height:
-        _print_stalls(rows, stall_summary(rows), stall_run_summary(rows), max_rows)
+    measured = _measured(rows)
+    if measured.height:
+        _print_stalls(measured, stall_summary(measured), stall_run_summary(measured), max_rows)
 
 
 def _print_stalls(

@@ -19,7 +19,8 @@ _DATA = ("data_fetch_ns", "data_prep_ns", "data_ns")
 
 def top_view(rows: pl.DataFrame, steps: int) -> dict[str, Any]:
     """What `top` shows, from load_summary's rows: over each rank's latest `steps` steps,
-    steps/s (from the median step time), the shares of the step time per category, and per
+    steps/s (from the median step time), the shares of the step time per category (over the
+    steps with device events; None when there is none), and per
     rank its median step time, its shares and how often it was a straggler; the slowest
     rank is the one with the longest median step."""
     real = rows.filter(pl.col("step").is_not_null())
@@ -28,21 +29,27 @@ def top_view(rows: pl.DataFrame, steps: int) -> dict[str, Any]:
     recent = real.sort("rank", "start_ns").group_by("rank", maintain_order=True).tail(steps)
     total = int(recent["step_ns"].sum())
 
-    def share(cols: tuple[str, ...], df: pl.DataFrame = recent) -> float:
-        t = int(df["step_ns"].sum())
-        return sum(int(df[c].sum()) for c in cols) / t if t else 0.0
+    # Shares come from the steps with device events (all of them, unless the trace records
+    # device events in windows): the others have no compute, comm or host figures.
+    measured = recent.filter(pl.col("device"))
 
+    def share(cols: tuple[str, ...], df: pl.DataFrame = measured) -> float | None:
+        t = int(df["step_ns"].sum())
+        return sum(int(df[c].sum()) for c in cols) / t if t else None
+
+    dev = pl.col("device")
+    dev_ns = pl.col("step_ns").filter(dev).sum()
     per = (
         recent.group_by("rank")
         .agg(
             steps=pl.len(),
             last_step=pl.col("step").max(),
             step_ms=pl.col("step_ns").median() / MS,
-            compute=pl.col("compute_ns").sum() / pl.col("step_ns").sum(),
-            comm=pl.sum_horizontal(*_COMM).sum() / pl.col("step_ns").sum(),
-            sync_wait=pl.col("sync_wait_ns").sum() / pl.col("step_ns").sum(),
-            data=pl.sum_horizontal(*_DATA).sum() / pl.col("step_ns").sum(),
-            host=pl.col("host_ns").sum() / pl.col("step_ns").sum(),
+            compute=pl.col("compute_ns").filter(dev).sum() / dev_ns,
+            comm=pl.sum_horizontal(*_COMM).filter(dev).sum() / dev_ns,
+            sync_wait=pl.col("sync_wait_ns").filter(dev).sum() / dev_ns,
+            data=pl.sum_horizontal(*_DATA).filter(dev).sum() / dev_ns,
+            host=pl.col("host_ns").filter(dev).sum() / dev_ns,
             stragglers=pl.col("straggler").sum(),
         )
         .sort("rank")
@@ -56,6 +63,8 @@ def top_view(rows: pl.DataFrame, steps: int) -> dict[str, Any]:
         "steps_per_s": 1e9 / med_step if med_step > 0 else 0.0,
         "step_ms": med_step / MS,
         "window_steps": steps,
+        "device_steps": measured.height,
+        "rank_steps": recent.height,
         "shares": {
             "compute": share(("compute_ns",)),
             "memcpy": share(("memcpy_ns",)),
@@ -74,8 +83,8 @@ def top_view(rows: pl.DataFrame, steps: int) -> dict[str, Any]:
     }
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def render(run: Path, view: dict[str, Any], max_rows: int) -> None:
@@ -91,6 +100,11 @@ def render(run: Path, view: dict[str, Any], max_rows: int) -> None:
         f"{view['steps_per_s']:.2f} steps/s (median step {view['step_ms']:.2f} ms, "
         f"last {view['window_steps']} steps per rank)"
     )
+    if view["device_steps"] < view["rank_steps"]:
+        click.echo(
+            f"device events in {view['device_steps']} of {view['rank_steps']} rank-steps "
+            "(the shares below are theirs)"
+        )
     click.echo(
         f"compute {_pct(s['compute'])} | memcpy {_pct(s['memcpy'])} | comm {_pct(s['comm'])} "
         f"(sync wait {_pct(s['sync_wait'])}, network {_pct(s['network'])}, interconnect "

@@ -61,7 +61,21 @@ ROW_SCHEMA: Final[dict[str, pl.DataType]] = {
     # A row that is no step: the arrivals a rank made after its last step (written when its
     # trace stops), which other ranks' waits may depend on. Its step and times are null.
     "arrivals_only": pl.Boolean(),
+    # Were the step's device (GPU) events recorded (true where the run has none). False: a
+    # continuous trace's step outside its device windows; its compute, memcpy, sync wait,
+    # network, interconnect and host columns are null (only the device could say), its step
+    # time and data columns are there. Rows of earlier versions lack it: read as true.
+    "device": pl.Boolean(),
 }
+OPTIONAL: Final = {"device": True}  # columns a row may lack, and the value it then has
+DEVICE_COLUMNS: Final = (
+    "compute_ns",
+    "memcpy_ns",
+    "sync_wait_ns",
+    "network_ns",
+    "interconnect_ns",
+    "host_ns",
+)
 
 
 def summary_dir(run_dir: Path) -> Path:
@@ -205,10 +219,18 @@ def read_rows(run_dir: Path, *, last_rows: int | None = None) -> SummaryRead:
                 break
     if not frames:
         return SummaryRead(pl.DataFrame(schema=ROW_SCHEMA), bad, files)
-    rows = pl.concat([f.cast(ROW_SCHEMA) for f in frames])  # type: ignore[arg-type]
+    rows = pl.concat([_complete(f).cast(ROW_SCHEMA) for f in frames])  # type: ignore[arg-type]
     if last_rows is not None:
         rows = rows.sort("rank", "start_ns").group_by("rank", maintain_order=True).tail(last_rows)
     return SummaryRead(rows.sort("rank", "start_ns"), bad, files)
+
+
+def _complete(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with the OPTIONAL columns it lacks, or holds nulls in, set to their value."""
+    return frame.with_columns(
+        pl.col(c).fill_null(v) if c in frame.columns else pl.lit(v).alias(c)
+        for c, v in OPTIONAL.items()
+    )
 
 
 def _parse(lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
@@ -219,6 +241,6 @@ def _parse(lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
             doc = orjson.loads(x)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(doc, dict) and all(k in doc for k in ROW_SCHEMA):
+        if isinstance(doc, dict) and all(k in doc or k in OPTIONAL for k in ROW_SCHEMA):
             good.append(doc)
     return good, len(lines) - len(good)

@@ -27,7 +27,7 @@ from stallscope.analysis.stall._exposed import ARRIVALS_SCHEMA, EXPOSED_SCHEMA, 
 from stallscope.exceptions import RunDirError, StallscopeWarning
 from stallscope.io._load import Clock, clock_offsets
 from stallscope.io._run_json import read_run_json
-from stallscope.io._summary_files import ROW_SCHEMA, read_rows, summary_dir
+from stallscope.io._summary_files import DEVICE_COLUMNS, ROW_SCHEMA, read_rows, summary_dir
 
 STALL_COLUMNS = tuple(
     c for c in ROW_SCHEMA if c.endswith("_ns") and c not in ("start_ns", "end_ns", "step_ns")
@@ -42,6 +42,7 @@ SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "events": pl.Int64(),
     "matched": pl.Boolean(),
     "straggler": pl.Boolean(),
+    "device": pl.Boolean(),
 }
 
 
@@ -86,9 +87,11 @@ def load_summary(
     last_steps: int | None = None,
 ) -> pl.DataFrame:
     """The per-step summary of a continuous trace: one row per rank and step (rank, step,
-    start_ns, end_ns, step_ns, the stall table's columns, events, matched, straggler),
+    start_ns, end_ns, step_ns, the stall table's columns, events, matched, straggler, device),
     sorted by rank and start; readable while the job runs (a row is there once its step is
-    complete and the summary lag has passed). `last_steps`: only about the latest that many
+    complete and the summary lag has passed). ``device`` false: a step outside the trace's
+    device windows, whose compute, memcpy, sync wait, network, interconnect and host are null
+    (only its device events could say). `last_steps`: only about the latest that many
     rows of each rank (cheap: the latest files only). Times are moved onto rank 0's clock when
     the run measured offsets (`align_clocks`).
 
@@ -124,7 +127,10 @@ def load_summary(
     cf = _clock_frame(clocks) if clocks else None
     rows = _align(got.rows, ("start_ns", "end_ns"), cf)
     steps = rows.filter(~pl.col("arrivals_only"))
-    table = steps.select("rank", "step", "start_ns", "end_ns", "step_ns", *STALL_COLUMNS)
+    # a step outside the device windows: its device columns stay null (split with zeros)
+    table = steps.select(
+        "rank", "step", "start_ns", "end_ns", "step_ns", *STALL_COLUMNS
+    ).with_columns(pl.col(c).fill_null(0) for c in DEVICE_COLUMNS)
     exposed = _align(
         steps.select(
             "rank",
@@ -166,7 +172,11 @@ def load_summary(
     unmatched = _align(unmatched.rename({"row_start_ns": "start_ns"}), ("start_ns",), cf)
     med = pl.col("step_ns").median().over("step")
     return (
-        out.with_columns(steps["events"])
+        out.with_columns(steps["events"], steps["device"])
+        .with_columns(
+            pl.when(pl.col("device")).then(pl.col(c)).otherwise(None).alias(c)
+            for c in DEVICE_COLUMNS
+        )
         .join(unmatched, on=["rank", "start_ns"], how="left", maintain_order="left")
         .with_columns(
             matched=~pl.col("_short").fill_null(False),

@@ -112,3 +112,41 @@ def test_capture_of_a_running_trace_waits_for_every_rank(tmp_path: Path) -> None
     assert "capture c1: done, 1 rank(s)" in res.output  # type: ignore[attr-defined]
     table = stallscope.stall_table(run / "captures" / "c1")
     assert table.height == 4
+
+
+def _windowed_copy(run_dir: Path, dst: Path) -> Path:
+    """A summary-only copy of `run_dir` whose even steps lie outside device windows (as a
+    trace with device_every=2 writes them: null device columns, device false)."""
+    import polars as pl
+
+    from stallscope.io._summary_files import DEVICE_COLUMNS, read_rows, summary_dir
+
+    rows = read_rows(run_dir).rows
+    off = (pl.col("step") % 2 == 0) & ~pl.col("arrivals_only")
+    rows = rows.with_columns(
+        *(pl.when(off).then(None).otherwise(pl.col(c)).alias(c) for c in DEVICE_COLUMNS),
+        device=~off,
+    )
+    summary_dir(dst).mkdir(parents=True)
+    rows.write_parquet(summary_dir(dst) / "rank-00000.000000.parquet")
+    return dst
+
+
+def test_top_and_report_take_shares_from_steps_with_device_events(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    run = _windowed_copy(run_dir, tmp_path / "windowed")
+    rows = stallscope.load_summary(run)
+    assert rows.filter(~rows["device"])["compute_ns"].null_count() == 20
+    view = top_view(rows, 10)
+    assert (view["device_steps"], view["rank_steps"]) == (5, 10)
+    on = rows.filter(rows["device"]).tail(5)
+    assert view["shares"]["compute"] == pytest.approx(
+        int(on["compute_ns"].sum()) / int(on["step_ns"].sum())
+    )
+    res = CliRunner().invoke(cli, ["top", str(run), "--once", "--steps", "10"])
+    assert res.exit_code == 0, res.output
+    assert "device events in 5 of 10 rank-steps" in res.output
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    assert "(shares of the 20 of 40 rank-steps with device events)" in res.output
