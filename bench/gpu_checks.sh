@@ -58,7 +58,8 @@ run() {  # run NAME LIMIT_S CMD...: one check, its log in $LOG/NAME.log, its exi
 }
 
 # The device model's ground truth first (GEMM / attention efficiency, per-layer times), then the
-# overhead of tracing a real training step, then the capture checks. Each has its own limit; the
+# overhead of tracing a real training step (every mode, continuous with device windows included:
+# gpu_overhead.py's continuous_duty), then the capture checks. Each has its own limit; the
 # defaults fit one 10-minute call on an H100 or H200 (set a limit to 0 to skip that step).
 step() {  # step NAME LIMIT CMD...: run unless LIMIT is 0
   if [ "$2" = 0 ]; then stamp "$1 skipped"; return; fi

@@ -45,11 +45,27 @@ def test_gpu_overhead_script_runs_on_the_cpu(tmp_path: Path) -> None:
     assert doc["kinds"]["skipped"]  # no CUDA device: the per-kind costs need one
     assert set(doc["workloads"]) == {"transformer", "resnet"}
     for w in doc["workloads"].values():
-        assert set(w["step_ms"]) == {"off", "stallscope", "continuous", "torch.profiler"}
+        assert set(w["step_ms"]) == {
+            "off",
+            "stallscope",
+            "continuous",
+            "continuous_duty",
+            "torch.profiler",
+        }
+        # one window in 3 steps (--quick) projected to the default one in 100
+        duty = w["step_ms"]["continuous_duty"]
+        assert duty["device_every"] == 3
+        assert duty["projected_every_100"] == pytest.approx(duty["overhead"] * 3 / 100)
         for m in w["step_ms"].values():
             assert m["min"] <= m["q25"] <= m["median"] <= m["q75"] <= m["max"]
         assert all(len(t) == 2 for t in w["times_ms"].values())
         # a step marker and 3 regions a step, 3 steps a repeat (the last repeat's trace)
         assert w["trace_events"]["stallscope"]["events"] >= 12
         assert w["trace_events"]["continuous"]["events"] >= 12
-        assert set(w["met"]) == {"stallscope", "continuous", "stallscope_vs_profiler", "all"}
+        assert set(w["met"]) == {
+            "stallscope",
+            "continuous",
+            "continuous_duty_projected",
+            "stallscope_vs_profiler",
+            "all",
+        }
