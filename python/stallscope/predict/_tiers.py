@@ -1,8 +1,8 @@
 """Which link figures a prediction uses, per tier.
 
 Within a node, the first that applies: the calibration's intra-node fits (when the target keeps
-the measured device); the measured run's own bucket all-reduces (a CPU run on one node, no
-calibration); the link the (target, else measured) device ships with, from the link table
+the measured device); the measured run's own link (a CPU run on one node, no calibration:
+fitted to its exposed all-reduce time, _own_link); the link the (target, else measured) device ships with, from the link table
 (NVLink, NVSwitch, PCIe: bandwidth per direction per GPU, NCCL's latency).
 
 Across nodes, the first that applies: a network of the link table named by the target
@@ -63,10 +63,13 @@ def table_inter(name: str) -> tuple[Tier, float | None]:
     return Tier(t.latency_us * 1e-6, 1.0 / t.bytes_per_s, _cite(t) + ", one port per rank"), None
 
 
-def _measured_link(prof: Profile) -> Tier | None:
-    """The measured run's own tier, from its bucket all-reduces: the fastest seconds per byte
-    of ring all-reduce traffic (a bucket's all-reduce alone on the link; the others queued)."""
+def bucket_link(prof: Profile) -> Tier | None:
+    """The measured run's own tier from its bucket all-reduces as timed: the fastest seconds per
+    byte of ring all-reduce traffic. Their times hold waits too, so this is a bound (the link is
+    at least this fast); _own_link fits the link itself."""
     p = prof.measured.ranks
+    if p < 2:
+        return None
     best = None
     for b in prof.buckets:
         if b.bytes > 0 and b.measured_ns > 0:
@@ -77,12 +80,27 @@ def _measured_link(prof: Profile) -> Tier | None:
     return Tier(0.0, best, "the measured run's bucket all-reduces (fastest per byte)")
 
 
+def uses_own_link(prof: Profile, cal_intra: Tier | None) -> bool:
+    """Whether the tier within a node is the measured run's own: a CPU run of several ranks on
+    one node, no calibration of that tier."""
+    m = prof.measured
+    return cal_intra is None and m.device == "cpu" and m.nodes == 1 and m.ranks > 1
+
+
 class Tiers:
     """The comm models of one profile and calibration: the measured configuration's and each
     target's (cached by device, network and rate)."""
 
-    def __init__(self, prof: Profile, cal: Calibration | None, mtu: int, notes: set[str]):
+    def __init__(
+        self,
+        prof: Profile,
+        cal: Calibration | None,
+        mtu: int,
+        notes: set[str],
+        own: Tier | None = None,
+    ):
         self.prof, self.cal, self.mtu, self.notes = prof, cal, mtu, notes
+        self.own = own if own is not None else bucket_link(prof)
         backend = prof.measured.backend
         if cal is not None:
             cb = str(cal.doc.get("backend") or "")
@@ -106,8 +124,8 @@ class Tiers:
         same = dev is None or dev == m.device
         if self.cal_intra is not None and same:
             return self.cal_intra
-        if same and m.device == "cpu" and m.nodes == 1 and m.ranks > 1:
-            return _measured_link(self.prof)
+        if uses_own_link(self.prof, self.cal_intra) and same:
+            return self.own
         return table_intra(dev or m.device)
 
     def _inter(self, network: str | None, rate: float | None) -> tuple[Tier | None, float | None]:
