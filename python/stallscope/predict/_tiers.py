@@ -1,5 +1,11 @@
 """Which link figures a prediction uses, per tier.
 
+A target may give either tier's bandwidth itself (``Target.intra_node_GBps``, GB/s per GPU per
+direction; ``Target.inter_node_gbps``, Gbit/s per node, shared by its ranks): an instance whose
+GPUs talk over PCIe though the device ships with NVLink, a cloud's network figure. That
+bandwidth then wins over everything below; its latency is a named network's, else that of the
+link-table entry nearest in bandwidth.
+
 Within a node, the first that applies: the calibration's intra-node fits (when the target keeps
 the measured device); the measured run's own link (a CPU run on one node, no calibration:
 fitted to its exposed all-reduce time, _own_link); the link the (target, else measured) device ships with, from the link table
@@ -18,15 +24,61 @@ rank per node).
 
 from __future__ import annotations
 
+import math
+
 from stallscope.comm._calibration import Calibration
 from stallscope.predict._catalog import CatalogError
 from stallscope.predict._comm import CommModel, Tier, calibration_link, rate_link
 from stallscope.predict._devices import device
 from stallscope.predict._errors import PredictError
 from stallscope.predict._links import Link as TableLink
-from stallscope.predict._links import link
+from stallscope.predict._links import link, link_names
 from stallscope.predict._profile import Profile
 from stallscope.predict._target import Target
+
+
+def _nearest(tier: str, bytes_per_s: float) -> TableLink:
+    """The link-table entry of ``tier`` nearest in bandwidth (per GPU within a node, per node
+    across nodes): whose latency a bandwidth given alone takes."""
+    best: TableLink | None = None
+    for name in link_names():
+        t = link(name)
+        if t.tier != tier:
+            continue
+        if best is None or abs(math.log(t.bytes_per_s / bytes_per_s)) < abs(
+            math.log(best.bytes_per_s / bytes_per_s)
+        ):
+            best = t
+    assert best is not None  # the shipped table has links of both tiers
+    return best
+
+
+def given_intra(gbytes_per_s: float) -> Tier:
+    """Within a node at a given GB/s per GPU per direction (the latency of the table's link
+    nearest in bandwidth)."""
+    near = _nearest("intra", gbytes_per_s * 1e9)
+    return Tier(
+        near.latency_us * 1e-6,
+        1.0 / (gbytes_per_s * 1e9),
+        f"given: {gbytes_per_s:g} GB/s per GPU per direction; latency of {near.name}, the "
+        "link-table entry nearest in bandwidth",
+    )
+
+
+def given_inter(gbits_per_s: float, network: str | None) -> tuple[Tier, float]:
+    """(one rank's path across nodes, the node's NIC) for a node network of ``gbits_per_s``:
+    the node's bandwidth, shared by its ranks; the latency of ``network`` when named, else of
+    the table's network nearest in bandwidth."""
+    node = gbits_per_s * 1e9 / 8.0
+    near = link(network) if network is not None else _nearest("inter", node)
+    return (
+        Tier(
+            near.latency_us * 1e-6,
+            1.0 / node,
+            f"given: {gbits_per_s:g} Gbit/s per node, shared by its ranks; latency of {near.name}",
+        ),
+        node,
+    )
 
 
 def _cite(t: TableLink) -> str:
@@ -87,6 +139,9 @@ def uses_own_link(prof: Profile, cal_intra: Tier | None) -> bool:
     return cal_intra is None and m.device == "cpu" and m.nodes == 1 and m.ranks > 1
 
 
+Key = tuple[str | None, str | None, float | None, float | None, float | None]
+
+
 class Tiers:
     """The comm models of one profile and calibration: the measured configuration's and each
     target's (cached by device, network and rate)."""
@@ -115,11 +170,13 @@ class Tiers:
         link_doc = (cal.doc.get("link") if cal is not None else None) or {}
         self.cal_rate = float(link_doc["rate_bps"]) if link_doc.get("rate_bps") else None
         self.cal_mtu = int(link_doc["mtu"]) if link_doc.get("mtu") else None
-        self._cache: dict[tuple[str | None, str | None, float | None], CommModel] = {}
-        self._used: dict[tuple[str | None, str | None, float | None], None] = {}
+        self._cache: dict[Key, CommModel] = {}
+        self._used: dict[Key, None] = {}
         self.base = self.for_target(None, None, None)
 
-    def _intra(self, dev: str | None) -> Tier | None:
+    def _intra(self, dev: str | None, given: float | None = None) -> Tier | None:
+        if given is not None:
+            return given_intra(given)
         m = self.prof.measured
         same = dev is None or dev == m.device
         if self.cal_intra is not None and same:
@@ -128,7 +185,13 @@ class Tiers:
             return self.own
         return table_intra(dev or m.device)
 
-    def _inter(self, network: str | None, rate: float | None) -> tuple[Tier | None, float | None]:
+    def _inter(
+        self, network: str | None, rate: float | None, given: float | None = None
+    ) -> tuple[Tier | None, float | None]:
+        if given is not None:
+            if network is not None:
+                table_inter(network)  # a bad name is still an error
+            return given_inter(given, network)
         if network is not None:
             return table_inter(network)
         if rate is not None:
@@ -153,12 +216,19 @@ class Tiers:
             return self.cal_inter, self.cal_inter.bandwidth_bytes_per_s
         return None, None
 
-    def for_target(self, dev: str | None, network: str | None, rate: float | None) -> CommModel:
-        key = (dev, network, rate)
+    def for_target(
+        self,
+        dev: str | None,
+        network: str | None,
+        rate: float | None,
+        intra_gbytes: float | None = None,
+        inter_gbits: float | None = None,
+    ) -> CommModel:
+        key = (dev, network, rate, intra_gbytes, inter_gbits)
         got = self._cache.get(key)
         if got is None:
-            inter, nic = self._inter(network, rate)
-            intra = self._intra(dev)
+            inter, nic = self._inter(network, rate, inter_gbits)
+            intra = self._intra(dev, intra_gbytes)
             missing = ""
             if intra is None:
                 name = dev or self.prof.measured.device
@@ -168,7 +238,7 @@ class Tiers:
         return got
 
     def target(self, t: Target) -> CommModel:
-        key = (t.device, t.network, t.rate_bps)
+        key = (t.device, t.network, t.rate_bps, t.intra_node_GBps, t.inter_node_gbps)
         self._used.setdefault(key, None)
         return self.for_target(*key)
 

@@ -1,10 +1,10 @@
 """`StepPredictor` on the predictor (`stallscope.predict`): the measured run's profile, each
 shape as a `Target`.
 
-A shape becomes Target(nodes, ranks_per_node, rate_bps = the catalog's network figure,
-device, accumulation, compute_scale). Within a node the predictor takes the link each device
-ships with (the device table); across nodes, the instance's network rate, shared by the node's
-ranks. Compute moves to another device by the predictor's device model: matrix kernels by the
+A shape becomes Target(nodes, ranks_per_node, device, accumulation, compute_scale) with the
+instance's own links: within a node the catalog's GPU-to-GPU figure (``intra_node_GBps``: an
+instance may connect NVLink-capable GPUs over PCIe), across nodes its network figure
+(``inter_node_gbps``, shared by the node's ranks). Compute moves to another device by the predictor's device model: matrix kernels by the
 ratio of dense peak FLOP/s at the run's precision, the rest by memory bandwidth. A run on CPU
 threads has no kernels to scale: the user names the GPU its compute stands for
 (``measured_device``), and other GPUs take that compute times the ratio of their dense peak
@@ -29,7 +29,6 @@ from stallscope.predict import (
     PredictWarning,
     Profile,
     Target,
-    link,
     predict,
     profile_of,
 )
@@ -157,11 +156,11 @@ class ProfilePredictor:
         scale = s.compute_scale
         if scale is None and self._stand_in is not None:
             scale = self.compute_scale(s.device)
-        rate = s.network_gbps * 1e9 if s.nodes > 1 and s.network_gbps is not None else None
         return Target(
             nodes=s.nodes,
             ranks_per_node=s.ranks_per_node,
-            rate_bps=rate,
+            intra_node_GBps=s.intra_node_GBps if s.ranks_per_node > 1 else None,
+            inter_node_gbps=s.network_gbps if s.nodes > 1 else None,
             device=s.device,
             compute_scale=scale,
             accumulation=s.accumulation,
@@ -189,8 +188,6 @@ class ProfilePredictor:
         for idx in by_device.values():
             parts.append(self._group([shapes[i] for i in idx]))
             order.extend(idx)
-        for s in shapes:
-            self._check_link(s)
         out = (
             pl.concat(parts, how="vertical")
             .with_columns(_at=pl.Series(order))
@@ -200,22 +197,6 @@ class ProfilePredictor:
             else pl.DataFrame(schema=PREDICTION_SCHEMA)
         )
         return out
-
-    def _check_link(self, s: Shape) -> None:
-        """A note where the catalog's GPU-to-GPU figure differs from the link the predictor
-        takes (the device's own, from the device table) by more than 10 %."""
-        if s.ranks_per_node < 2 or s.compute_scale is not None:
-            return
-        name = table_device(s.device).intra_node_link
-        if name is None:
-            return
-        used = link(name).bytes_per_s / 1e9
-        if abs(used - s.intra_node_GBps) > 0.1 * s.intra_node_GBps:
-            self.notes.add(
-                f"within a node the predictor takes the {s.device}'s own link, {name} at "
-                f"{used:.3g} GB/s per direction (device table); the catalog gives "
-                f"{s.intra_node_GBps:g} GB/s for an instance with it"
-            )
 
     def _group(self, shapes: list[Shape]) -> pl.DataFrame:
         """Shapes of one device in one call; if it fails, one call each, so one bad shape

@@ -86,11 +86,27 @@ def test_a_one_rank_run_predicts_one_gpu_only() -> None:
     assert "communication on several GPUs is unknown" in got["problem"][1]
 
 
-def test_a_catalog_link_unlike_the_devices_is_noted() -> None:
+def test_every_candidate_is_predicted_on_its_instances_own_links() -> None:
     p = ProfilePredictor(_gpu_profile())
-    p.predict([Shape("A100-SXM4-80GB", 1, 4, 32.0, 100.0)])  # A100s over PCIe
-    (note,) = p.predictor_notes
-    assert "nvlink3 at 300 GB/s" in note and "the catalog gives 32 GB/s" in note
+    shapes = [
+        Shape("A100-SXM4-80GB", 1, 4, 300.0, 100.0),  # NVLink
+        Shape("A100-SXM4-80GB", 1, 4, 32.0, 100.0),  # the same GPUs over PCIe
+        Shape("A100-SXM4-80GB", 2, 4, 300.0, 400.0),
+        Shape("A100-SXM4-80GB", 2, 4, 300.0, 100.0),  # a slower network
+    ]
+    nvlink, pcie, fast, slow = p.predict(shapes).iter_rows(named=True)
+    assert pcie["interconnect_ns"] > 2 * nvlink["interconnect_ns"] > 0
+    assert pcie["step_ns"] > nvlink["step_ns"]
+    assert slow["network_ns"] > 1.5 * fast["network_ns"] > 0
+    # the links each target used are the catalog's figures
+    targets = [p._target(s) for s in shapes]
+    assert [(t.intra_node_GBps, t.inter_node_gbps) for t in targets] == [
+        (300.0, None),
+        (32.0, None),
+        (300.0, 400.0),
+        (300.0, 100.0),
+    ]
+    assert not p.predictor_notes  # nothing differs from what the catalog says
 
 
 def test_recommendation_takes_a_saved_profile(tmp_path: Path) -> None:
