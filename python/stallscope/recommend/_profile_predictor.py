@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from stallscope.analysis import STALL_COLUMNS
 from stallscope.exceptions import CatalogError
 from stallscope.predict import (
     PRECISIONS,
+    NoPeakError,
     PredictError,
     PredictWarning,
     Profile,
@@ -45,11 +46,23 @@ class ProfilePredictor:
     """Predicts a measured profile on the recommender's shapes (module docstring)."""
 
     def __init__(
-        self, profile: Profile, measured_device: str | None = None, precision: str = "fp32"
+        self,
+        profile: Profile,
+        measured_device: str | None = None,
+        precision: str = "fp32",
+        compute_scales: Mapping[str, float] | None = None,
     ) -> None:
         self.profile = profile
         self.notes: set[str] = set()
         m = profile.measured
+        self._given: dict[str, float] = {}
+        for gpu, ratio in (compute_scales or {}).items():
+            if not (isinstance(ratio, int | float) and 0 < ratio < float("inf")):
+                raise RecommendError(
+                    f"the compute ratio for {gpu} must be a positive number (compute time on "
+                    f"it over the measured run's), got {ratio!r}"
+                )
+            self._given[_named(gpu)] = float(ratio)
         if precision not in PRECISIONS:
             raise RecommendError(
                 f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}"
@@ -114,37 +127,46 @@ class ProfilePredictor:
 
     @property
     def basis(self) -> str:
+        given = ""
+        if self._given:
+            ratios = ", ".join(f"{d} x{r:g}" for d, r in sorted(self._given.items()))
+            given = f"; measured compute ratios as given: {ratios}"
         if self._stand_in is not None:
             return (
                 f"the run's compute on CPU threads stands for {self._stand_in}'s (as given); "
                 f"another GPU takes it times the ratio of dense {self._precision} peak FLOP/s "
-                "(device table)"
+                f"(device table){given}"
             )
         return (
             f"measured on {self._device}; on another GPU matrix kernels scale with dense peak "
             "FLOP/s at the run's precision and the others with memory bandwidth (the "
-            "predictor's device model, device table)"
+            f"predictor's device model, device table){given}"
         )
 
     def _peak(self, name: str) -> float:
         d = table_device(name)
         tflops = d.peak_tflops.get(self._precision)
         if tflops is None:
-            have = ", ".join(d.peak_tflops) or "none"
+            other = "; or choose a precision it has (--precision)" if d.peak_tflops else ""
             raise RecommendError(
-                f"{d.name} has no sourced dense {self._precision} peak (it has: {have}); choose "
-                "another --precision"
+                NoPeakError(d.name, f"dense {self._precision}", tuple(d.peak_tflops)).advice(
+                    ratio_option(d.name)
+                )
+                + other
             )
         return tflops
 
     def compute_scale(self, device: str) -> float:
-        got = self._scales.get(device)
+        got = self._scales.get(device) or self._given.get(device)
         if got is not None:
             return got
         if self._stand_in is not None:
             got = self._peak(self._stand_in) / self._peak(device)
         else:
-            frame = self._predict([Target(1, 1), Target(1, 1, device=device)])
+            try:
+                frame = self._predict([Target(1, 1), Target(1, 1, device=device)])
+            except NoPeakError as e:
+                raise RecommendError(e.advice(ratio_option(e.device))) from None
             base, there = frame["compute_ns"].to_list()
             if not base:
                 raise RecommendError("the profile has no compute to scale")
@@ -154,7 +176,7 @@ class ProfilePredictor:
 
     def _target(self, s: Shape) -> Target:
         scale = s.compute_scale
-        if scale is None and self._stand_in is not None:
+        if scale is None and (self._stand_in is not None or s.device in self._given):
             scale = self.compute_scale(s.device)
         return Target(
             nodes=s.nodes,
@@ -208,6 +230,9 @@ class ProfilePredictor:
             return pl.concat([next(got) if s.ranks == 1 else lone for s in shapes])
         try:
             return self._rows([self._target(s) for s in shapes])
+        except NoPeakError as e:  # the way to fix it that this verb takes
+            if len(shapes) == 1:
+                return failed(e.advice(ratio_option(e.device)))
         except (PredictError, RecommendError) as e:
             if len(shapes) == 1:
                 return failed(str(e))
@@ -230,14 +255,27 @@ def _named(spelling: str) -> str:
         raise RecommendError(f"measured device: {e}") from None
 
 
+def ratio_option(device: str) -> str:
+    """How a recommend user gives a measured compute ratio for ``device``."""
+    return (
+        f"`stallscope recommend --compute-scale {device}=RATIO`, or "
+        f"compute_scales={{{device!r}: RATIO}} in Python"
+    )
+
+
 def predictor_for(
-    run: Any, measured_device: str | None = None, precision: str = "fp32"
+    run: Any,
+    measured_device: str | None = None,
+    precision: str = "fp32",
+    compute_scales: Mapping[str, float] | None = None,
 ) -> ProfilePredictor:
     """A predictor of the measured job ``run``: a run directory, Kineto traces (a folder, a
-    file or several), a saved profile file, or a `stallscope.predict.Profile`."""
+    file or several), a saved profile file, or a `stallscope.predict.Profile`.
+    ``compute_scales``: per GPU, a measured ratio of compute time on it to the run's (wins over
+    the device model)."""
     if isinstance(run, Profile):
         profile = run
     else:
         paths = [run] if isinstance(run, (str, Path)) else list(run)
         profile = profile_of(paths[0] if len(paths) == 1 else paths)
-    return ProfilePredictor(profile, measured_device, precision)
+    return ProfilePredictor(profile, measured_device, precision, compute_scales)
