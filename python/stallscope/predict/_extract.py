@@ -237,14 +237,15 @@ def _summarise(
         meta.loader_period_ns,
     )
     summary = table_summary(table)
-    noise = (
-        summary["step_spread_ns"] / summary["step_median_ns"] if summary["step_median_ns"] else 0
-    )
+    mid = summary["step_median_ns"]
+    noise = (summary["step_spread_ns"] + summary["rank_skew_ns"]) / mid if mid else 0.0
     if noise > NOISY_SPREAD:
         notes.append(
-            f"the run was noisy: its step times spread {100 * noise:.0f} % of the median step "
-            "(interquartile range), so its figures (means over the middle half of the steps) "
-            "and the predictions carry that spread; profile on a quieter machine to narrow it"
+            f"the run was noisy: its step times spread {100 * summary['step_spread_ns'] / mid:.0f}"
+            f" % of the median step (interquartile range) and its ranks' step windows "
+            f"{100 * summary['rank_skew_ns'] / mid:.0f} % (longest less shortest), so its "
+            "figures (means over the middle half of the steps) and the predictions carry that "
+            "spread; profile on a quieter machine to narrow it"
         )
     measured = Measured(
         ranks=meta.ranks,
@@ -255,6 +256,7 @@ def _summarise(
         step_ns=summary["step_ns"],
         step_spread_ns=summary["step_spread_ns"],
         step_median_ns=summary["step_median_ns"],
+        rank_skew_ns=summary["rank_skew_ns"],
         link_rate_bps=meta.link_rate_bps,
         precision=_precision(facts) if gpu else None,
         stalls_ns={c: summary[c] for c in STALL_COLUMNS},

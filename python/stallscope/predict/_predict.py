@@ -71,10 +71,15 @@ class Prediction:
 
 
 def _classes(prof: Profile, t: Target) -> list[tuple[str, int]]:
+    """The rank classes: the typical ranks and, when the straggler differs from them (its
+    compute, or its own data wait or host time, as measured), the straggler."""
     slow = prof.straggler_ranks if t.straggler_ranks is None else t.straggler_ranks
     factor = prof.straggler_factor if t.straggler_factor is None else t.straggler_factor
     slow = min(slow, t.ranks - 1)
-    if slow <= 0 or factor <= 1.0:
+    own = (prof.straggler_data_ns or 0.0) > prof.data_ns or (
+        prof.straggler_host_ns or 0.0
+    ) > prof.host_ns
+    if slow <= 0 or (factor <= 1.0 and not own):
         return [("typical", t.ranks)]
     return [("typical", t.ranks - slow), ("straggler", slow)]
 
@@ -277,10 +282,10 @@ def predict(
 ) -> pl.DataFrame:
     """Predicted step and stall columns of ``run`` (a Profile, or anything profile_of takes)
     on each target: one row per target with nodes, ranks_per_node, ranks, rate_bps, device,
-    strategy, accumulation, step_ns, step_spread_ns (the measured run's spread of step times,
-    as a share of its median, carried to this step), the stall table's columns (ns; summing to
-    step_ns, averaged over ranks) and speedup (samples per second against the measured
-    run's)."""
+    strategy, accumulation, step_ns, step_spread_ns (the measured run's noise, as a share of
+    its median step, carried to this step: Profile.noise), the stall table's columns (ns;
+    summing to step_ns, averaged over ranks) and speedup (samples per second against the
+    measured run's)."""
     return prediction(run, targets, calibration=calibration, mtu=mtu).frame
 
 

@@ -20,7 +20,7 @@ File layout (``format`` = "stallscope.predict.profile", ``version`` = 1)::
                    "device": str, "link_rate_bps": float | null,
                    "precision": "fp32" | "tf32" | "fp16" | "bf16" | "fp8" | null,
                    "step_ns": float, "step_spread_ns": float, "step_median_ns": float,
-                   "stalls_ns": {column: ns}},
+                   "rank_skew_ns": float, "stalls_ns": {column: ns}},
       "phases": [{"phase": str, "compute_ns": float, "memcpy_ns": float, "spread_ns": float,
                   "mix": {kernel class: share}}],
       "backward_tail_ns": float,   # backward work after its gradients were all-reduced
@@ -124,6 +124,7 @@ class Measured:
     step_ns: float  # the mean over the central steps (the columns sum to it)
     step_spread_ns: float = 0.0  # interquartile range of the kept steps' times
     step_median_ns: float = 0.0  # their median
+    rank_skew_ns: float = 0.0  # per step the longest rank's time less the shortest's (mean)
     link_rate_bps: float | None = None
     precision: str | None = None  # of the matrix kernels (most of their time), GPU runs
     stalls_ns: dict[str, float] = field(default_factory=dict)
@@ -161,11 +162,11 @@ class Profile:
 
     @property
     def noise(self) -> float:
-        """How much the measured step times spread: their interquartile range over their median
-        (0.0 where not measured)."""
+        """How noisy the measured run was: the interquartile range of its step times plus the
+        skew of its ranks' step windows, over its median step (0.0 where not measured)."""
         m = self.measured
         mid = m.step_median_ns or m.step_ns
-        return m.step_spread_ns / mid if mid > 0 else 0.0
+        return (m.step_spread_ns + m.rank_skew_ns) / mid if mid > 0 else 0.0
 
     @property
     def compute_ns(self) -> float:
@@ -191,6 +192,7 @@ class Profile:
                 "step_ns": m.step_ns,
                 "step_spread_ns": m.step_spread_ns,
                 "step_median_ns": m.step_median_ns,
+                "rank_skew_ns": m.rank_skew_ns,
                 "stalls_ns": m.stalls_ns,
             },
             "phases": [vars(p) for p in self.phases],
@@ -259,6 +261,7 @@ class Profile:
             step_ns=m.num("step_ns"),
             step_spread_ns=m.num("step_spread_ns", 0.0),
             step_median_ns=m.num("step_median_ns", 0.0),
+            rank_skew_ns=m.num("rank_skew_ns", 0.0),
             link_rate_bps=m.opt_num("link_rate_bps"),
             precision=m.get("precision", str, None) if m.doc.get("precision") else None,
             stalls_ns={str(k): float(v) for k, v in m.get("stalls_ns", dict, {}).items()},

@@ -25,7 +25,7 @@ def measured_row(prof: Profile) -> dict[str, Any]:
         "device": m.device,
         "backend": m.backend,
         "step_ns": m.step_ns,
-        "step_spread_ns": m.step_spread_ns,
+        "step_spread_ns": prof.noise * (m.step_median_ns or m.step_ns),
         **{c: float(m.stalls_ns.get(c, 0.0)) for c in STALL_COLUMNS},
     }
 
@@ -53,7 +53,7 @@ def _rate(bps: float | None) -> str:
 
 def display_table(prof: Profile, pred: Prediction) -> pl.DataFrame:
     """One row for the measured run, then one per configuration: configuration, step ms, its
-    spread (the measured interquartile range, carried in proportion), speed-up (samples per second over the measured run's), and per stall column above 50 us
+    spread (the measured run's noise, carried in proportion), speed-up (samples per second over the measured run's), and per stall column above 50 us
     in some row its ms and its share of the step (%)."""
     measured = measured_row(prof)
     rows = [measured, *pred.frame.to_dicts()]

@@ -3,8 +3,9 @@
 The profile's figures are means over the same rank-steps as the measured summary (the middle
 half of the steps), so compute, data and host compose back exactly; the link of a CPU run on one
 node is fitted to its exposed transfer; what is left is the model's own error, which grows with
-the run's noise. Tolerance: 3 % of the step on a quiet run, plus half the run's interquartile
-range of step times on a noisy one (the spread the prediction carries).
+the run's noise. Tolerance: 3 % of the step on a quiet run, plus half the run's noise on a noisy
+one (the interquartile range of its step times plus the skew of its ranks' step windows: the
+spread the prediction carries).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def identity(p: sp.Profile) -> dict[str, float]:
 
 
 def tolerance(p: sp.Profile) -> float:
-    return QUIET_TOLERANCE * p.measured.step_ns + 0.5 * p.measured.step_spread_ns
+    m = p.measured
+    return QUIET_TOLERANCE * m.step_ns + 0.5 * p.noise * (m.step_median_ns or m.step_ns)
 
 
 def assert_identity(p: sp.Profile, tol: float) -> None:
