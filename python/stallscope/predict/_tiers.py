@@ -54,28 +54,34 @@ def _nearest(tier: str, bytes_per_s: float) -> TableLink:
 
 
 def given_intra(gbytes_per_s: float) -> Tier:
-    """Within a node at a given GB/s per GPU per direction (the latency of the table's link
-    nearest in bandwidth)."""
+    """Within a node at a given GB/s per GPU per direction, a line rate (the latency and NCCL
+    efficiency of the table's link nearest in bandwidth)."""
     near = _nearest("intra", gbytes_per_s * 1e9)
     return Tier(
         near.latency_us * 1e-6,
-        1.0 / (gbytes_per_s * 1e9),
-        f"given: {gbytes_per_s:g} GB/s per GPU per direction; latency of {near.name}, the "
-        "link-table entry nearest in bandwidth",
+        1.0 / (gbytes_per_s * 1e9 * near.efficiency),
+        f"given: {gbytes_per_s:g} GB/s per GPU per direction{_eff(near)}; latency of "
+        f"{near.name}, the link-table entry nearest in bandwidth",
     )
+
+
+def _eff(t: TableLink) -> str:
+    return f" x NCCL efficiency {t.efficiency:g}" if t.efficiency < 1.0 else ""
 
 
 def given_inter(gbits_per_s: float, network: str | None) -> tuple[Tier, float]:
     """(one rank's path across nodes, the node's NIC) for a node network of ``gbits_per_s``:
-    the node's bandwidth, shared by its ranks; the latency of ``network`` when named, else of
-    the table's network nearest in bandwidth."""
-    node = gbits_per_s * 1e9 / 8.0
-    near = link(network) if network is not None else _nearest("inter", node)
+    the node's line rate, shared by its ranks; the latency and NCCL efficiency of ``network``
+    when named, else of the table's network nearest in bandwidth."""
+    line = gbits_per_s * 1e9 / 8.0
+    near = link(network) if network is not None else _nearest("inter", line)
+    node = line * near.efficiency
     return (
         Tier(
             near.latency_us * 1e-6,
             1.0 / node,
-            f"given: {gbits_per_s:g} Gbit/s per node, shared by its ranks; latency of {near.name}",
+            f"given: {gbits_per_s:g} Gbit/s per node{_eff(near)}, shared by its ranks; latency "
+            f"of {near.name}",
         ),
         node,
     )
@@ -83,7 +89,11 @@ def given_inter(gbits_per_s: float, network: str | None) -> tuple[Tier, float]:
 
 def _cite(t: TableLink) -> str:
     src = t.source("GBps_per_direction")
-    return f"link table: {t.name}, {t.nominal} ({src.url}, {src.date})"
+    out = f"link table: {t.name}, {t.nominal} ({src.url}, {src.date})"
+    if t.efficiency < 1.0:
+        e = t.source("efficiency")
+        out += f" x NCCL efficiency {t.efficiency:g} ({e.url}, {e.date})"
+    return out
 
 
 def table_intra(device_name: str) -> Tier | None:
@@ -95,7 +105,7 @@ def table_intra(device_name: str) -> Tier | None:
     if name is None:
         return None
     t = link(name)
-    return Tier(t.latency_us * 1e-6, 1.0 / t.bytes_per_s, _cite(t))
+    return Tier(t.latency_us * 1e-6, 1.0 / t.effective_bytes_per_s, _cite(t))
 
 
 def table_inter(name: str) -> tuple[Tier, float | None]:
@@ -109,10 +119,11 @@ def table_inter(name: str) -> tuple[Tier, float | None]:
             f"{t.name} is a link within a node, not a network between nodes: give an inter-node "
             "link (e.g. ib-ndr, aws-efa-p4d, ethernet-100g; `stallscope catalog links`)"
         )
+    node = t.effective_bytes_per_s
     if t.per == "node":  # a whole node's network: each rank's path is one of its NICs
-        path = t.bytes_per_s / (t.nics_per_node or t.gpus_per_node or 1)
-        return Tier(t.latency_us * 1e-6, 1.0 / path, _cite(t)), t.bytes_per_s
-    return Tier(t.latency_us * 1e-6, 1.0 / t.bytes_per_s, _cite(t) + ", one port per rank"), None
+        path = node / (t.nics_per_node or t.gpus_per_node or 1)
+        return Tier(t.latency_us * 1e-6, 1.0 / path, _cite(t)), node
+    return Tier(t.latency_us * 1e-6, 1.0 / node, _cite(t) + ", one port per rank"), None
 
 
 def bucket_link(prof: Profile) -> Tier | None:
