@@ -306,9 +306,8 @@ def layer_times(torch: Any, device: str, quick: bool, deadline: float) -> list[d
             rows.append({"op": "layer", "skipped": "time budget"})
             break
         layers = 4 if h < 8192 else 2  # 12 h^2 parameters a layer, bf16 weights, grads, Adam
-        stack = nn.Sequential(*[Block(h, heads) for _ in range(layers)]).to(
-            device=device, dtype=dt_
-        )
+        with torch.device(device):  # initialised where it runs: no CPU copy of the weights
+            stack = nn.Sequential(*[Block(h, heads) for _ in range(layers)]).to(dtype=dt_)
         opt = torch.optim.Adam(stack.parameters(), lr=1e-4, fused=cuda)
         x = torch.randn(mb, seq, h, device=device, dtype=dt_, requires_grad=True)
         fwd: dict[int, list[float]] = {i: [] for i in range(layers)}
