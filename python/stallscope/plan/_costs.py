@@ -1,21 +1,12 @@
 """What one micro-batch costs one GPU, per transformer layer and for the embedding and logits:
-compute from FLOPs and bytes on the device model, tensor-parallel communication per layer, the
-pipeline's point-to-point sends, the data-parallel and ZeRO collectives, the optimizer step.
+compute on the device model (per layer, part by part: ``_layer``), tensor-parallel
+communication per layer, the pipeline's point-to-point sends, the data-parallel and ZeRO
+collectives, the optimizer step.
 
-Per layer under tensor parallelism t (Megatron's column / row split), T = micro-batch x seq_len
-tokens, GEMMs (m x k) @ (k x n):
-
-* QKV (T, h, (h + 2 kv_h) / t); output projection (T, h / t, h); FFN up (T, h, f / t, twice
-  with a gated FFN); FFN down (T, f / t, h). Backward: the data gradient and the weight
-  gradient of each, the same FLOPs each (m,n,k permuted).
-* Attention: flash (FLOPs only, causal) or the unfused batched GEMMs plus the s x s softmax,
-  mask and dropout as memory-bound kernels.
-* Memory-bound kernels: two norms, two residual adds (with dropout), the FFN activation;
-  per-token work divided by t with sequence parallelism; backward moves twice the bytes.
 * Communication per layer: 2 all-reduces of T x h activations forward and 2 backward, or with
-  sequence parallelism 2 all-gathers + 2 reduce-scatters each way.
-* Recompute: full repeats the forward (compute and communication) in the backward; selective
-  repeats the attention core (nothing with flash attention, which recomputes it anyway).
+  sequence parallelism 2 all-gathers + 2 reduce-scatters each way; with context parallelism
+  the ring of K and V behind the attention.
+* Full recompute repeats the forward's communication in the backward.
 """
 
 from __future__ import annotations
@@ -24,11 +15,11 @@ from dataclasses import dataclass
 
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._comm import collective_s, p2p_s
+from stallscope.plan._layer import ACT_BYTES, LayerCost, gemm_fwd_bwd, layer_cost
 from stallscope.plan._layout import Layout, Placement, layout
 from stallscope.plan._model import Model
 from stallscope.plan._strategy import Strategy
 
-ACT_BYTES = 2  # activations travel and are stored in 16 bit
 LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
 
 
@@ -55,11 +46,7 @@ class Costs:
     param_ag_layer: float  # ZeRO 1-2: one layer's updated weights all-gathered, once per step
     param_ag_embed: float
     flops_per_microbatch: float  # model FLOPs (forward + backward, no recompute), whole model
-
-
-def _gemm_fwd_bwd(system: Cluster, m: int, k: int, n: int, prec: str) -> tuple[float, float]:
-    d = system.device
-    return d.gemm_s(m, n, k, prec), d.gemm_s(m, k, n, prec) + d.gemm_s(k, n, m, prec)
+    layer: LayerCost | None = None  # the per-layer compute by part (f_comp, b_comp's parts)
 
 
 def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None) -> Costs:
@@ -67,48 +54,15 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     d = system.device
     t, b, seq, h = s.tp, s.micro_batch, model.seq_len, model.hidden
     tokens = b * seq // s.cp  # context parallelism: this GPU's share of each sequence
-    f = model.ffn_hidden
     prec = s.precision
     r = 1.0 / t if s.sequence_parallel else 1.0  # share of per-token work on each TP rank
     tp_group = lay.tp
 
-    # GEMMs of one layer
-    shapes = [
-        (tokens, h, (h + 2 * model.kv_hidden) // t),  # QKV
-        (tokens, h // t, h),  # output projection
-        (tokens, h, (2 if model.gated_ffn else 1) * f // t),  # FFN up (and gate)
-        (tokens, f // t, h),  # FFN down
-    ]
-    fb = [_gemm_fwd_bwd(system, m, k, n, prec) for m, k, n in shapes]
-    gemm_f = sum(x for x, _ in fb)
-    gemm_b = sum(y for _, y in fb)
-
-    heads = model.heads // t
-    if model.flash_attention:
-        att_f, att_b = d.attention_s(b, heads, seq, model.head_dim, True, prec)
-        # with context parallelism each GPU holds seq / cp queries against every key
-        att_f, att_b = att_f / s.cp, att_b / s.cp
-        core_f = 0.0  # selective recompute has nothing left to recompute
-    else:
-        bh = b * heads
-        qk_f, qk_b = _gemm_fwd_bwd(system, bh * seq, model.head_dim, seq, prec)
-        av_f, av_b = _gemm_fwd_bwd(system, bh * seq, seq, model.head_dim, prec)
-        scores = bh * seq * seq * ACT_BYTES
-        # fused scale-mask-softmax (read + write), dropout (read + write + 1-byte mask)
-        soft_f = d.memory_s(2 * scores + (2 * scores + scores / 2 if model.dropout else 0), 2)
-        att_f = qk_f + av_f + soft_f
-        att_b = qk_b + av_b + 2 * soft_f
-        core_f = att_f
-
-    mask = 0.5 if model.dropout else 0.0  # a 1-byte mask per 2-byte element
+    layer = layer_cost(model, s, system)
+    fp = dict(layer.f_parts)
+    f_comp = layer.forward
+    b_comp = layer.backward
     tok = tokens * h * ACT_BYTES * r
-    act = (3 if model.gated_ffn else 2) * tokens * f // t * ACT_BYTES
-    ew_bytes = 2 * tok + (3 + mask) * tok + 2 * tok + (3 + mask) * tok + act
-    ew_f = d.memory_s(ew_bytes, 5)
-    ew_b = d.memory_s(2 * ew_bytes, 10)
-
-    f_comp = gemm_f + att_f + ew_f
-    b_comp = gemm_b + att_b + ew_b
     act_bytes = tokens * h * ACT_BYTES
     if s.sequence_parallel:
         one_tp = collective_s(system, "all_gather", act_bytes, tp_group) + collective_s(
@@ -120,22 +74,20 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     if s.cp > 1:  # ring attention: K and V go round the context-parallel group, chunk by
         # chunk behind the attention compute; the first chunk and what compute cannot hide
         # are exposed (dK and dV come back the same way in the backward)
+        att_f, att_b = fp["attention"], dict(layer.b_parts)["attention"]
         kv = 2 * b * seq * model.kv_hidden // t * ACT_BYTES
         ring_f = collective_s(system, "all_gather", kv, lay.cp)
         f_tp += ring_f / s.cp + max(0.0, ring_f - att_f)
         b_tp += 2 * ring_f / s.cp + max(0.0, 2 * ring_f - att_b)
     if s.recompute == "full":
-        b_comp += f_comp
         b_tp += f_tp
-    elif s.recompute == "selective":
-        b_comp += core_f
 
     # embedding (vocab-parallel: a TP all-reduce, or reduce-scatter with sequence parallel)
     emb_coll = "reduce_scatter" if s.sequence_parallel else "all_reduce"
     embed_f = d.memory_s(2 * act_bytes, 1) + collective_s(system, emb_coll, act_bytes, tp_group)
     embed_b = d.memory_s(2 * act_bytes, 2)
     # final norm, output GEMM, vocab-parallel cross-entropy on fp32 logits
-    lg_f, lg_b = _gemm_fwd_bwd(system, tokens, h, model.vocab // t, prec)
+    lg_f, lg_b = gemm_fwd_bwd(system, tokens, h, model.vocab // t, prec)
     logit_bytes = tokens * (model.vocab // t) * LOSS_BYTES
     ce = collective_s(system, "all_reduce", 3 * tokens * LOSS_BYTES, tp_group)  # max, sum, target
     in_coll = collective_s(
@@ -189,6 +141,7 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         param_ag_layer=param_ag_layer,
         param_ag_embed=param_ag_embed,
         flops_per_microbatch=model_flops(model, b),
+        layer=layer,
     )
 
 
