@@ -1,21 +1,22 @@
 """The planner against published LLM training measurements (bench/data/public_llm_training.json).
 
-Every entry is predicted from the model's shape, the parallel configuration and the system
-alone (``stallscope.plan.predict_strategy``); nothing is fitted to these measurements. Each
-published result is turned into a step time with the source's own definition:
+Every entry is predicted from the model's shape, the parallel configuration, the system and the
+training software the run used (its ``stack``: a preset of ``stallscope.plan.stacks()`` and
+where the run departs from it, each with its source) alone (``stallscope.plan.predict_strategy``);
+nothing is fitted to these measurements. Each published result is turned into a step time with
+the source's own definition:
 
 * step_time_s as given; tokens_per_s: global_batch x seq_len / tokens_per_s; tokens_per_s_per_gpu:
   the same over the GPUs;
 * tflops_per_gpu of Narayanan et al. (SC'21, Table 1): their FLOP count with full recomputation,
   96 B s l h^2 (1 + s / 6h + V / 16 l h), over the GPUs.
 
-Fields a source does not state (micro-batch, interleave, recompute, sequence parallel, ZeRO
-stage, whether pipeline sends overlap compute) are the planner's choice: the fastest configuration that fits with everything the source
-does state held fixed. Model details the presets do not carry follow the framework of the run:
-Megatron-LM 2021-2022 (Narayanan, Korthikanti): unfused attention with dropout, pipeline sends
-that block the sender (no p2p overlap yet); the 2024 stacks
-(NeMo / Megatron-Core with Transformer Engine, torchtitan, llm-foundry): flash attention, no
-dropout. llm-foundry's tables give no system preset: DGX A100 / DGX H100 nodes (8 GPUs,
+Fields neither the source nor its configuration states (micro-batch, interleave, recompute,
+sequence parallel, ZeRO stage) are the planner's choice: the fastest configuration that fits
+with everything stated held fixed. Model details the presets do not carry follow the framework of
+the run: Megatron-LM 2021-2022 (Narayanan, Korthikanti): unfused attention with dropout; the 2024
+stacks (NeMo / Megatron-Core with Transformer Engine, torchtitan, llm-foundry): flash attention,
+no dropout. llm-foundry's tables give no system preset: DGX A100 / DGX H100 nodes (8 GPUs,
 NVSwitch; 1600 Gb/s per A100 node as the table's heading states, 3200 Gb/s per H100 node
 assumed). Entries on a GPU whose dense peak is not published are reported and not counted.
 
@@ -32,7 +33,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stallscope.plan import PlanError, Strategy, load_model, load_system, predict_strategy
+from stallscope.plan import (
+    PlanError,
+    Stack,
+    Strategy,
+    load_model,
+    load_stack,
+    load_system,
+    predict_strategy,
+)
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._model import Model
 from stallscope.plan._strategy import check
@@ -43,8 +52,9 @@ FRAMEWORK_2021 = ("narayanan21", "korthikanti22")  # Megatron-LM before flash at
 
 def model_of(e: dict[str, Any]) -> Model:
     m = load_model(e["model"])
-    old = e["id"].startswith(FRAMEWORK_2021)
-    d = m.to_dict() | {"seq_len": e["seq_len"], "flash_attention": not old, "dropout": old}
+    flash = stack_of(e).attention != "unfused"
+    old = e["id"].startswith(FRAMEWORK_2021)  # GPT-3-style dropout 0.1 in the papers' models
+    d = m.to_dict() | {"seq_len": e["seq_len"], "flash_attention": flash, "dropout": old}
     return load_model(d)
 
 
@@ -80,8 +90,14 @@ def measured_step_s(e: dict[str, Any], m: Model) -> float:
     raise ValueError(f"{e['id']}: no result the bench can turn into a step time")
 
 
+def stack_of(e: dict[str, Any]) -> Stack:
+    """The run's training software: its preset and where it departs from it."""
+    return load_stack({k: v for k, v in e["stack"].items() if k != "source"})
+
+
 def choices(e: dict[str, Any], m: Model) -> list[Strategy]:
     """Every configuration consistent with what the source states."""
+    st = stack_of(e)
     tp, pp, dp = e["tp"], e["pp"], e["dp"]
     mbs = [e["micro_batch"]] if e.get("micro_batch") else [1, 2, 4, 8]
     if e.get("virtual_stages"):
@@ -93,13 +109,11 @@ def choices(e: dict[str, Any], m: Model) -> list[Strategy]:
     rcs = [e["recompute"]] if e.get("recompute") else ["none", "selective", "full"]
     sps = [e["sequence_parallel"]] if e.get("sequence_parallel") is not None else [tp > 1]
     zs = [e["zero_stage"]] if e.get("zero_stage") is not None else [0, 1]
-    # Megatron-LM of 2021-22 had no p2p overlap: its pipeline sends block the sender
-    p2ps = [False] if e["id"].startswith(FRAMEWORK_2021) else [False, True]
     out = []
-    for mb, v, rc, sp, z, p2p in itertools.product(mbs, vs, rcs, sps, zs, p2ps):
+    for mb, v, rc, sp, z in itertools.product(mbs, vs, rcs, sps, zs):
         s = Strategy(
             tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
-            cp=e.get("cp") or 1, p2p_overlap=p2p,
+            cp=e.get("cp") or 1, stack=st,
         )  # fmt: skip
         try:
             check(m, s, e["gpus"])
@@ -135,6 +149,7 @@ def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
         "error": (step - measured) / measured,
         "config": best.strategy.label(),
         "chosen_among": len(preds),
+        "stack": best.strategy.software.name,
         "fits": best.memory.fits,
         "memory_GiB": best.memory.total / 2**30,
         "mfu_predicted": best.mfu,

@@ -101,13 +101,15 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     send = p2p_s(system, act_bytes / t, lay.pp_cross_node) if s.pp > 1 else 0.0
 
     # data parallelism and ZeRO
+    st = s.software
     lp = model.layer_params() / t
     ep = model.embedding_params() / t
     dp = lay.dp
     g, wb = s.grad_bytes, s.weight_bytes
     grad_coll = "all_reduce" if s.zero == 0 else "reduce_scatter"
-    zero_ag = collective_s(system, "all_gather", lp * wb, dp) if s.zero == 3 else 0.0
-    zero_rs = collective_s(system, "reduce_scatter", lp * g, dp) if s.zero == 3 else 0.0
+    z3 = s.zero == 3  # fully sharded: the stack's gather and reduction widths
+    zero_ag = collective_s(system, "all_gather", lp * st.fsdp_param_bytes, dp) if z3 else 0.0
+    zero_rs = collective_s(system, "reduce_scatter", lp * st.fsdp_reduce_bytes, dp) if z3 else 0.0
     dp_layer = 0.0 if s.zero == 3 else collective_s(system, grad_coll, lp * g, dp)
     dp_embed = collective_s(system, grad_coll, ep * g, dp)
     tied = 0.0
@@ -120,6 +122,10 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     pag = s.zero in (1, 2)
     param_ag_layer = collective_s(system, "all_gather", lp * wb, dp) if pag else 0.0
     param_ag_embed = collective_s(system, "all_gather", ep * wb, dp) if pag else 0.0
+    if pag and st.param_gather_overlap:
+        # each layer's weights are gathered behind the next step's forward of the layers before
+        # it: the first layer's gather is what the step waits for (one layer of the stage's)
+        param_ag_layer *= s.pp / model.layers
 
     return Costs(
         f_comp=f_comp,

@@ -111,10 +111,11 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         layers_per_chunk=model.layers // (s.pp * s.interleave),
         zero3=s.zero == 3 and s.replicas > 1,
         dp_overlap=s.replicas > 1 and s.zero < 3,
-        tied=model.tied_embeddings and s.pp > 1,
+        dp_blocking=not s.software.dp_overlap,
+        tied=model.tied_embeddings,  # one embedding matrix: no separate output layer
         param_gather=s.zero in (1, 2) and s.replicas > 1,
         detail=detail,
-        p2p_blocking=s.pp > 1 and not s.p2p_overlap,
+        p2p_blocking=s.pp > 1 and not s.overlaps_p2p,
         tp_cat=net(lay.tp.nodes),
         send_cat="network" if lay.pp_cross_node else "interconnect",
         dp_cat=net(lay.dp.nodes),
@@ -158,6 +159,7 @@ def native_schedule(shape: Shape) -> Schedule:
         shape.param_gather,
         shape.detail,
         shape.p2p_blocking,
+        shape.dp_blocking,
     )
     names = ["compute", "send", "dp", *(("zero_ag", "zero_rs") if shape.zero3 else ())]
     cats = _category(shape)
