@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from stallscope.plan._attention import attention_data
 from stallscope.plan._device_model import DeviceModel, default_matmul_fraction, efficiency_defaults
 from stallscope.plan._errors import PlanError, listed, nearest_names
 
@@ -151,6 +152,7 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
             '"hbm_GBps": ..., "hbm_GB": ...'
         )
     eff = efficiency_defaults()
+    flash2 = attention_data()["fractions"]["flash2"]
     frac, frac_basis = default_matmul_fraction(gpu)
     if "matmul_fraction" in overrides:
         frac, frac_basis = float(overrides["matmul_fraction"]), f"given by {where}"
@@ -162,12 +164,13 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
         sms=int(overrides.get("sms", figures.get("sms", 0)) or 0),
         matmul_fraction=frac,
         gemm_fixed_s=float(eff["gemm_fixed_us"]["value"]) * 1e-6,
-        attn_fwd_fraction=float(eff["attention"]["fwd_fraction"]),
-        attn_bwd_fraction=float(eff["attention"]["bwd_fraction"]),
+        attn_fwd_fraction=float(flash2["fwd"]),
+        attn_bwd_fraction=float(flash2["bwd"]),
         hbm_fraction=float(eff["hbm_fraction"]["value"]),
         basis={
             "matmul": frac_basis,
-            "attention": str(eff["attention"]["basis"]),
+            "attention": "published kernel rates (plan/data/attention.json); elsewhere "
+            + str(flash2["basis"]),
             "hbm": str(eff["hbm_fraction"]["basis"]),
         },
     )

@@ -16,8 +16,10 @@ or kernel times from a profile with their shapes) calibrates ``matmul_fraction``
 by least squares over the rows' times; its attention rows give the attention fractions, its
 memory-copy row the HBM fraction (``DeviceModel.calibrated``).
 
-Flash attention: forward FLOPs 4 b s^2 h_d a (half when causal), backward 2.5 x forward, at
-``attn_fwd_fraction`` / ``attn_bwd_fraction`` of the peak. Memory-bound kernels (norms,
+Fused attention: forward FLOPs 4 b s^2 h_d a (half when causal), backward 2.5 x forward, at the
+kernel's published rate by head dimension and sequence length (``_attention``: FlashAttention-2,
+FlashAttention-3 and cuDNN on H100), else at ``attn_fwd_fraction`` / ``attn_bwd_fraction`` of
+the peak (FlashAttention-2's on A100). Memory-bound kernels (norms,
 activations, residual adds, the optimizer): bytes / (hbm x hbm_fraction) + fixed.
 """
 
@@ -31,6 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from stallscope.plan._attention import resolve, slowdown, table_rates
 from stallscope.plan._errors import PlanError
 
 _TILE_M, _TILE_N = 128, 256  # output tile of a large bf16 GEMM on Ampere / Hopper tensor cores
@@ -87,6 +90,7 @@ class DeviceModel:
     attn_fwd_fraction: float = 0.7
     attn_bwd_fraction: float = 0.55
     hbm_fraction: float = 0.85
+    attention_measured: bool = False  # the attention fractions come from a measured table
     basis: Mapping[str, str] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
@@ -124,14 +128,31 @@ class DeviceModel:
         return max(flops / rate, nbytes / self.hbm_bytes_s) + self.gemm_fixed_s
 
     def attention_s(
-        self, batch: int, heads: int, seq: int, head_dim: int, causal: bool, precision: str
+        self,
+        batch: int,
+        heads: int,
+        seq: int,
+        head_dim: int,
+        causal: bool,
+        precision: str,
+        kernel: str = "auto",
     ) -> tuple[float, float]:
-        """(forward, backward) seconds of flash attention over ``heads`` heads."""
+        """(forward, backward) seconds of a fused attention kernel over ``heads`` heads: the
+        published rate of ``kernel`` on this GPU by head dimension and sequence length
+        (``_attention``), else (no table for the GPU, or a measured table's FlashAttention-2
+        rows) the attention fractions of the bf16 peak."""
         fwd = 4.0 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
         peak = self.peak("bf16" if precision == "fp8" else precision)  # attention stays in 16 bit
+        k = resolve(kernel, self.name)
+        rates = None
+        if not (self.attention_measured and k == "flash2"):
+            rates = table_rates(kernel, self.name, head_dim, seq, causal)
+        if rates is None:
+            s = slowdown(k)
+            rates = (peak * self.attn_fwd_fraction / s, peak * self.attn_bwd_fraction / s)
         return (
-            fwd / (peak * self.attn_fwd_fraction) + self.gemm_fixed_s,
-            2.5 * fwd / (peak * self.attn_bwd_fraction) + 2 * self.gemm_fixed_s,
+            fwd / rates[0] + self.gemm_fixed_s,
+            2.5 * fwd / rates[1] + 2 * self.gemm_fixed_s,
         )
 
     @property
@@ -190,6 +211,7 @@ class DeviceModel:
                 dev = replace(dev, attn_fwd_fraction=fwd[len(fwd) // 2])
             if bwd:
                 dev = replace(dev, attn_bwd_fraction=bwd[len(bwd) // 2])
+            dev = replace(dev, attention_measured=True)
             basis["attention"] = f"median of {len(attn)} measured attention rows of {source}"
         copy_gbps = [
             float(r.get("GBps") or r.get("gbps") or 0)

@@ -6,8 +6,8 @@ cp tokens, GEMMs (m x k) @ (k x n):
 * ``gemm_qkv`` (T, h, (h + 2 kv_h) / t); ``gemm_proj`` (T, h / t, h); ``gemm_fc1`` (T, h, f / t,
   twice with a gated FFN); ``gemm_fc2`` (T, f / t, h). Backward: the data gradient and the
   weight gradient of each, the same FLOPs each (m, n, k permuted).
-* ``attention``: flash (FLOPs only) or the unfused batched GEMMs plus the s x s softmax, mask
-  and dropout as memory-bound kernels.
+* ``attention``: the stack's fused kernel at its published rate (``_attention``), or the
+  unfused batched GEMMs plus the s x s softmax, mask and dropout as memory-bound kernels.
 * ``elementwise``: two norms, two residual adds (with dropout), the FFN activation; per-token
   work divided by t with sequence parallelism; backward moves twice the bytes.
 * ``recompute`` (backward only): full recompute repeats the forward; selective the attention
@@ -23,7 +23,7 @@ from typing import Final
 
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._model import Model
-from stallscope.plan._strategy import Strategy
+from stallscope.plan._strategy import Strategy, fused_attention
 
 ACT_BYTES: Final = 2  # activations travel and are stored in 16 bit
 #: The parts of a layer, in the order the breakdown lists them.
@@ -81,8 +81,9 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
         fwd[name], bwd[name] = gemm_fwd_bwd(system, m_, k_, n_, prec)
 
     heads = model.heads // t
-    if model.flash_attention:
-        att_f, att_b = d.attention_s(b, heads, seq, model.head_dim, True, prec)
+    if fused_attention(model, s):
+        kernel = s.software.attention
+        att_f, att_b = d.attention_s(b, heads, seq, model.head_dim, True, prec, kernel)
         # with context parallelism each GPU holds seq / cp queries against every key
         att_f, att_b = att_f / s.cp, att_b / s.cp
         core_f = 0.0  # selective recompute has nothing left to recompute

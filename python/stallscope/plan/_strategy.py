@@ -90,6 +90,12 @@ class Strategy:
         return ".".join(parts)
 
 
+def fused_attention(model: Model, s: Strategy) -> bool:
+    """Whether attention runs as one fused (flash) kernel: the model allows it and the stack
+    does not run it unfused."""
+    return model.flash_attention and s.software.attention != "unfused"
+
+
 def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
     """Raise PlanError naming the first rule ``s`` breaks for ``model`` (and ``gpus``), with
     the nearest valid choices."""
@@ -150,10 +156,10 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
         raise PlanError(
             "sequence parallel splits activations across tensor-parallel ranks: it needs tp > 1"
         )
-    if s.cp > 1 and not model.flash_attention:
+    if s.cp > 1 and not fused_attention(model, s):
         raise PlanError(
             "context parallelism (ring attention) is modelled with flash attention only: set "
-            '"flash_attention": true in the model or use cp 1'
+            '"flash_attention": true in the model, a stack whose attention is fused, or cp 1'
         )
     if s.cp > 1 and model.seq_len % (2 * s.cp):
         raise PlanError(

@@ -147,7 +147,9 @@ def test_stack_by_name_by_file_and_its_errors(files: tuple[str, str], tmp_path: 
     # the 2021 DDP reduces the gradients after the backward: a longer step
     assert runs["megatron-lm-2021"]["step_ns"] > runs["megatron-core"]["step_ns"]
     f = tmp_path / "stack.json"
-    f.write_text(json.dumps({"preset": "megatron-core", "dp_overlap": False}))
+    f.write_text(
+        json.dumps({"preset": "megatron-core", "dp_overlap": False, "attention": "unfused"})
+    )
     res = CliRunner().invoke(cli, [*base, "--stack", str(f), "--json", "-"])
     assert res.exit_code == 0, res.output
     assert (

@@ -71,3 +71,37 @@ def test_old_megatron_reduces_gradients_after_the_backward(gpt3: Model) -> None:
     assert old.columns()["network_ns"] == pytest.approx(total, rel=1e-6)
     assert new.columns()["network_ns"] < 0.7 * total
     assert old.step_ns > new.step_ns
+
+
+def test_attention_kernels_by_published_rate() -> None:
+    from stallscope.plan import load_system
+
+    h100, a100 = load_system("dgx-h100").device, load_system("dgx-a100").device
+    # FlashAttention-3's Figure 5: causal forward, head dim 128, 8k tokens: cuDNN 529 TFLOP/s
+    flops = 4 * 8192**2 * 128 * 16 * 0.5
+    f, _ = h100.attention_s(1, 16, 8192, 128, True, "bf16", "cudnn")
+    assert flops / (f - h100.gemm_fixed_s) == pytest.approx(529e12, rel=1e-9)
+    fa2, fa3 = (h100.attention_s(1, 16, 8192, 128, True, "bf16", k) for k in ("flash2", "flash3"))
+    assert fa3[0] < f < fa2[0] and fa3[1] < fa2[1]
+    assert h100.attention_s(1, 16, 8192, 128, True, "bf16", "auto") == (f, _)
+    # sdpa runs FlashAttention-2's kernels; the 2022 Triton kernel is 1.8x slower
+    assert h100.attention_s(1, 16, 8192, 128, True, "bf16", "sdpa") == fa2
+    tri = h100.attention_s(1, 16, 8192, 128, True, "bf16", "flash-triton")
+    assert tri[0] - h100.gemm_fixed_s == pytest.approx(1.8 * (fa2[0] - h100.gemm_fixed_s))
+    # head dim 96 lies between the tables' 64 and 128; no table for A100: FA2's fractions
+    mid = h100.attention_s(1, 16, 4096, 96, False, "bf16", "cudnn")[0]
+    # non-causal forward at 4k tokens: 408 (head dim 64) and 609 (128) TFLOP/s, 508.5 midway
+    assert 4 * 4096**2 * 96 * 16 / (mid - h100.gemm_fixed_s) == pytest.approx(508.5e12)
+    f_a, b_a = a100.attention_s(1, 16, 2048, 128, True, "bf16", "cudnn")
+    fl = 4 * 2048**2 * 128 * 16 * 0.5
+    assert fl / (f_a - a100.gemm_fixed_s) == pytest.approx(0.70 * 312e12)
+    assert 2.5 * fl / (b_a - 2 * a100.gemm_fixed_s) == pytest.approx(0.55 * 312e12)
+
+
+def test_a_stack_that_runs_attention_unfused_pays_for_the_scores(
+    gpt3: Model, a100: Cluster
+) -> None:
+    s = Strategy(tp=8, pp=1, dp=1, micro_batch=1, global_batch=1)
+    fused = dict(costs(gpt3, s, a100).layer.f_parts)["attention"]  # type: ignore[union-attr]
+    unfused = costs(gpt3, s.with_(stack="megatron-lm-2021"), a100).layer
+    assert unfused is not None and dict(unfused.f_parts)["attention"] > 2 * fused
