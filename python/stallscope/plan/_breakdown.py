@@ -40,7 +40,8 @@ def breakdown(p: Prediction, c: Costs) -> pl.DataFrame:
     ends = (c.embed_f + c.embed_b + c.logits_f + c.logits_b) * m / stages
     rows["embedding_and_logits"] = ends
     extra = (1 + (0 if p.model.tied_embeddings else 1)) / stages
-    rows["optimizer"] = c.opt_layer * layers + c.opt_embed * extra
+    rows["fp8_weight_cast"] = c.weight_cast_layer * layers
+    rows["optimizer"] = (c.opt_layer - c.weight_cast_layer) * layers + c.opt_embed * extra
     cols = p.columns()
     step = p.step_ns * 1e-9
     counted = sum(rows.values())

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from stallscope.plan._attention import attention_data
-from stallscope.plan._device_model import DeviceModel, default_matmul_fraction, efficiency_defaults
+from stallscope.plan._device_model import DeviceModel
 from stallscope.plan._errors import PlanError, listed, nearest_names
+from stallscope.plan._gemm import efficiency_defaults, fraction_at, gemm_tables, mamf_entry
 
 _REQUIRED = ("gpu", "gpus_per_node", "intra_node_GBps", "inter_node_Gbps")
 _LINK_KEYS = (
@@ -153,20 +154,31 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
         )
     eff = efficiency_defaults()
     flash2 = attention_data()["fractions"]["flash2"]
-    frac, frac_basis = default_matmul_fraction(gpu)
+    peaks = {str(k): float(v) for k, v in dict(peak).items()}
+    sms = int(overrides.get("sms", figures.get("sms", 0)) or 0)
+    hbm_fraction = float(eff["hbm_fraction"]["value"])
+    fixed = float(eff["gemm_fixed_us"]["value"]) * 1e-6
+    mamf = _mamf_fractions(gpu, peaks, fixed)
+    frac = mamf.get("bf16", (float(eff["matmul_tflops"]["default_fraction"]), ""))[0]
+    frac_basis = "; ".join(b for _, b in mamf.values()) or str(
+        eff["matmul_tflops"]["default_fraction_basis"]
+    )
+    fractions = {p: f for p, (f, _) in mamf.items()}
     if "matmul_fraction" in overrides:
         frac, frac_basis = float(overrides["matmul_fraction"]), f"given by {where}"
+        fractions = {}
     dev = DeviceModel(
         name=str(figures.get("name", gpu)),
-        peak_tflops={str(k): float(v) for k, v in dict(peak).items()},
+        peak_tflops=peaks,
         hbm_GBps=float(hbm_bw),
         hbm_GB=float(hbm_gb),
-        sms=int(overrides.get("sms", figures.get("sms", 0)) or 0),
+        sms=sms,
         matmul_fraction=frac,
-        gemm_fixed_s=float(eff["gemm_fixed_us"]["value"]) * 1e-6,
+        matmul_fractions=fractions,
+        gemm_fixed_s=fixed,
         attn_fwd_fraction=float(flash2["fwd"]),
         attn_bwd_fraction=float(flash2["bwd"]),
-        hbm_fraction=float(eff["hbm_fraction"]["value"]),
+        hbm_fraction=hbm_fraction,
         basis={
             "matmul": frac_basis,
             "attention": "published kernel rates (plan/data/attention.json); elsewhere "
@@ -177,7 +189,63 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
     table = overrides.get("efficiency_table") or _shipped_table(dev.name)
     if table:
         dev = dev.calibrated(_read_table(table, where), str(table))
-    return dev
+    elif "matmul_fraction" not in overrides:
+        for t in gemm_tables(dev.name):  # public shape tables of the GPU's family
+            dev = _public_calibration(dev, t, where)
+    return _keep_mamf_ratios(dev, fractions)
+
+
+def _public_calibration(dev: DeviceModel, t: Mapping[str, Any], where: str) -> DeviceModel:
+    """``dev`` with the GEMM fraction and fixed time a public shape table gives, fitted on the
+    GPU the table was measured on and carried over to ``dev`` (a GPU of the same die)."""
+    rows = [{"op": "gemm", "dtype": t["dtype"], **r} for r in t["rows"]]
+    source = str(t["source"]["url"])
+    measured = str(t["measured_on"])
+    if dev.name.upper() == measured.upper():
+        return dev.calibrated(rows, source)
+    fit = build_device(measured, {"matmul_fraction": 0.0}, where).calibrated(rows, source)
+    basis = dict(dev.basis) | {"matmul": f"{fit.basis['matmul']}, measured on {measured}"}
+    fractions = dict(fit.matmul_fractions)  # the other precisions: their MAMF ratio, below
+    return replace(
+        dev,
+        matmul_fraction=fit.matmul_fraction,
+        matmul_fractions=fractions,
+        gemm_fixed_s=fit.gemm_fixed_s,
+        basis=basis,
+    )
+
+
+def _mamf_fractions(
+    gpu: str, peaks: Mapping[str, float], fixed: float
+) -> dict[str, tuple[float, str]]:
+    """Per precision, the GEMM fraction that reproduces the GPU's MAMF measurement (or its
+    die's) at its shape, and its basis."""
+    out: dict[str, tuple[float, str]] = {}
+    for prec in ("bf16", "fp8"):
+        found = mamf_entry(gpu, prec)
+        if found is None or prec not in peaks:
+            continue
+        fam, e = found
+        m, n, k = (int(x) for x in str(e["shape"]).split("x"))
+        f = fraction_at(float(e["tflops"]), (m, n, k), peaks[prec] * 1e12, fixed)
+        out[prec] = (f, f"{prec} {f:.3f}: MAMF of {fam}, {e['tflops']} TFLOP/s at {e['shape']}")
+    return out
+
+
+def _keep_mamf_ratios(dev: DeviceModel, mamf: Mapping[str, float]) -> DeviceModel:
+    """After a table calibrated some precisions (bf16), the others keep their MAMF ratio to
+    bf16 (an fp8 measurement at the best shape, applied to the table's bf16 fit)."""
+    fitted = dict(dev.matmul_fractions)
+    if "bf16" not in fitted or "bf16" not in mamf or fitted["bf16"] == mamf["bf16"]:
+        return dev
+    extra = {p: fitted["bf16"] * f / mamf["bf16"] for p, f in mamf.items() if p not in fitted}
+    if not extra:
+        return dev
+    basis = dict(dev.basis)
+    basis["matmul"] += "; " + ", ".join(
+        f"{p} {f:.3f} (its MAMF ratio to bf16 on the fitted bf16)" for p, f in extra.items()
+    )
+    return replace(dev, matmul_fractions=fitted | extra, basis=basis)
 
 
 def _shipped_table(gpu: str) -> Path | None:

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._comm import collective_s, p2p_s
-from stallscope.plan._layer import ACT_BYTES, LayerCost, gemm_fwd_bwd, layer_cost
+from stallscope.plan._layer import (
+    ACT_BYTES,
+    LayerCost,
+    fp8_weight_casts,
+    gemm_fwd_bwd,
+    layer_cost,
+)
 from stallscope.plan._layout import Layout, Placement, layout
 from stallscope.plan._model import Model
 from stallscope.plan._strategy import Strategy
@@ -41,12 +47,13 @@ class Costs:
     dp_layer: float  # ZeRO 0-2: one layer's gradient collective, once per step
     dp_embed: float  # the embedding's gradient collective (first / last stage), once per step
     tied_embed: float  # all-reduce of the tied embedding's gradient between first and last stage
-    opt_layer: float  # optimizer step of one layer's shard, once per step
+    opt_layer: float  # optimizer step of one layer's shard (and its FP8 weight casts), per step
     opt_embed: float
     param_ag_layer: float  # ZeRO 1-2: one layer's updated weights all-gathered, once per step
     param_ag_embed: float
     flops_per_microbatch: float  # model FLOPs (forward + backward, no recompute), whole model
     layer: LayerCost | None = None  # the per-layer compute by part (f_comp, b_comp's parts)
+    weight_cast_layer: float = 0.0  # the FP8 weight casts in opt_layer
 
 
 def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None) -> Costs:
@@ -117,7 +124,8 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         tied = collective_s(system, "all_reduce", ep * g, Placement(2, 2))
     shard = s.replicas if s.zero >= 1 else 1
     adam_bytes = 22 + g  # read master, m, v, grad; write master, m, v, 16-bit weights
-    opt_layer = d.memory_s(lp / shard * adam_bytes, 1)
+    cast = fp8_weight_casts(model, s, system, s.micro_batches)
+    opt_layer = d.memory_s(lp / shard * adam_bytes, 1) + cast
     opt_embed = d.memory_s(ep / shard * adam_bytes, 1)
     pag = s.zero in (1, 2)
     param_ag_layer = collective_s(system, "all_gather", lp * wb, dp) if pag else 0.0
@@ -148,6 +156,7 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         param_ag_embed=param_ag_embed,
         flops_per_microbatch=model_flops(model, b),
         layer=layer,
+        weight_cast_layer=cast,
     )
 
 

@@ -1,78 +1,34 @@
-"""The device model: how long a GEMM, a flash-attention kernel or a memory-bound kernel takes on
-one GPU, from its datasheet figures and an efficiency curve that a measured table calibrates.
+"""The device model: how long a GEMM, a fused attention kernel or a memory-bound kernel takes on
+one GPU, from its datasheet figures and efficiencies set by public measurements or a measured
+table.
 
-GEMM (m x k) @ (k x n), 2mnk FLOPs:
-
-    t = max(2mnk / (peak x matmul_fraction x waves(m, n)), bytes / (hbm x hbm_fraction)) + fixed
-
-* ``matmul_fraction``: the large-GEMM rate over the dense peak (default: the public MAMF
-  measurement of the GPU, plan/data/efficiency.json);
-* ``waves(m, n)``: wave quantization, the share of the last wave of 128 x 256 output tiles that
-  keeps the SMs busy (1 when the SM count is unknown);
-* ``fixed``: launch and tile-pipeline fill per kernel.
+GEMM (``_gemm``): t = max(flops / (peak x fraction x waves), bytes / HBM) + fixed, with
+``fraction`` per precision and ``fixed`` from a public shape table (XLA's H100 table) or the
+GPU's maximum achievable matmul (MAMF), or fitted to a measured table.
 
 A table of measured GEMMs (rows m, n, k, dtype, tflops: ``predict/data/efficiency/<GPU>.json``,
-or kernel times from a profile with their shapes) calibrates ``matmul_fraction`` and ``fixed``
-by least squares over the rows' times; its attention rows give the attention fractions, its
+or kernel times from a profile with their shapes) calibrates the fractions and ``fixed`` by
+least squares over the rows' times; its attention rows give the attention fractions, its
 memory-copy row the HBM fraction (``DeviceModel.calibrated``).
 
 Fused attention: forward FLOPs 4 b s^2 h_d a (half when causal), backward 2.5 x forward, at the
 kernel's published rate by head dimension and sequence length (``_attention``: FlashAttention-2,
 FlashAttention-3 and cuDNN on H100), else at ``attn_fwd_fraction`` / ``attn_bwd_fraction`` of
-the peak (FlashAttention-2's on A100). Memory-bound kernels (norms,
-activations, residual adds, the optimizer): bytes / (hbm x hbm_fraction) + fixed.
+the peak (FlashAttention-2's on A100). Memory-bound kernels (norms, activations, residual adds,
+casts, the optimizer): bytes / (hbm x hbm_fraction) + fixed.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from stallscope.plan._attention import resolve, slowdown, table_rates
 from stallscope.plan._errors import PlanError
+from stallscope.plan._gemm import fit_line, waves
 
-_TILE_M, _TILE_N = 128, 256  # output tile of a large bf16 GEMM on Ampere / Hopper tensor cores
 ELEMENT_BYTES: dict[str, float] = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
-
-
-@cache
-def efficiency_defaults() -> dict[str, Any]:
-    """plan/data/efficiency.json: the default efficiencies and their sources."""
-    doc: dict[str, Any] = json.loads(
-        Path(__file__).with_name("data").joinpath("efficiency.json").read_text()
-    )
-    return doc
-
-
-def default_matmul_fraction(gpu: str) -> tuple[float, str]:
-    """The MAMF fraction of ``gpu`` (by family name: "A100-SXM4-80GB" -> "A100"), else of a GPU
-    of the same die and clocks ("H200-SXM" -> H100's), and its basis."""
-    doc = efficiency_defaults()
-    table = doc["matmul_tflops"]
-    devices: dict[str, dict[str, float]] = table["devices"]
-    names = [gpu.upper().replace(" ", "-")]
-    for family in doc.get("table_families", {}).get("families", []):
-        if any(names[0].startswith(f.upper()) for f in family):
-            names += [f.upper() for f in family]
-    for up in names:
-        best = ""
-        for fam in devices:
-            if up.startswith(fam.upper()) and len(fam) > len(best):
-                if fam.upper() == "A100-PCIE" and "PCIE" not in up:
-                    continue
-                best = fam
-        if best:
-            d = devices[best]
-            same = "" if up == names[0] else f" (same die as {gpu})"
-            return d["tflops"] / d[
-                "peak"
-            ], f"MAMF of {best}: {d['tflops']} of {d['peak']} TFLOP/s{same}"
-    return float(table["default_fraction"]), str(table["default_fraction_basis"])
 
 
 @dataclass(frozen=True)
@@ -115,13 +71,10 @@ class DeviceModel:
         )
 
     def waves(self, m: int, n: int) -> float:
-        if self.sms <= 0:
-            return 1.0
-        tiles = math.ceil(m / _TILE_M) * math.ceil(n / _TILE_N)
-        return tiles / (math.ceil(tiles / self.sms) * self.sms)
+        return waves(m, n, self.sms)
 
     def gemm_s(self, m: int, n: int, k: int, precision: str) -> float:
-        """Seconds of one (m x k) @ (k x n) GEMM."""
+        """Seconds of one (m x k) @ (k x n) GEMM (``_gemm``'s model)."""
         flops = 2.0 * m * n * k
         rate = self.peak(precision) * self.fraction(precision) * self.waves(m, n)
         nbytes = (m * k + k * n + m * n) * ELEMENT_BYTES[precision]
@@ -174,20 +127,32 @@ class DeviceModel:
         gemms = [r for r in rows if r.get("op") == "gemm" and float(r.get("tflops") or 0) > 0]
         dev = self
         basis = dict(self.basis)
+        copy_gbps = [
+            float(r.get("GBps") or r.get("gbps") or 0)
+            for r in rows
+            if r.get("op") in ("memcpy", "copy")
+        ]
+        if isinstance(table, Mapping) and table.get("memcpy_GBps"):
+            copy_gbps.append(float(table["memcpy_GBps"]))
+        if any(copy_gbps):
+            dev = replace(dev, hbm_fraction=min(1.0, max(copy_gbps) / self.hbm_GBps))
+            basis["hbm"] = f"measured copy rate of {source}"
         if gemms:
             fractions: dict[str, float] = {}
             fixed: dict[str, tuple[int, float]] = {}
             for prec in sorted({str(r.get("dtype", "bf16")) for r in gemms}):
                 if prec not in ELEMENT_BYTES or prec not in self.peak_tflops:
                     continue  # a precision the planner does not time (tf32, fp32)
-                # t_i = x_i / f + t0, x_i = flops / (peak * waves): least squares in (1/f, t0)
+                # t_i = x_i / f + t0, x_i = flops / (peak * waves): least squares in (1/f, t0);
+                # a batch of b GEMMs is one of b x m rows
                 xs, ts = [], []
                 for r in (r for r in gemms if str(r.get("dtype", "bf16")) == prec):
-                    m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+                    m = int(r["m"]) * int(r.get("batch", 1))
+                    n, k = int(r["n"]), int(r["k"])
                     flops = 2.0 * m * n * k
                     xs.append(flops / (self.peak(prec) * self.waves(m, n)))
                     ts.append(flops / (float(r["tflops"]) * 1e12))
-                inv_f, t0 = _fit_line(xs, ts)
+                inv_f, t0 = fit_line(xs, ts)
                 fractions[prec] = 1.0 / inv_f
                 fixed[prec] = (len(xs), t0)
             if fractions:
@@ -213,16 +178,6 @@ class DeviceModel:
                 dev = replace(dev, attn_bwd_fraction=bwd[len(bwd) // 2])
             dev = replace(dev, attention_measured=True)
             basis["attention"] = f"median of {len(attn)} measured attention rows of {source}"
-        copy_gbps = [
-            float(r.get("GBps") or r.get("gbps") or 0)
-            for r in rows
-            if r.get("op") in ("memcpy", "copy")
-        ]
-        if isinstance(table, Mapping) and table.get("memcpy_GBps"):
-            copy_gbps.append(float(table["memcpy_GBps"]))
-        if any(copy_gbps):
-            dev = replace(dev, hbm_fraction=min(1.0, max(copy_gbps) / self.hbm_GBps))
-            basis["hbm"] = f"measured copy rate of {source}"
         if not (gemms or attn or any(copy_gbps)):
             raise PlanError(
                 f"efficiency table {source} has no usable rows: expected rows "
@@ -240,17 +195,3 @@ def _rows(table: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[Mappin
         rows.extend({"op": part, **r} for r in table.get(part, []) if isinstance(r, Mapping))
     rows.extend(r for r in table.get("memory", []) if isinstance(r, Mapping))
     return rows
-
-
-def _fit_line(xs: list[float], ts: list[float]) -> tuple[float, float]:
-    """Slope and intercept (>= 0) of ts over xs by least squares."""
-    n = len(xs)
-    if n == 1:
-        return ts[0] / xs[0], 0.0
-    mx, mt = sum(xs) / n, sum(ts) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (t - mt) for x, t in zip(xs, ts, strict=True)) / sxx if sxx else mt / mx
-    icept = mt - slope * mx
-    if icept < 0:  # no negative fixed cost: refit through the origin
-        slope, icept = sum(x * t for x, t in zip(xs, ts, strict=True)) / sum(x * x for x in xs), 0.0
-    return slope, icept

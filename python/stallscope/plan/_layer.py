@@ -10,6 +10,8 @@ cp tokens, GEMMs (m x k) @ (k x n):
   unfused batched GEMMs plus the s x s softmax, mask and dropout as memory-bound kernels.
 * ``elementwise``: two norms, two residual adds (with dropout), the FFN activation; per-token
   work divided by t with sequence parallelism; backward moves twice the bytes.
+* ``fp8_cast`` (FP8 only): the casts of GEMM inputs to FP8 with their transposes that no other
+  kernel does on the way (``fp8_casts``).
 * ``recompute`` (backward only): full recompute repeats the forward; selective the attention
   core (nothing with flash attention, which recomputes it anyway).
 
@@ -34,8 +36,12 @@ LAYER_PARTS: Final = (
     "gemm_fc2",
     "attention",
     "elementwise",
+    "fp8_cast",
     "recompute",
 )
+#: Bytes per element of an FP8 cast with its transpose (read 16 bit, write FP8 and its
+#: transpose: Hopper's FP8 GEMMs take only the TN layout, so the backward needs both).
+CAST_BYTES: Final = 4
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,7 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     ew_bytes = 2 * tok + (3 + mask) * tok + 2 * tok + (3 + mask) * tok + act
     fwd["elementwise"] = d.memory_s(ew_bytes, 5)
     bwd["elementwise"] = d.memory_s(2 * ew_bytes, 10)
+    fwd["fp8_cast"], bwd["fp8_cast"] = fp8_casts(model, s, system, tokens)
 
     if s.recompute == "full":
         bwd["recompute"] = sum(fwd.values())
@@ -116,3 +123,34 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     return LayerCost(
         tuple((p, fwd[p]) for p in LAYER_PARTS), tuple((p, bwd[p]) for p in LAYER_PARTS)
     )
+
+
+def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's FP8 casts for one micro-batch.
+
+    Transformer Engine (``fp8_recipe`` delayed) writes the QKV and FFN-up inputs in FP8 from
+    its LayerNorm and the FFN-down input from its activation, so the forward casts only the
+    projection's input; the backward casts each GEMM's output gradient. A dynamic recipe
+    (torchao) casts all four forward inputs and reads each tensor once more for its amax."""
+    if s.precision != "fp8":
+        return 0.0, 0.0
+    d = system.device
+    t, h = s.tp, model.hidden
+    f = (2 if model.gated_ffn else 1) * model.ffn_hidden
+    qkv = h + 2 * model.kv_hidden
+    dynamic = s.software.fp8_recipe == "dynamic"
+    per = CAST_BYTES + (2 if dynamic else 0)
+    fwd_elems = tokens * h / t + (tokens * (2 * h + model.ffn_hidden / t) if dynamic else 0)
+    bwd_elems = tokens * (qkv / t + h + f / t + h)
+    return d.memory_s(per * fwd_elems, 4 if dynamic else 1), d.memory_s(per * bwd_elems, 4)
+
+
+def fp8_weight_casts(model: Model, s: Strategy, system: Cluster, micro_batches: int) -> float:
+    """Seconds per step of casting one layer's weights to FP8 with their transposes: once per
+    step with Transformer Engine's weight cache (none with FP8 weights kept as such), every
+    micro-batch with a dynamic recipe."""
+    st = s.software
+    if s.precision != "fp8" or st.fp8_params:
+        return 0.0
+    per_step = micro_batches if st.fp8_recipe == "dynamic" else 1
+    return per_step * system.device.memory_s(CAST_BYTES * model.layer_params() / s.tp, 4)

@@ -84,16 +84,15 @@ def test_presets_and_the_nearest_names() -> None:
         load_system("dgx-z100")
 
 
+def _tflops(n: int, rate: float, fixed: float) -> float:
+    """TFLOP/s of an n^3 GEMM at ``rate`` plus ``fixed`` s: the device model's GEMM."""
+    return 2 * n**3 / (2 * n**3 / rate + fixed) / 1e12
+
+
 def test_efficiency_table_calibrates_the_device() -> None:
     rows = [
-        {
-            "op": "gemm",
-            "m": n,
-            "n": n,
-            "k": n,
-            "dtype": "bf16",
-            "tflops": 2 * n**3 / (2 * n**3 / 250e12 + 4e-6) / 1e12,
-        }
+        {"op": "gemm", "m": n, "n": n, "k": n, "dtype": "bf16"}
+        | {"tflops": _tflops(n, 250e12, 4e-6)}
         for n in (512, 1024, 2048, 4096, 8192)
     ]
     rows.append(
@@ -122,7 +121,7 @@ def test_efficiency_table_calibrates_the_device() -> None:
 
 def test_the_measured_tables_layout_calibrates_per_precision() -> None:
     def t(n: int, rate: float) -> float:  # TFLOP/s of an n^3 GEMM at `rate` plus 3 us
-        return 2 * n**3 / (2 * n**3 / rate + 3e-6) / 1e12
+        return _tflops(n, rate, 3e-6)
 
     table = {
         "format": "stallscope.device_efficiency",
