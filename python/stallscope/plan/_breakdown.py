@@ -3,7 +3,7 @@ element-wise work, recompute, embedding and logits, the optimizer) next to the e
 communication, the pipeline bubble and the rest, averaged over the pipeline stages.
 
 The compute parts are the per-layer costs (``_layer``) times the layers and micro-batches a
-stage runs; the others are the simulated step's stall columns. ``compute_other`` is what the
+stage runs, and the compute lost to communication beside it (``contention``); the others are the simulated step's stall columns. ``compute_other`` is what the
 simulated compute holds beyond the counted parts (zero unless a cost is added outside the
 per-layer parts), so the rows sum to the step.
 """
@@ -37,11 +37,14 @@ def breakdown(p: Prediction, c: Costs) -> pl.DataFrame:
             rows[part] = (fp[part] + bp[part]) * layers * m
     else:  # costs without parts: the layer as one
         rows["layer"] = (c.f_comp + c.b_comp) * layers * m
+    rows["contention"] = (c.contention_f + c.contention_b) * layers * m
+    rows["contention"] += c.contention_step_layer * layers
     ends = (c.embed_f + c.embed_b + c.logits_f + c.logits_b) * m / stages
     rows["embedding_and_logits"] = ends
     extra = (1 + (0 if p.model.tied_embeddings else 1)) / stages
     rows["fp8_weight_cast"] = c.weight_cast_layer * layers
-    rows["optimizer"] = (c.opt_layer - c.weight_cast_layer) * layers + c.opt_embed * extra
+    own = c.opt_layer - c.weight_cast_layer - c.contention_step_layer
+    rows["optimizer"] = own * layers + c.opt_embed * extra
     cols = p.columns()
     step = p.step_ns * 1e-9
     counted = sum(rows.values())

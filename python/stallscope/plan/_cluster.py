@@ -20,7 +20,13 @@ from typing import Any
 from stallscope.plan._attention import attention_data
 from stallscope.plan._device_model import DeviceModel
 from stallscope.plan._errors import PlanError, listed, nearest_names
-from stallscope.plan._gemm import efficiency_defaults, fraction_at, gemm_tables, mamf_entry
+from stallscope.plan._gemm import (
+    efficiency_defaults,
+    family_names,
+    fraction_at,
+    gemm_tables,
+    mamf_entry,
+)
 
 _REQUIRED = ("gpu", "gpus_per_node", "intra_node_GBps", "inter_node_Gbps")
 _LINK_KEYS = (
@@ -307,9 +313,7 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
         intra_node_GBps=float(doc["intra_node_GBps"]),
         inter_node_Gbps=float(doc["inter_node_Gbps"]),
         device=build_device(str(doc["gpu"]), doc, where),
-        intra_node_fraction=float(
-            doc.get("intra_node_fraction", eff["intra_node_fraction"]["value"])
-        ),
+        intra_node_fraction=float(doc.get("intra_node_fraction", _intra_fraction(str(doc["gpu"])))),
         inter_node_fraction=float(
             doc.get("inter_node_fraction", eff["inter_node_fraction"]["value"])
         ),
@@ -317,6 +321,18 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
         nvlink_hop_s=float(doc.get("intra_node_latency_us", lat["nvlink_hop"])) * 1e-6,
         network_hop_s=float(doc.get("inter_node_latency_us", lat["network_hop"])) * 1e-6,
     )
+
+
+def _intra_fraction(gpu: str) -> float:
+    """NCCL's bus bandwidth over the NVLink rate inside a node: measured for the GPU's family
+    (efficiency.json ``intra_node_fraction.by_gpu``), else the default measurement."""
+    entry = efficiency_defaults()["intra_node_fraction"]
+    by_gpu: dict[str, dict[str, Any]] = entry.get("by_gpu", {})
+    for name in family_names(gpu):
+        for fam, v in by_gpu.items():
+            if name.startswith(fam.upper()):
+                return float(v["value"])
+    return float(entry["value"])
 
 
 def load_system(source: Cluster | Mapping[str, Any] | str | Path) -> Cluster:

@@ -7,6 +7,9 @@ collectives, the optimizer step.
   sequence parallelism 2 all-gathers + 2 reduce-scatters each way; with context parallelism
   the ring of K and V behind the attention.
 * Full recompute repeats the forward's communication in the backward.
+* Communication beside compute (``_overlap``): tensor-parallel collectives under the GEMMs with
+  the stack's userbuffers overlap, the context-parallel ring, ZeRO-3's gathers and scatters,
+  the overlapped gradient and weight collectives slow the compute they overlap (contention).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from stallscope.plan._cluster import Cluster
 from stallscope.plan._comm import collective_s, p2p_s
 from stallscope.plan._layer import (
     ACT_BYTES,
+    GEMM_PARTS,
     LayerCost,
     fp8_weight_casts,
     gemm_fwd_bwd,
@@ -24,6 +28,7 @@ from stallscope.plan._layer import (
 )
 from stallscope.plan._layout import Layout, Placement, layout
 from stallscope.plan._model import Model
+from stallscope.plan._overlap import slowed, tp_exposed
 from stallscope.plan._strategy import Strategy
 
 LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
@@ -54,6 +59,9 @@ class Costs:
     flops_per_microbatch: float  # model FLOPs (forward + backward, no recompute), whole model
     layer: LayerCost | None = None  # the per-layer compute by part (f_comp, b_comp's parts)
     weight_cast_layer: float = 0.0  # the FP8 weight casts in opt_layer
+    contention_f: float = 0.0  # in f_comp: the forward slowed by communication beside it
+    contention_b: float = 0.0  # in b_comp
+    contention_step_layer: float = 0.0  # in opt_layer: the step's overlapped collectives
 
 
 def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None) -> Costs:
@@ -66,7 +74,8 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     tp_group = lay.tp
 
     layer = layer_cost(model, s, system)
-    fp = dict(layer.f_parts)
+    fp, bp = dict(layer.f_parts), dict(layer.b_parts)
+    st = s.software
     f_comp = layer.forward
     b_comp = layer.backward
     tok = tokens * h * ACT_BYTES * r
@@ -78,16 +87,25 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     else:
         one_tp = collective_s(system, "all_reduce", act_bytes, tp_group)
     f_tp = b_tp = 2 * one_tp
+    cont_f = cont_b = 0.0  # compute slowed by the communication beside it (_overlap)
+    if st.tp_overlap and t > 1:  # userbuffers: TP collectives under the pass's GEMMs
+        gemm_f = sum(fp[k] for k in GEMM_PARTS)
+        gemm_b = sum(bp[k] for k in GEMM_PARTS)
+        cont_f, cont_b = slowed(f_tp, gemm_f), slowed(b_tp, gemm_b)
+        f_tp, b_tp = tp_exposed(f_tp, gemm_f), tp_exposed(b_tp, gemm_b)
     if s.cp > 1:  # ring attention: K and V go round the context-parallel group, chunk by
         # chunk behind the attention compute; the first chunk and what compute cannot hide
         # are exposed (dK and dV come back the same way in the backward)
-        att_f, att_b = fp["attention"], dict(layer.b_parts)["attention"]
+        att_f, att_b = fp["attention"], bp["attention"]
         kv = 2 * b * seq * model.kv_hidden // t * ACT_BYTES
         ring_f = collective_s(system, "all_gather", kv, lay.cp)
         f_tp += ring_f / s.cp + max(0.0, ring_f - att_f)
         b_tp += 2 * ring_f / s.cp + max(0.0, 2 * ring_f - att_b)
+        cont_f += slowed(ring_f, att_f)
+        cont_b += slowed(2 * ring_f, att_b)
     if s.recompute == "full":
         b_tp += f_tp
+        cont_b += cont_f
 
     # embedding (vocab-parallel: a TP all-reduce, or reduce-scatter with sequence parallel)
     emb_coll = "reduce_scatter" if s.sequence_parallel else "all_reduce"
@@ -122,6 +140,12 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     tied = 0.0
     if model.tied_embeddings and s.pp > 1:
         tied = collective_s(system, "all_reduce", ep * g, Placement(2, 2))
+    if z3:  # each layer's weights gathered beside the layer before, gradients scattered after
+        cont_f += slowed(zero_ag, f_comp)
+        cont_b += slowed(zero_ag + zero_rs, b_comp)
+    cont_step = 0.0  # per layer, once per step: the overlapped gradient and weight collectives
+    if s.replicas > 1 and s.zero < 3 and st.dp_overlap:
+        cont_step += slowed(dp_layer, b_comp)
     shard = s.replicas if s.zero >= 1 else 1
     adam_bytes = 22 + g  # read master, m, v, grad; write master, m, v, 16-bit weights
     cast = fp8_weight_casts(model, s, system, s.micro_batches)
@@ -133,12 +157,14 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     if pag and st.param_gather_overlap:
         # each layer's weights are gathered behind the next step's forward of the layers before
         # it: the first layer's gather is what the step waits for (one layer of the stage's)
+        cont_step += slowed(param_ag_layer, f_comp)
         param_ag_layer *= s.pp / model.layers
+    opt_layer += cont_step
 
     return Costs(
-        f_comp=f_comp,
+        f_comp=f_comp + cont_f,
         f_tp=f_tp,
-        b_comp=b_comp,
+        b_comp=b_comp + cont_b,
         b_tp=b_tp,
         embed_f=embed_f,
         embed_b=embed_b,
@@ -157,6 +183,9 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         flops_per_microbatch=model_flops(model, b),
         layer=layer,
         weight_cast_layer=cast,
+        contention_f=cont_f,
+        contention_b=cont_b,
+        contention_step_layer=cont_step,
     )
 
 

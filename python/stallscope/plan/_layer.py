@@ -39,6 +39,7 @@ LAYER_PARTS: Final = (
     "fp8_cast",
     "recompute",
 )
+GEMM_PARTS: Final = ("gemm_qkv", "gemm_proj", "gemm_fc1", "gemm_fc2")
 #: Bytes per element of an FP8 cast with its transpose (read 16 bit, write FP8 and its
 #: transpose: Hopper's FP8 GEMMs take only the TN layout, so the backward needs both).
 CAST_BYTES: Final = 4

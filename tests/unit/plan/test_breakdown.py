@@ -20,7 +20,7 @@ def test_parts_sum_to_the_step_and_match_the_compute_column() -> None:
     assert parts["share"].sum() == pytest.approx(1.0, rel=1e-9)
     got = dict(zip(parts["part"], parts["seconds"], strict=True))
     assert set(LAYER_PARTS) <= set(got)
-    counted = (*LAYER_PARTS, "embedding_and_logits", "fp8_weight_cast", "optimizer")
+    counted = (*LAYER_PARTS, "contention", "embedding_and_logits", "fp8_weight_cast", "optimizer")
     compute = sum(got[k] for k in counted)
     # the counted parts are the simulated compute: nothing left over, nothing missing
     assert got["compute_other"] == pytest.approx(0.0, abs=1e-3 * step)

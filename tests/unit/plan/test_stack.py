@@ -105,3 +105,43 @@ def test_a_stack_that_runs_attention_unfused_pays_for_the_scores(
     fused = dict(costs(gpt3, s, a100).layer.f_parts)["attention"]  # type: ignore[union-attr]
     unfused = costs(gpt3, s.with_(stack="megatron-lm-2021"), a100).layer
     assert unfused is not None and dict(unfused.f_parts)["attention"] > 2 * fused
+
+
+def test_tp_overlap_hides_tp_traffic_and_slows_the_gemms(gpt3: Model) -> None:
+    from stallscope.plan import load_system
+    from stallscope.plan._overlap import TP_SPLITS, contention
+
+    h100 = load_system("dgx-h100")
+    s = Strategy(tp=8, pp=8, dp=1, micro_batch=1, global_batch=8, sequence_parallel=True)
+    plain = costs(gpt3, s.with_(stack="nemo-24"), h100)
+    ub = costs(gpt3, s.with_(stack={"preset": "nemo-24", "tp_overlap": True}), h100)
+    assert plain.layer is not None
+    gemm_f = sum(dict(plain.layer.f_parts)[k] for k in ("gemm_qkv", "gemm_proj", "gemm_fc1"))
+    gemm_f += dict(plain.layer.f_parts)["gemm_fc2"]
+    assert plain.f_tp < gemm_f  # GPT-3 at tp 8 on NVLink: the GEMMs can cover the traffic
+    assert ub.f_tp == pytest.approx(plain.f_tp / (2 * TP_SPLITS))
+    assert ub.contention_f == pytest.approx(contention() * plain.f_tp)
+    assert ub.f_comp == pytest.approx(plain.f_comp + ub.contention_f)
+    assert plain.contention_f == 0.0
+
+
+def test_contention_from_overlapped_collectives(gpt3: Model, a100: Cluster) -> None:
+    from stallscope.plan._overlap import contention
+
+    z3 = Strategy(tp=8, dp=8, global_batch=8, zero=3)
+    c = costs(gpt3, z3, a100)
+    assert c.contention_f == pytest.approx(contention() * min(c.zero_ag, c.f_comp - c.contention_f))
+    z1 = Strategy(tp=8, pp=4, dp=2, global_batch=8, zero=1)
+    on = costs(gpt3, z1, a100)
+    off = costs(gpt3, z1.with_(stack={"dp_overlap": False, "param_gather_overlap": False}), a100)
+    assert off.contention_step_layer == 0.0 < on.contention_step_layer
+    assert on.opt_layer - on.contention_step_layer == pytest.approx(off.opt_layer)
+
+
+def test_nvlink_efficiency_by_gpu_family() -> None:
+    from stallscope.plan import load_system
+
+    # H100: dgxc-benchmarking's nccl-tests all-reduce on a DGX H100 (NVLink SHARP); A100: p4d
+    assert load_system("dgx-h100").intra_node_fraction == pytest.approx(0.98)
+    assert load_system("dgx-h200").intra_node_fraction == pytest.approx(0.98)
+    assert load_system("dgx-a100").intra_node_fraction == pytest.approx(0.77)
