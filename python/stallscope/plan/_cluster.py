@@ -194,7 +194,12 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
     )
     table = overrides.get("efficiency_table") or _shipped_table(dev.name)
     if table:
-        dev = dev.calibrated(_read_table(table, where), str(table))
+        doc = _read_table(table, where)
+        dev = dev.calibrated(doc, str(table))
+        if isinstance(doc, Mapping) and doc.get("layers"):
+            from stallscope.plan._layer_fit import fit_layer_factor  # it builds on this module
+
+            dev = fit_layer_factor(_keep_mamf_ratios(dev, fractions), doc["layers"], str(table))
     elif "matmul_fraction" not in overrides:
         for t in gemm_tables(dev.name):  # public shape tables of the GPU's family
             dev = _public_calibration(dev, t, where)

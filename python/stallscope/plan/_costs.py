@@ -135,6 +135,8 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     z3 = s.zero == 3  # fully sharded: the stack's gather and reduction widths
     zero_ag = collective_s(system, "all_gather", lp * st.fsdp_param_bytes, dp) if z3 else 0.0
     zero_rs = collective_s(system, "reduce_scatter", lp * st.fsdp_reduce_bytes, dp) if z3 else 0.0
+    if s.zero >= 2:  # sharded gradients (FSDP): reduced and gathered at the stack's widths
+        g, wb = st.fsdp_reduce_bytes, st.fsdp_param_bytes
     dp_layer = 0.0 if s.zero == 3 else collective_s(system, grad_coll, lp * g, dp)
     dp_embed = collective_s(system, grad_coll, ep * g, dp)
     tied = 0.0

@@ -47,6 +47,7 @@ class DeviceModel:
     attn_bwd_fraction: float = 0.55
     hbm_fraction: float = 0.85
     attention_measured: bool = False  # the attention fractions come from a measured table
+    layer_factor: float = 1.0  # measured over modelled layer time (``_layer_fit``)
     basis: Mapping[str, str] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:

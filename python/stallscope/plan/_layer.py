@@ -14,6 +14,8 @@ cp tokens, GEMMs (m x k) @ (k x n):
   kernel does on the way (``fp8_casts``).
 * ``recompute`` (backward only): full recompute repeats the forward; selective the attention
   core (nothing with flash attention, which recomputes it anyway).
+* ``measured_gap``: what a measured layer on the device takes beyond the kernel sum
+  (``_layer_fit``; zero without a measured table).
 
 Every part is in seconds; ``LayerCost.forward`` and ``.backward`` sum them.
 """
@@ -38,6 +40,7 @@ LAYER_PARTS: Final = (
     "elementwise",
     "fp8_cast",
     "recompute",
+    "measured_gap",
 )
 GEMM_PARTS: Final = ("gemm_qkv", "gemm_proj", "gemm_fc1", "gemm_fc2")
 #: Bytes per element of an FP8 cast with its transpose (read 16 bit, write FP8 and its
@@ -121,6 +124,9 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     else:
         bwd["recompute"] = 0.0
     fwd["recompute"] = 0.0
+    gap = system.device.layer_factor - 1.0  # what a measured layer adds to the kernel sum
+    fwd["measured_gap"] = gap * sum(fwd.values())
+    bwd["measured_gap"] = gap * sum(bwd.values())
     return LayerCost(
         tuple((p, fwd[p]) for p in LAYER_PARTS), tuple((p, bwd[p]) for p in LAYER_PARTS)
     )

@@ -159,3 +159,29 @@ def test_a_table_applies_to_its_die_family(tmp_path: Path, monkeypatch: pytest.M
     assert _cluster._shipped_table("H100-SXM") == folder / "H200.json"
     assert _cluster._shipped_table("H200-SXM") == folder / "H200.json"
     assert _cluster._shipped_table("A100-SXM4-80GB") is None
+
+
+def test_measured_layers_add_what_the_kernel_sum_misses() -> None:
+    from stallscope.plan import Strategy
+    from stallscope.plan._costs import costs
+    from stallscope.plan._layer_fit import modelled_layer_s
+
+    table = {"gemm": [{"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 250.0}]}
+    plain = load_system(DGX_A100 | {"efficiency_table": table})
+    base = plain.device  # what the kernel sums give once the table's GEMM rate is in
+    shapes = [(1024, 16, 2048, 4), (4096, 32, 2048, 1), (8192, 64, 2048, 1)]
+    rows = []
+    for (h, heads, seq, mb), ratio in zip(shapes, (1.1, 1.25, 1.4), strict=True):
+        r = {"op": "layer", "hidden": h, "heads": heads, "seq": seq, "micro_batch": mb}
+        t = modelled_layer_s(base, r) * ratio
+        rows.append(r | {"dtype": "bf16", "fwd_seconds": t / 3, "bwd_seconds": 2 * t / 3})
+    s = load_system(DGX_A100 | {"efficiency_table": table | {"layers": rows}})
+    assert s.device.layer_factor == pytest.approx(1.25)  # the median ratio
+    assert plain.device.layer_factor == 1.0
+    m = load_model({"layers": 4, "hidden": 4096, "heads": 32, "seq_len": 2048, "vocab": 32000})
+    st = Strategy(global_batch=1)
+    with_gap, without = costs(m, st, s), costs(m, st, plain)
+    assert with_gap.f_comp == pytest.approx(1.25 * without.f_comp)
+    assert with_gap.layer is not None
+    assert dict(with_gap.layer.f_parts)["measured_gap"] == pytest.approx(0.25 * without.f_comp)
+    assert "median measured / modelled layer time over 3 layers" in s.device.basis["layer"]
