@@ -1,5 +1,7 @@
-// KinetoScanner: the streaming Kineto JSON reader (csrc/kineto/stream_scanner.h) for Python.
-// feed() releases the GIL, so decompression in another thread overlaps the scan.
+// The Kineto importer's native parts for Python: KinetoScanner, the streaming JSON reader
+// (csrc/kineto/stream_scanner.h; feed() releases the GIL, so decompression in another thread
+// overlaps the scan), the row conversion (row_convert.h) and the detail column's job
+// (detail_job.h). Only the wrapping is here: arrays in and out, the GIL, Python's errors.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -8,23 +10,16 @@
 #include <malloc.h>
 #endif
 
-#include <algorithm>
-#include <charconv>
-#include <cstring>
-#include <exception>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "arrow/column_export.h"
 #include "bindings/arrow_column.h"
 #include "core/event_record.h"
+#include "kineto/detail_job.h"
 #include "kineto/row_convert.h"
 #include "kineto/stream_scanner.h"
 
@@ -225,146 +220,36 @@ py::dict convert(const py::object& cols, const In<uint8_t>& cat_kind, const In<u
   return out;
 }
 
-// The detail column: cat_table[cat] (the cleaned "cat=<cat>", or a trace mark's detail), then
-// ";ext=<External id>" where ext is not null, ";sync_kind=<v>" where sync >= 0 (sync_table:
-// cleaned args strings). One pass, straight into Arrow view buffers.
-//
-// A DetailJob checks the codes and sizes the buffers on the thread that makes it, then (when
-// asked) writes the rows on threads of their own while the caller builds the other columns.
-// The buffers come from the caller's glibc arena: a second thread allocates from an arena of
-// its own, whose blocks are fresh pages even where the caller's heap has freed blocks to
-// reuse (blocks past glibc's mmap threshold are fresh mappings from either thread). The rows
-// are written in parts of kPart rows: the threads take parts from the front, and the caller,
-// once its own columns are made, takes the rest from the back (result()), so none waits while
-// another has rows left.
-class DetailJob {
+// The detail column's job (csrc/kineto/detail_job.h), with the arrays it reads: they live as
+// long as the job (declared first, destroyed after it, whose threads read them).
+class DetailJobHandle {
  public:
-  DetailJob(In<int32_t> cat, std::vector<std::string> cat_table, In<int64_t> ext, In<int32_t> sync,
-            std::vector<std::string> sync_table)
-      : cat_(std::move(cat)),
-        ext_(std::move(ext)),
-        sync_(std::move(sync)),
-        cat_table_(std::move(cat_table)),
-        sync_table_(std::move(sync_table)),
-        n_(static_cast<size_t>(cat_.size())) {
-    if (static_cast<size_t>(ext_.size()) != n_ || static_cast<size_t>(sync_.size()) != n_) {
+  DetailJobHandle(In<int32_t> cat, std::vector<std::string> cat_table, In<int64_t> ext,
+                  In<int32_t> sync, std::vector<std::string> sync_table)
+      : cat_(std::move(cat)), ext_(std::move(ext)), sync_(std::move(sync)) {
+    const auto n = static_cast<size_t>(cat_.size());
+    if (static_cast<size_t>(ext_.size()) != n || static_cast<size_t>(sync_.size()) != n) {
       throw py::value_error("kineto_detail: cat, ext and sync differ in length");
     }
-    c_ = cat_.data();
-    e_ = ext_.data();
-    y_ = sync_.data();
     py::gil_scoped_release nogil;
-    // The codes checked, and each part's text bounded (";ext=" and at most 20 digits), so the
-    // builder's buffers are sized once, here.
-    std::vector<size_t> starts{0}, bytes;
-    size_t bound = 0;
-    for (size_t i = 0; i < n_; ++i) {
-      if (c_[i] < 0 || static_cast<size_t>(c_[i]) >= cat_table_.size() ||
-          (y_[i] >= 0 && static_cast<size_t>(y_[i]) >= sync_table_.size())) {
-        throw std::out_of_range("kineto_detail: a code past its table's end");
-      }
-      bound += row_bound(i);
-      if ((i + 1) % kPart == 0 || i + 1 == n_) {
-        starts.push_back(i + 1);
-        bytes.push_back(std::exchange(bound, 0));
-      }
-    }
-    builder_.emplace(starts, bytes);
-    back_ = bytes.size();
+    job_ = std::make_unique<kineto::DetailJob>(cat_.data(), ext_.data(), sync_.data(), n,
+                                               std::move(cat_table), std::move(sync_table));
   }
-  DetailJob(const DetailJob&) = delete;
-  DetailJob& operator=(const DetailJob&) = delete;
-  ~DetailJob() { join(); }
-
-  // Writes the rows on `threads` threads of their own (each taking parts from the front);
-  // result() waits for them.
-  void start(size_t threads) {
-    if (started_) throw std::logic_error("kineto_detail: the job was started already");
-    if (threads == 0) throw py::value_error("kineto_detail: start() needs 1 thread or more");
-    for (size_t t = 0; t < threads; ++t) {
-      threads_.emplace_back([this] {
-        try {
-          for (size_t k = 0; claim(true, &k);) fill(k);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(claim_);
-          if (!failed_) failed_ = std::current_exception();
-        }
-      });
-      started_ = true;  // once a thread runs: else result() writes the rows itself
-    }
-  }
-
-  // The column: the parts the thread has not taken are written here (all of them when the
-  // job was not started), then the thread is joined.
+  void start(size_t threads) { job_->start(threads); }
   ArrowColumn result() {
-    if (!builder_) throw std::logic_error("kineto_detail: the job's result was taken already");
+    std::shared_ptr<const arrow::Column> col;
     {
       py::gil_scoped_release nogil;
-      started_ = true;
-      for (size_t k = 0; claim(false, &k);) fill(k);
-      join();
+      col = job_->result();
     }
-    if (failed_) std::rethrow_exception(failed_);
-    auto col = builder_->finish("detail");
-    builder_.reset();
     return ArrowColumn{std::move(col)};
   }
 
  private:
-  void join() {
-    for (std::thread& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-  size_t row_bound(size_t i) const {
-    return cat_table_[c_[i]].size() + (e_[i] != kineto::kNull ? 25 : 0) +
-           (y_[i] >= 0 ? 11 + sync_table_[y_[i]].size() : 0);
-  }
-  // The next part not taken: from the front (the thread) or the back (the caller); false
-  // when none is left.
-  bool claim(bool front, size_t* k) {
-    std::lock_guard<std::mutex> lock(claim_);
-    if (front_ >= back_) return false;
-    *k = front ? front_++ : --back_;
-    return true;
-  }
-  void fill(size_t k) {
-    arrow::ViewBuilder::Part b = builder_->part(k);
-    auto put = [](char* w, std::string_view s) {
-      std::memcpy(w, s.data(), s.size());
-      return w + s.size();
-    };
-    for (size_t i = k * kPart, end = std::min(n_, i + kPart); i < end; ++i) {
-      char* const row = b.row_space(row_bound(i));
-      char* w = put(row, cat_table_[c_[i]]);
-      if (e_[i] != kineto::kNull) {
-        w = put(w, ";ext=");
-        w = std::to_chars(w, w + 20, e_[i]).ptr;  // at most 20 characters: "-" and 19 digits
-      }
-      if (y_[i] >= 0) {
-        w = put(w, ";sync_kind=");
-        w = put(w, sync_table_[y_[i]]);
-      }
-      b.end_row_at(static_cast<size_t>(w - row));
-    }
-  }
-
-  static constexpr size_t kPart = 8192;  // rows a part (about 0.2 ms of writing)
-
-  In<int32_t> cat_;  // the inputs, held until the job is gone
+  In<int32_t> cat_;
   In<int64_t> ext_;
   In<int32_t> sync_;
-  std::vector<std::string> cat_table_, sync_table_;
-  size_t n_;
-  const int32_t* c_ = nullptr;
-  const int64_t* e_ = nullptr;
-  const int32_t* y_ = nullptr;
-  std::optional<arrow::ViewBuilder> builder_;
-  std::mutex claim_;
-  size_t front_ = 0, back_ = 0;  // the parts not taken: [front_, back_)
-  std::exception_ptr failed_;
-  bool started_ = false;
-  std::vector<std::thread> threads_;
+  std::unique_ptr<kineto::DetailJob> job_;
 };
 
 py::list strings(const kineto::Dict& d, size_t from) {
@@ -440,20 +325,22 @@ void bind_kineto(py::module_& m) {
       "Give the C heap's free pages back to the OS (glibc's malloc_trim; False elsewhere or "
       "when nothing was released). The importer frees its scan columns (tens of MiB on large "
       "traces) into a heap that glibc would otherwise keep.");
-  py::class_<DetailJob>(m, "DetailJob",
-                        "The detail column of kineto_convert's rows (see _kineto/_native.py), "
-                        "its buffers sized on the thread that made the job.")
-      .def("start", &DetailJob::start, py::arg("threads") = 1,
+  py::class_<DetailJobHandle>(
+      m, "DetailJob",
+      "The detail column of kineto_convert's rows (see io/kineto/_native.py), "
+      "its buffers sized on the thread that made the job.")
+      .def("start", &DetailJobHandle::start, py::arg("threads") = 1,
            "Write the rows on `threads` threads of their own, the parts not taken by them on "
            "the caller's in result() (which waits for them).")
-      .def("result", &DetailJob::result,
+      .def("result", &DetailJobHandle::result,
            "The column as an ArrowColumn (written here unless start() was called).");
   m.def(
       "kineto_detail",
       [](In<int32_t> cat, std::vector<std::string> cat_table, In<int64_t> ext, In<int32_t> sync,
          std::vector<std::string> sync_table) {
-        return std::make_unique<DetailJob>(std::move(cat), std::move(cat_table), std::move(ext),
-                                           std::move(sync), std::move(sync_table));
+        return std::make_unique<DetailJobHandle>(std::move(cat), std::move(cat_table),
+                                                 std::move(ext), std::move(sync),
+                                                 std::move(sync_table));
       },
       py::arg("cat"), py::arg("cat_table"), py::arg("ext"), py::arg("sync"), py::arg("sync_table"),
       "A DetailJob for the detail column of kineto_convert's rows: the codes checked and the "

@@ -1,16 +1,13 @@
 // Generic recording entry points: one event, a batch from NumPy columns (tests, importers of
-// native data), and a multi-threaded C++ recorder used by the stress tests and benchmarks.
+// native data), and the multi-threaded C++ recorder of the stress tests and benchmarks.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#include <algorithm>
-#include <cstring>
-#include <latch>
-#include <thread>
-#include <vector>
+#include <cstdint>
+#include <stdexcept>
 
-#include "core/clock.h"
 #include "core/recorder.h"
+#include "core/stress_record.h"
 
 namespace py = pybind11;
 
@@ -53,50 +50,18 @@ uint64_t record_columns(const arr<int64_t>& start_ns, const arr<int64_t>& end_ns
   return accepted;
 }
 
-// threads C++ threads each record n events (correlation = 0..n-1, lane = thread index) as fast
-// as they can. All threads start together and none exits before all have finished, so they hold
-// their ring slots at the same time. Returns per-thread elapsed ns (recording loop only) and
-// accepted counts.
-py::tuple stress_record(int threads, uint64_t n, uint32_t name_id, bool read_clock) {
-  std::vector<int64_t> elapsed(static_cast<size_t>(threads), 0);
-  std::vector<uint64_t> accepted(static_cast<size_t>(threads), 0);
+// stress_record (core/stress_record.h) with the GIL released: (per-thread elapsed ns, per-thread
+// accepted counts).
+py::tuple stress(int threads, uint64_t n, uint32_t name_id, bool read_clock) {
+  StressResult r;
   {
     py::gil_scoped_release release;
-    std::vector<std::thread> pool;
-    pool.reserve(static_cast<size_t>(threads));
-    std::latch started(threads), finished(threads);
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        EventRecord r{};
-        r.name_id = name_id;
-        r.lane = t;
-        r.device = -1;
-        r.kind = 0;
-        uint64_t ok = 0;
-        started.arrive_and_wait();
-        const int64_t t0 = clock_now_ns();
-        for (uint64_t i = 0; i < n; ++i) {
-          r.correlation = static_cast<int64_t>(i);
-          if (read_clock) {
-            r.start_ns = clock_now_ns();
-            r.end_ns = r.start_ns;
-          } else {
-            r.start_ns = static_cast<int64_t>(i);
-            r.end_ns = static_cast<int64_t>(i) + 1;
-          }
-          ok += record(r) ? 1 : 0;
-        }
-        elapsed[static_cast<size_t>(t)] = clock_now_ns() - t0;
-        accepted[static_cast<size_t>(t)] = ok;
-        finished.arrive_and_wait();
-      });
-    }
-    for (auto& th : pool) th.join();
+    r = stress_record(threads, n, name_id, read_clock);
   }
   py::list el, ac;
-  for (int t = 0; t < threads; ++t) {
-    el.append(elapsed[static_cast<size_t>(t)]);
-    ac.append(accepted[static_cast<size_t>(t)]);
+  for (size_t t = 0; t < r.elapsed_ns.size(); ++t) {
+    el.append(r.elapsed_ns[t]);
+    ac.append(r.accepted[t]);
   }
   return py::make_tuple(el, ac);
 }
@@ -119,7 +84,7 @@ void bind_recording(py::module_& m) {
   m.def("record_columns", &record_columns, py::arg("start_ns"), py::arg("end_ns"),
         py::arg("correlation"), py::arg("bytes"), py::arg("name_id"), py::arg("detail_id"),
         py::arg("lane"), py::arg("device"), py::arg("kind"), py::arg("category"));
-  m.def("stress_record", &stress_record, py::arg("threads"), py::arg("n"), py::arg("name_id") = 0,
+  m.def("stress_record", &stress, py::arg("threads"), py::arg("n"), py::arg("name_id") = 0,
         py::arg("read_clock") = false);
   m.def("current_lane", &current_lane);
 }

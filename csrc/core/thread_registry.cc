@@ -58,10 +58,14 @@ bool ThreadRegistry::configure(uint32_t max_threads, uint64_t ring_capacity) {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) return false;
   auto* slots = new (std::nothrow) ThreadSlot[max_threads];
-  if (slots == nullptr) {
+  auto* old = slots_ != nullptr ? new (std::nothrow) OldSlots{slots_, old_slots_} : nullptr;
+  if (slots == nullptr || (slots_ != nullptr && old == nullptr)) {
     munmap(mem, ring_bytes * max_threads);
+    delete[] slots;
+    delete old;
     return false;
   }
+  if (old != nullptr) old_slots_ = old;
   for (uint32_t i = 0; i < max_threads; ++i) {
     slots[i].ring.attach(reinterpret_cast<EventRecord*>(static_cast<char*>(mem) + i * ring_bytes),
                          ring_capacity);

@@ -84,6 +84,14 @@ class ThreadRegistry {
   uint64_t ring_capacity_ = 0;
   std::atomic<uint64_t> no_slot_drops_{0};
   std::vector<ThreadStats> retired_stats_;  // counts of threads whose slots were recycled
+  // Earlier pools' slots, never freed: a thread that raced past a reconfiguration may still
+  // hold a ring in them. Chained from here (plain pointers, which outlive the registry's own
+  // destruction at exit) rather than dropped, so that leak checkers see them reachable.
+  struct OldSlots {
+    ThreadSlot* slots;
+    OldSlots* next;
+  };
+  OldSlots* old_slots_ = nullptr;
 };
 
 // Registers the pthread_atfork child handler (fork_handler.cc); idempotent.

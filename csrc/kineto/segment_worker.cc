@@ -269,7 +269,7 @@ void SegmentWorker::plan_ahead(const std::vector<T>& column, Ahead* a) {
 void SegmentWorker::plan_ahead(const StreamScanner& owner) {
   const FileResult& r = owner.staged_;
   // The row, string and flow columns, flow_cat, and the three flag columns.
-  constexpr size_t kColumns = kNumRowInt + kNumRowStr + kNumFlowInt + 4;
+  constexpr size_t kColumns = size_t{kNumRowInt} + size_t{kNumRowStr} + size_t{kNumFlowInt} + 4;
   ahead_.resize(kColumns);
   Ahead* a = ahead_.data();
   for (const auto& c : r.rows) plan_ahead(c, a++);

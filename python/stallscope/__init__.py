@@ -25,7 +25,7 @@ from stallscope import _core
 # Lets backends outside this extension (the NCCL profiler plugin) attach to this very core.
 _os.environ.setdefault("STALLSCOPE_CORE_LIBRARY", _core.__file__ or "")
 
-from stallscope import analysis
+from stallscope import analysis, data
 from stallscope._schema import CATEGORIES, KINDS, SCHEMA
 from stallscope.analysis import stall_summary, stall_table
 from stallscope.capture._api import counter, loader, mark, region, step
@@ -39,6 +39,7 @@ from stallscope.exceptions import (
     TraceImportError,
 )
 from stallscope.io._load import RunInfo, load, run_info, scan
+from stallscope.io._summary_load import load_summary
 from stallscope.io.kineto import KinetoImport, import_kineto, read_kineto
 
 now_ns = _core.now_ns
@@ -60,8 +61,10 @@ __all__ = [
     "analysis",
     "backends",
     "counter",
+    "data",
     "import_kineto",
     "load",
+    "load_summary",
     "loader",
     "mark",
     "now_ns",

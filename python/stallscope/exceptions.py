@@ -26,6 +26,16 @@ class CatalogError(StallscopeError):
     the file, the row and the column)."""
 
 
+class DataError(StallscopeError):
+    """A data pipeline cannot run as asked: an unknown STALLSCOPE_DATA / STALLSCOPE_CACHE value,
+    a declared dataset path that does not exist, a generated dataset that is incomplete."""
+
+
+class AnalyzeError(StallscopeError):
+    """The differential stall method cannot run or cannot use a run: a command it cannot
+    launch, a configuration that failed, a run without step markers."""
+
+
 class StallscopeWarning(UserWarning):
     """Something was skipped or is incomplete, and the result may be too (a missing rank, dropped
     events, rows of an imported trace that could not be used)."""

@@ -13,11 +13,54 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 OUT_ENV = "STALLSCOPE_PROFILE_OUT"
 MODE_ENV = "STALLSCOPE_PROFILE_MODE"  # "launcher": trace processes with RANK; "process": the first
 OVERWRITE_ENV = "STALLSCOPE_PROFILE_OVERWRITE"
+
+SITECUSTOMIZE = """\
+# Written by `stallscope profile`: start tracing this process, then run any other sitecustomize.
+import os as _os
+import sys as _sys
+
+try:
+    from stallscope.capture._launch import boot as _boot
+
+    _boot()
+except Exception as _e:  # never stop the program
+    print(f"stallscope profile: not tracing: {_e}", file=_sys.stderr)
+_here = _os.path.dirname(_os.path.abspath(__file__))
+try:  # run the sitecustomize this one shadows, if any
+    import importlib.machinery as _m
+    import importlib.util as _u
+
+    _others = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
+    _spec = _m.PathFinder.find_spec("sitecustomize", _others)
+    if _spec is not None and _spec.loader is not None:
+        _mod = _u.module_from_spec(_spec)
+        _spec.loader.exec_module(_mod)
+except Exception as _e:
+    print(f"stallscope profile: the shadowed sitecustomize failed: {_e}", file=_sys.stderr)
+"""
+
+
+def profile_env(
+    out: str | os.PathLike[str], site: Path, *, launcher: bool, overwrite: bool
+) -> dict[str, str]:
+    """The environment that makes a program's processes trace themselves into `out`: writes
+    SITECUSTOMIZE into the folder `site` and returns PYTHONPATH (site first, then this
+    process's PYTHONPATH) and the STALLSCOPE_PROFILE_* variables. `launcher`: the program is
+    torchrun, whose workers (processes with RANK) are traced, not itself."""
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    path = os.environ.get("PYTHONPATH", "")
+    return {
+        "PYTHONPATH": os.pathsep.join(p for p in (str(site), path) if p),
+        OUT_ENV: str(Path(out).resolve()),
+        MODE_ENV: "launcher" if launcher else "process",
+        OVERWRITE_ENV: "1" if overwrite else "0",
+    }
 
 
 def _should_trace() -> bool:

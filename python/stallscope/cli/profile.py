@@ -13,30 +13,7 @@ from pathlib import Path
 
 import click
 
-_SITECUSTOMIZE = """\
-# Written by `stallscope profile`: start tracing this process, then run any other sitecustomize.
-import os as _os
-import sys as _sys
-
-try:
-    from stallscope.capture._launch import boot as _boot
-
-    _boot()
-except Exception as _e:  # never stop the program
-    print(f"stallscope profile: not tracing: {_e}", file=_sys.stderr)
-_here = _os.path.dirname(_os.path.abspath(__file__))
-try:  # run the sitecustomize this one shadows, if any
-    import importlib.machinery as _m
-    import importlib.util as _u
-
-    _others = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
-    _spec = _m.PathFinder.find_spec("sitecustomize", _others)
-    if _spec is not None and _spec.loader is not None:
-        _mod = _u.module_from_spec(_spec)
-        _spec.loader.exec_module(_mod)
-except Exception as _e:
-    print(f"stallscope profile: the shadowed sitecustomize failed: {_e}", file=_sys.stderr)
-"""
+from stallscope.capture._launch import profile_env
 
 
 def launcher_mode(command: tuple[str, ...]) -> bool:
@@ -61,8 +38,15 @@ def launcher_mode(command: tuple[str, ...]) -> bool:
     help="Run directory that every rank writes into.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace ranks' data from an earlier run in --out.")
+@click.option(
+    "--mode",
+    type=click.Choice(["full", "continuous"]),
+    default=None,
+    help="full: keep every event; continuous: always-on (a rolling window of full events, a "
+    "per-step summary, captures on request). Default: STALLSCOPE_MODE, else full.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def profile(out: Path, overwrite: bool, command: tuple[str, ...]) -> None:
+def profile(out: Path, overwrite: bool, mode: str | None, command: tuple[str, ...]) -> None:
     """Trace COMMAND with no change to it, e.g.
 
         stallscope profile --out runs/ddp -- torchrun --nproc-per-node 2 train.py
@@ -74,12 +58,10 @@ def profile(out: Path, overwrite: bool, command: tuple[str, ...]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     site = Path(tempfile.mkdtemp(prefix="stallscope-profile-"))
     try:
-        (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
-        env["STALLSCOPE_PROFILE_OUT"] = str(out.resolve())
-        env["STALLSCOPE_PROFILE_MODE"] = "launcher" if launcher_mode(command) else "process"
-        env["STALLSCOPE_PROFILE_OVERWRITE"] = "1" if overwrite else "0"
+        env.update(profile_env(out, site, launcher=launcher_mode(command), overwrite=overwrite))
+        if mode is not None:
+            env["STALLSCOPE_MODE"] = mode
         try:
             proc = subprocess.Popen(list(command), env=env)
         except OSError as e:

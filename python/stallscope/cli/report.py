@@ -82,14 +82,19 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
     and for the whole run. RUN is a run directory or a folder (or file) of PyTorch profiler
     traces."""
     from stallscope.analysis import stall_run_summary, stall_summary, stall_table
-    from stallscope.cli._source import echo_warnings, load_events
+    from stallscope.cli._source import describe, echo_warnings, load_events, load_summary_rows
     from stallscope.cli.report_hta import hta_json, hta_views, print_hta
 
+    if describe(run) == "summary":  # a continuous trace whose full events are gone
+        _report_summary(run, as_json, max_rows)
+        return
     events, source, notes = load_events(run)
     table = stall_table(events)
     across = stall_summary(table)
     whole = stall_run_summary(table)
     views = hta_views(events) if hta else None
+    summary, summary_notes = load_summary_rows(run) if source == "native" else (None, [])
+    notes += summary_notes
     if as_json:
         import orjson
 
@@ -105,6 +110,8 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
         }
         if views is not None:
             doc["hta"] = hta_json(views)
+        if summary is not None:
+            doc["summary"] = _summary_json(summary)
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
         return
 
@@ -124,6 +131,49 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
     if views is not None:
         click.echo()
         print_hta(views, max_rows)
+    if summary is not None and summary["step"].drop_nulls().len():
+        steps = summary["step"].drop_nulls().to_list()
+        click.echo(
+            f"continuous summary: {_count(summary.height, 'rank-step')}, steps "
+            f"{min(steps)}..{max(steps)} (the full events above cover the last window and "
+            f"captures only): {shares_line(stall_run_summary(summary))}"
+        )
+
+
+def _summary_json(summary: pl.DataFrame) -> dict[str, object]:
+    from stallscope.analysis import stall_run_summary, stall_summary
+
+    return {
+        "steps": summary.to_dicts(),
+        "across_ranks": stall_summary(summary).to_dicts(),
+        "run": stall_run_summary(summary)
+        .with_columns(pl.col("category").cast(pl.String))
+        .to_dicts(),
+    }
+
+
+def _report_summary(run: Path, as_json: bool, max_rows: int) -> None:
+    """A run directory whose event files are gone: the tables from its per-step summary."""
+    from stallscope.analysis import stall_run_summary, stall_summary
+    from stallscope.cli._source import echo_warnings, load_summary_rows
+
+    rows, notes = load_summary_rows(run)
+    assert rows is not None
+    if as_json:
+        import orjson
+
+        doc: dict[str, object] = {"path": str(run), "source": "summary", "warnings": notes}
+        doc |= _summary_json(rows)
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+    echo_warnings(notes)
+    ranks = rows["rank"].n_unique() if rows.height else 0
+    click.echo(
+        f"{run} (per-step summary of a continuous trace; no event files): "
+        f"{_count(ranks, 'rank')}, {_count(rows.height, 'rank-step')}"
+    )
+    if rows.height:
+        _print_stalls(rows, stall_summary(rows), stall_run_summary(rows), max_rows)
 
 
 def _print_stalls(
