@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from stallscope.plan._attention import attention_data
 from stallscope.plan._device_model import DeviceModel
@@ -28,6 +28,8 @@ from stallscope.plan._gemm import (
     mamf_entry,
 )
 
+#: The measured efficiency tables shipped with the package, one per GPU.
+_TABLES: Final = Path(__file__).parents[1] / "predict" / "data" / "efficiency"
 _REQUIRED = ("gpu", "gpus_per_node", "intra_node_GBps", "inter_node_Gbps")
 _LINK_KEYS = (
     "intra_node_fraction",
@@ -192,14 +194,21 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
             "hbm": str(eff["hbm_fraction"]["basis"]),
         },
     )
-    table = overrides.get("efficiency_table") or _shipped_table(dev.name)
-    if table:
+    table = overrides.get("efficiency_table")
+    measured_on = dev.name
+    if not table and (table := _shipped_table(dev.name)):
+        measured_on = _table_gpu(table, dev.name)
+    if table and measured_on.upper() != dev.name.upper():  # a table of the same die
+        src = build_device(measured_on, {"efficiency_table": table}, where)
+        dev = carried_over(src, dev)
+    elif table:
         doc = _read_table(table, where)
-        dev = dev.calibrated(doc, str(table))
+        label = _label(table)
+        dev = dev.calibrated(doc, label)
         if isinstance(doc, Mapping) and doc.get("layers"):
             from stallscope.plan._layer_fit import fit_layer_factor  # it builds on this module
 
-            dev = fit_layer_factor(_keep_mamf_ratios(dev, fractions), doc["layers"], str(table))
+            dev = fit_layer_factor(_keep_mamf_ratios(dev, fractions), doc["layers"], label)
     elif "matmul_fraction" not in overrides:
         for t in gemm_tables(dev.name):  # public shape tables of the GPU's family
             dev = _public_calibration(dev, t, where)
@@ -262,7 +271,7 @@ def _keep_mamf_ratios(dev: DeviceModel, mamf: Mapping[str, float]) -> DeviceMode
 def _shipped_table(gpu: str) -> Path | None:
     """A measured efficiency table shipped for ``gpu`` or a GPU of the same compute die and
     clocks (``predict/data/efficiency/<GPU>.json``; families in plan/data/efficiency.json)."""
-    folder = Path(__file__).parents[1] / "predict" / "data" / "efficiency"
+    folder = _TABLES
     if not folder.is_dir():
         return None
     names = [gpu.upper()]
@@ -275,6 +284,54 @@ def _shipped_table(gpu: str) -> Path | None:
             if name.startswith(f.stem.upper()):
                 return f
     return None
+
+
+def _label(table: Any) -> str:
+    """How a basis names a table: a shipped one by its place in the package."""
+    if isinstance(table, Path) and table.parent == _TABLES:
+        return f"stallscope/predict/data/efficiency/{table.name}"
+    return "the given table" if isinstance(table, (dict, list)) else str(table)
+
+
+def _table_gpu(table: Path, gpu: str) -> str:
+    """The GPU of ``gpu``'s die family a shipped table was measured on (its file's stem)."""
+    stem = table.stem.upper()
+    for family in efficiency_defaults()["table_families"]["families"]:
+        if any(gpu.upper().startswith(f.upper()) for f in family):
+            for f in family:
+                if f.upper().startswith(stem):
+                    return str(f)
+    return gpu
+
+
+def carried_over(src: DeviceModel, dev: DeviceModel) -> DeviceModel:
+    """``dev`` with the efficiencies measured on ``src``, a GPU of the same compute die: GEMM and
+    attention rates as fractions of each GPU's own peaks (equal across the family: the
+    datasheets' dense peaks are the same), the copy rate as a fraction of each GPU's own HBM
+    bandwidth, the measured layer's factor as a ratio over each GPU's own modelled layer
+    (whose memory-bound kernels run at that GPU's bandwidth)."""
+    note = (
+        f"; measured on {src.name}, carried over to {dev.name} (same die, SMs and dense peaks; "
+        f"HBM {dev.hbm_GBps:.0f} GB/s vs {src.hbm_GBps:.0f}: plan/data/efficiency.json "
+        "table_families)"
+    )
+    peaks = {p: dev.peak_tflops.get(p, v) / v for p, v in src.peak_tflops.items() if v}
+    scale = peaks.get("bf16", 1.0)  # attention in 16 bit: the fraction keeps the rate's ratio
+    return replace(
+        dev,
+        matmul_fraction=src.matmul_fraction,
+        matmul_fractions=dict(src.matmul_fractions),
+        gemm_fixed_s=src.gemm_fixed_s,
+        attn_fwd_fraction=src.attn_fwd_fraction,
+        attn_bwd_fraction=src.attn_bwd_fraction,
+        hbm_fraction=src.hbm_fraction,
+        attention_measured=src.attention_measured,
+        attention_curves={
+            k: (xs, tuple(y * scale for y in ys)) for k, (xs, ys) in src.attention_curves.items()
+        },
+        layer_factor=src.layer_factor,
+        basis={k: v + note for k, v in src.basis.items()},
+    )
 
 
 def _read_table(table: Any, where: str) -> Any:

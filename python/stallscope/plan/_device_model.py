@@ -27,6 +27,7 @@ from typing import Any
 from stallscope.plan._attention import resolve, slowdown, table_rates
 from stallscope.plan._errors import PlanError
 from stallscope.plan._gemm import fit_line, waves
+from stallscope.plan._measured_attention import Curves, curves, rates, sdpa_kernel
 
 ELEMENT_BYTES: dict[str, float] = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 
@@ -46,7 +47,9 @@ class DeviceModel:
     attn_fwd_fraction: float = 0.7
     attn_bwd_fraction: float = 0.55
     hbm_fraction: float = 0.85
-    attention_measured: bool = False  # the attention fractions come from a measured table
+    #: the kernel a measured table's attention rows timed ("" without one), and their rates
+    attention_measured: str = ""
+    attention_curves: Curves = field(default_factory=dict)
     layer_factor: float = 1.0  # measured over modelled layer time (``_layer_fit``)
     basis: Mapping[str, str] = field(default_factory=dict)
 
@@ -92,21 +95,23 @@ class DeviceModel:
         kernel: str = "auto",
     ) -> tuple[float, float]:
         """(forward, backward) seconds of a fused attention kernel over ``heads`` heads: the
-        published rate of ``kernel`` on this GPU by head dimension and sequence length
-        (``_attention``), else (no table for the GPU, or a measured table's FlashAttention-2
-        rows) the attention fractions of the bf16 peak."""
+        measured rate where a measured table timed this kernel, else the published rate of
+        ``kernel`` on this GPU by head dimension and sequence length (``_attention``), else the
+        attention fractions of the bf16 peak."""
         fwd = 4.0 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
         peak = self.peak("bf16" if precision == "fp8" else precision)  # attention stays in 16 bit
         k = resolve(kernel, self.name)
-        rates = None
-        if not (self.attention_measured and k == "flash2"):
-            rates = table_rates(kernel, self.name, head_dim, seq, causal)
-        if rates is None:
+        found = None
+        if self.attention_measured and k == self.attention_measured:
+            found = rates(self.attention_curves, head_dim, seq, causal)
+        if found is None:
+            found = table_rates(kernel, self.name, head_dim, seq, causal)
+        if found is None:
             s = slowdown(k)
-            rates = (peak * self.attn_fwd_fraction / s, peak * self.attn_bwd_fraction / s)
+            found = (peak * self.attn_fwd_fraction / s, peak * self.attn_bwd_fraction / s)
         return (
-            fwd / rates[0] + self.gemm_fixed_s,
-            2.5 * fwd / rates[1] + 2 * self.gemm_fixed_s,
+            fwd / found[0] + self.gemm_fixed_s,
+            2.5 * fwd / found[1] + 2 * self.gemm_fixed_s,
         )
 
     @property
@@ -128,16 +133,15 @@ class DeviceModel:
         gemms = [r for r in rows if r.get("op") == "gemm" and float(r.get("tflops") or 0) > 0]
         dev = self
         basis = dict(self.basis)
-        copy_gbps = [
-            float(r.get("GBps") or r.get("gbps") or 0)
-            for r in rows
-            if r.get("op") in ("memcpy", "copy")
-        ]
+        copy_gbps = _dram_copy_GBps(rows)
         if isinstance(table, Mapping) and table.get("memcpy_GBps"):
             copy_gbps.append(float(table["memcpy_GBps"]))
         if any(copy_gbps):
             dev = replace(dev, hbm_fraction=min(1.0, max(copy_gbps) / self.hbm_GBps))
-            basis["hbm"] = f"measured copy rate of {source}"
+            basis["hbm"] = (
+                f"measured copy rate of {source}: {max(copy_gbps):.0f} GB/s of "
+                f"{self.hbm_GBps:.0f} (the largest copies, beyond the L2 cache)"
+            )
         if gemms:
             fractions: dict[str, float] = {}
             fixed: dict[str, tuple[int, float]] = {}
@@ -177,8 +181,13 @@ class DeviceModel:
                 dev = replace(dev, attn_fwd_fraction=fwd[len(fwd) // 2])
             if bwd:
                 dev = replace(dev, attn_bwd_fraction=bwd[len(bwd) // 2])
-            dev = replace(dev, attention_measured=True)
-            basis["attention"] = f"median of {len(attn)} measured attention rows of {source}"
+            torch = table.get("versions", {}).get("torch") if isinstance(table, Mapping) else None
+            kernel = sdpa_kernel(torch, self.name)
+            dev = replace(dev, attention_measured=kernel, attention_curves=curves(attn))
+            basis["attention"] = (
+                f"{len(attn)} measured attention rows of {source} (PyTorch {torch}: {kernel}) "
+                "by head dimension and sequence length; their median where a row lacks them"
+            )
         if not (gemms or attn or any(copy_gbps)):
             raise PlanError(
                 f"efficiency table {source} has no usable rows: expected rows "
@@ -196,3 +205,16 @@ def _rows(table: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[Mappin
         rows.extend({"op": part, **r} for r in table.get(part, []) if isinstance(r, Mapping))
     rows.extend(r for r in table.get("memory", []) if isinstance(r, Mapping))
     return rows
+
+
+def _dram_copy_GBps(rows: Iterable[Mapping[str, Any]]) -> list[float]:  # noqa: N802 (GB/s)
+    """The copy rates of the largest copies measured: a copy that fits the L2 cache (50 MB on
+    H100 and H200) runs above the HBM rate; rows without a size count as large."""
+    copies = [r for r in rows if r.get("op") in ("memcpy", "copy")]
+    sizes = [int(r.get("bytes") or 0) for r in copies]
+    top = max(sizes, default=0)
+    return [
+        float(r.get("GBps") or r.get("gbps") or 0)
+        for r, n in zip(copies, sizes, strict=True)
+        if n == top or n == 0
+    ]

@@ -22,9 +22,10 @@ from stallscope.plan._layer import layer_cost
 from stallscope.plan._model import Model
 from stallscope.plan._strategy import Strategy
 
-#: The measured block: LayerNorm, fused QKV, PyTorch's SDPA (FlashAttention-2 kernels),
-#: projection, GELU FFN of 4 h, biases; bf16, no parallelism, no recompute.
-_BLOCK_STACK = {"preset": "megatron-core", "attention": "sdpa"}
+#: The measured block: LayerNorm, fused QKV, PyTorch's SDPA (the kernel the table's attention
+#: rows timed: ``DeviceModel.attention_measured``), projection, GELU FFN of 4 h, biases; bf16,
+#: no parallelism, no recompute.
+_BLOCK_STACK = {"preset": "megatron-core"}
 
 
 def modelled_layer_s(dev: DeviceModel, row: Mapping[str, Any]) -> float:
@@ -33,7 +34,7 @@ def modelled_layer_s(dev: DeviceModel, row: Mapping[str, Any]) -> float:
     seq, mb = int(row["seq"]), int(row["micro_batch"])
     model = Model(layers=1, hidden=h, heads=heads, seq_len=seq, vocab=1, name="measured block")
     s = Strategy(micro_batch=mb, global_batch=mb, precision=str(row.get("dtype", "bf16")))
-    s = s.with_(stack=_BLOCK_STACK)
+    s = s.with_(stack=_BLOCK_STACK | {"attention": dev.attention_measured or "flash2"})
     lc = layer_cost(model, s, Cluster(dev.name, dev.name, 1, 1.0, 1.0, replace(dev)))
     return lc.forward + lc.backward
 

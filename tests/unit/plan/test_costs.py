@@ -3,6 +3,8 @@ the model says."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import stallscope.plan as plan_pkg
@@ -75,14 +77,17 @@ def test_context_parallel_splits_tokens_and_adds_the_ring(a100: Cluster) -> None
     assert two.f_tp < two.f_comp  # mostly hidden behind a 32k-token attention
 
 
-def test_gemm_model_against_the_public_h100_table() -> None:
-    """XLA's H100 bf16 table (plan/data/gemm_tables.json) calibrates the H100's GEMMs: the
-    model follows the table's rates and stays at the measured best (MAMF) for big shapes."""
+def test_gemm_model_against_the_public_h100_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a measured table, XLA's H100 bf16 table (plan/data/gemm_tables.json) calibrates
+    the H100's GEMMs: the model follows the table's rates and stays at the measured best (MAMF)
+    for big shapes."""
     import json
-    from pathlib import Path
 
-    from stallscope.plan import load_system
+    from stallscope.plan import _cluster, load_system
 
+    monkeypatch.setattr(_cluster, "_TABLES", tmp_path)  # no measured table shipped
     d = load_system("dgx-h100").device
     doc = json.loads(
         Path(plan_pkg.__file__).with_name("data").joinpath("gemm_tables.json").read_text()
@@ -103,6 +108,28 @@ def test_gemm_model_against_the_public_h100_table() -> None:
     )
     r8 = 2 * 8192**3 / d.gemm_s(8192, 8192, 8192, "fp8")
     assert 1.6 < r8 / (2 * 8192**3 / d.gemm_s(8192, 8192, 8192, "bf16")) < 1.8
+
+
+def test_gemm_model_against_a_measured_table() -> None:
+    """A shipped measured table (bench/gpu_device_model.py) calibrates its GPU's GEMMs: the
+    model follows the shapes a layer runs (above 0.1 TFLOP, where a step's time goes)."""
+    import json
+
+    from stallscope.plan import _cluster, load_system
+
+    path = _cluster._TABLES / "H200.json"
+    if not path.exists():
+        pytest.skip("no measured H200 table shipped with this checkout")
+    d = load_system("dgx-h200").device
+    errs = []
+    for r in json.loads(path.read_text())["gemm"]:
+        flops = 2 * r["m"] * r["n"] * r["k"]
+        if r["dtype"] in ("bf16", "fp8") and r["what"] != "square" and flops > 1e11:
+            model = d.gemm_s(r["m"], r["n"], r["k"], r["dtype"])
+            errs.append(model / (flops / (r["tflops"] * 1e12)) - 1)
+    assert len(errs) > 50
+    assert sum(abs(e) for e in errs) / len(errs) < 0.08
+    assert abs(sum(errs) / len(errs)) < 0.04  # no bias on the shapes that count
 
 
 def test_fp8_casts_and_weight_casts_by_stack(gpt3: Model) -> None:

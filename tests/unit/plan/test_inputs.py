@@ -155,7 +155,7 @@ def test_a_table_applies_to_its_die_family(tmp_path: Path, monkeypatch: pytest.M
     folder = tmp_path / "predict" / "data" / "efficiency"
     folder.mkdir(parents=True)
     (folder / "H200.json").write_text("{}")
-    monkeypatch.setattr(_cluster, "__file__", str(tmp_path / "plan" / "_cluster.py"))
+    monkeypatch.setattr(_cluster, "_TABLES", folder)
     assert _cluster._shipped_table("H100-SXM") == folder / "H200.json"
     assert _cluster._shipped_table("H200-SXM") == folder / "H200.json"
     assert _cluster._shipped_table("A100-SXM4-80GB") is None

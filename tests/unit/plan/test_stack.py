@@ -3,6 +3,8 @@ what each field changes in a configuration's costs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from stallscope import plan
@@ -73,9 +75,13 @@ def test_old_megatron_reduces_gradients_after_the_backward(gpt3: Model) -> None:
     assert old.step_ns > new.step_ns
 
 
-def test_attention_kernels_by_published_rate() -> None:
-    from stallscope.plan import load_system
+def test_attention_kernels_by_published_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stallscope.plan import _cluster, load_system
 
+    measured = load_system("dgx-h100").device
+    monkeypatch.setattr(_cluster, "_TABLES", tmp_path)  # the published rates alone
     h100, a100 = load_system("dgx-h100").device, load_system("dgx-a100").device
     # FlashAttention-3's Figure 5: causal forward, head dim 128, 8k tokens: cuDNN 529 TFLOP/s
     flops = 4 * 8192**2 * 128 * 16 * 0.5
@@ -96,6 +102,9 @@ def test_attention_kernels_by_published_rate() -> None:
     fl = 4 * 2048**2 * 128 * 16 * 0.5
     assert fl / (f_a - a100.gemm_fixed_s) == pytest.approx(0.70 * 312e12)
     assert 2.5 * fl / (b_a - 2 * a100.gemm_fixed_s) == pytest.approx(0.55 * 312e12)
+    if measured.attention_measured == "cudnn":  # the shipped H200 table's SDPA rows: cuDNN
+        m, _ = measured.attention_s(1, 16, 8192, 128, True, "bf16", "cudnn")
+        assert flops / (m - measured.gemm_fixed_s) == pytest.approx(529e12, rel=0.1)
 
 
 def test_a_stack_that_runs_attention_unfused_pays_for_the_scores(
