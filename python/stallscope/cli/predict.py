@@ -165,7 +165,14 @@ def predict(
     import orjson
 
     from stallscope.cli.predict_render import print_prediction
-    from stallscope.predict import PredictError, PredictWarning, Target, prediction, profile_of
+    from stallscope.predict import (
+        NoPeakError,
+        PredictError,
+        PredictWarning,
+        Target,
+        prediction,
+        profile_of,
+    )
     from stallscope.predict._report import as_json
 
     try:
@@ -199,6 +206,8 @@ def predict(
                 calibration=None if calibration is None else str(calibration),
                 mtu=mtu,
             )
+    except NoPeakError as e:
+        raise click.ClickException(e.advice("--compute-scale RATIO")) from None
     except PredictError as e:
         raise click.ClickException(str(e)) from None
     if save_profile is not None:

@@ -17,8 +17,10 @@ def print_prediction(run: Path, prof: Profile, pred: Prediction) -> None:
     src = prof.source
     click.echo(
         f"{run}: {m.ranks} rank(s) on {m.nodes} node(s) ({m.device}, {m.backend}), step "
-        f"{m.step_ns / 1e6:.1f} ms measured (median of {src.get('steps_used', '?')} rank-steps; "
-        f"warm-up excluded)"
+        f"{m.step_ns / 1e6:.1f} ms measured (mean of the middle half of the steps of "
+        f"{src.get('steps_used', '?')} rank-steps, warm-up excluded; median "
+        f"{(m.step_median_ns or m.step_ns) / 1e6:.1f} ms, interquartile range "
+        f"{m.step_spread_ns / 1e6:.1f} ms)"
     )
     if pred.links:
         click.echo("link figures used:")
@@ -29,7 +31,12 @@ def print_prediction(run: Path, prof: Profile, pred: Prediction) -> None:
     for w in pred.warnings:
         click.echo(f"warning: {w}", err=True)
     table = display_table(prof, pred)
-    labels = {"configuration": "nodes x ranks, link", "step_ms": "step ms", "speedup": "speed-up"}
+    labels = {
+        "configuration": "nodes x ranks, link",
+        "step_ms": "step ms",
+        "spread_ms": "spread ms",
+        "speedup": "speed-up",
+    }
     for c in table.columns:
         if c.endswith("_ms") and c != "step_ms":
             labels[c] = f"{c.removesuffix('_ms').replace('_', ' ')} ms"

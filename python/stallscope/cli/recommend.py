@@ -105,6 +105,14 @@ def _split(values: tuple[str, ...]) -> list[str]:
     help="With --measured-device: the precision whose peak FLOP/s scales compute.",
 )
 @click.option(
+    "--compute-scale",
+    "compute_scales",
+    multiple=True,
+    metavar="GPU=RATIO",
+    help="A measured ratio of compute time on GPU to the run's (e.g. A10G=1.7), for a GPU the "
+    "device table cannot scale to; repeat for several.",
+)
+@click.option(
     "--top", type=click.IntRange(1, 10_000), default=10, show_default=True, help="Rows shown."
 )
 @click.option(
@@ -137,7 +145,10 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
         warnings.simplefilter("always")
         try:
             predictor = predictor_for(
-                list(run), measured_device=o["measured_device"], precision=o["precision"]
+                list(run),
+                measured_device=o["measured_device"],
+                precision=o["precision"],
+                compute_scales=_ratios(o["compute_scales"]),
             )
             rec = recommendation(
                 predictor,
@@ -196,6 +207,24 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
         click.echo(f"wrote {o['plot']}", err=True)
     if not to_stdout:
         print_recommendation(rec, run, o["top"])
+
+
+def _ratios(values: tuple[str, ...]) -> dict[str, float]:
+    """("A10G=1.7", "L4=2") -> {"A10G": 1.7, "L4": 2.0}."""
+    out: dict[str, float] = {}
+    for v in _split(values):
+        gpu, sep, ratio = v.partition("=")
+        try:
+            value = float(ratio) if sep and gpu.strip() else None
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            raise click.BadParameter(
+                f"{v!r}: give GPU=RATIO with a positive ratio, e.g. A10G=1.7",
+                param_hint="--compute-scale",
+            )
+        out[gpu.strip()] = value
+    return out
 
 
 def _echo_warnings(caught: list[warnings.WarningMessage]) -> None:

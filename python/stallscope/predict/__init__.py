@@ -23,7 +23,7 @@ from __future__ import annotations
 from stallscope.predict._catalog import CatalogError, Source
 from stallscope.predict._compare import compare, measured_step
 from stallscope.predict._devices import PRECISIONS, Device, device, device_names, devices
-from stallscope.predict._errors import PredictError, PredictWarning, ProfileError
+from stallscope.predict._errors import NoPeakError, PredictError, PredictWarning, ProfileError
 from stallscope.predict._extract import WARMUP_RULE, profile_of
 from stallscope.predict._links import Link, link, link_names, links
 from stallscope.predict._predict import Prediction, predict, prediction, sweep
@@ -38,6 +38,7 @@ __all__ = [
     "CatalogError",
     "Device",
     "Link",
+    "NoPeakError",
     "PredictError",
     "PredictWarning",
     "Prediction",

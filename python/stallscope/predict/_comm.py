@@ -8,10 +8,19 @@ a node's ranks share its NIC (``nic_bytes_per_s``) when several send across at o
 * one node: the collective's default algorithm over G ranks on the intra tier (NCCL's
   all-reduce: the faster of ring and tree);
 * one rank per node: the same over N ranks on the inter tier;
-* N x G, NCCL all-reduce: the fastest of the flat ring (every step as slow as its slowest edge:
-  the inter-node one; NCCL's rings together cross at the node's NIC bandwidth), the tree, and
-  the hierarchy (reduce-scatter inside each node, G all-reduces of n/G across nodes sharing
-  the NIC, all-gather inside), as NCCL's tuner picks the fastest per size;
+* N x G, NCCL all-reduce: the faster of the flat ring and the tree, as NCCL's tuner picks per
+  size. The ring's bandwidth is its slowest edge's, the inter-node one (NCCL's rings together
+  cross at the node's network bandwidth); of its 2(p-1) steps the 2(N-1) that cross nodes pay
+  the inter-node latency and the rest the intra-node one, as NCCL's tuner counts them. The
+  tree has log-depth latency. No hierarchical all-reduce (reduce-scatter inside, all-reduce of
+  n/G across, all-gather inside): NCCL runs none without in-network reduction (CollNet, NVLS),
+  and its bus bandwidth, up to 1.9x the node's network on 2 nodes and 1.25x on 4, is above
+  every public measurement from 3 nodes up (p5: 0.89x at 4-16 nodes;
+  bench/predict_multinode.py). On 2 nodes NCCL's tree does exceed the network (1.14-1.19x
+  measured on three clusters); the model's ring is that much below there;
+* NCCL's tree all-reduce at mid sizes: its bandwidth term is divided by NCCL's own tree
+  correction factor (0.5-0.9 from 512 KiB to 512 MiB, Simple protocol), the share of the
+  model's tree bandwidth NCCL's tuner says its trees reach there;
 * N x G, gloo: torch's gloo all-reduce is one ring over every rank (gloo's RING algorithm), so
   each step waits for the inter-node edge; its other collectives likewise. The calibration's
   own fit of a collective is used where it has one (gloo's all-gather, all-to-all and
@@ -34,6 +43,23 @@ from dataclasses import dataclass, field
 from stallscope.comm import _formulas
 from stallscope.comm._calibration import Calibration
 from stallscope.predict._errors import PredictError
+
+#: NCCL's treeCorrectionFactor for the Simple protocol: the share of the tree all-reduce's
+#: modelled bandwidth its trees reach, by message size (index: log2(bytes / 64); from index 23,
+#: 512 MiB, up: 1.0). NCCL's tuner applies it to every tree all-reduce ("Trees are not
+#: perfectly sticking to the model for medium sizes"). Source: NVIDIA/nccl src/graph/tuning.cc
+#: at commit 5067397c2676d5aed50042fc39e5c8ee96eb0027 (2026-06-01), treeCorrectionFactor.
+TREE_CORRECTION: tuple[float, ...] = (
+    0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5,
+    0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9,
+)  # fmt: skip
+
+
+def tree_correction(nbytes: float) -> float:
+    """NCCL's tree all-reduce bandwidth share at ``nbytes`` (TREE_CORRECTION)."""
+    i = int(nbytes) >> 6
+    k = i.bit_length() - 1 if i > 0 else 0
+    return TREE_CORRECTION[k] if k < len(TREE_CORRECTION) else 1.0
 
 
 @dataclass(frozen=True)
@@ -111,14 +137,30 @@ class CommModel:
         key = (collective, nodes, per_node)
         lines = self._lines.get(key)
         if lines is None:  # every algorithm's time is c0 + c1 * n: two evaluations give it
-            at0 = self._options(collective, 0.0, nodes, per_node)
-            at1 = self._options(collective, 1.0, nodes, per_node)
+            at0 = self._options(collective, 0.0, nodes, per_node, corrected=False)
+            at1 = self._options(collective, 1.0, nodes, per_node, corrected=False)
             lines = [(a, b - a) for a, b in zip(at0, at1, strict=True)]
             self._lines[key] = lines
+        if len(lines) == 2:  # NCCL's ring and tree: the tree's bandwidth at this size
+            (r0, r1), (t0, t1) = lines
+            return min(r0 + r1 * nbytes, t0 + t1 * nbytes / tree_correction(nbytes))
         return min(c0 + c1 * nbytes for c0, c1 in lines)
 
-    def _options(self, collective: str, nbytes: float, nodes: int, per_node: int) -> list[float]:
-        """The time of each algorithm the backend may pick (the fastest wins)."""
+    def _options(
+        self, collective: str, nbytes: float, nodes: int, per_node: int, corrected: bool = True
+    ) -> list[float]:
+        """The time of each algorithm the backend may pick (the fastest wins): NCCL's
+        all-reduce [ring, tree], else [the collective's algorithm]; ``corrected``: the tree's
+        bandwidth term at NCCL's tree correction for ``nbytes``."""
+        out = self._raw_options(collective, nbytes, nodes, per_node)
+        if corrected and len(out) == 2:
+            lat = self._raw_options(collective, 0.0, nodes, per_node)[1]
+            out[1] = lat + (out[1] - lat) / tree_correction(nbytes)
+        return out
+
+    def _raw_options(
+        self, collective: str, nbytes: float, nodes: int, per_node: int
+    ) -> list[float]:
         p = nodes * per_node
         if collective not in _formulas.ALGORITHMS:
             collective = "all_reduce"  # an unknown operation: priced as the common one
@@ -138,19 +180,21 @@ class CommModel:
         a_n, b_n = self._tier("inter").of(collective)
         # Flat ring: each of its steps waits for the slowest edge, an inter-node one; one ring
         # edge leaves each node. NCCL runs several rings (channels) over the node's NICs, so
-        # together they cross at the node's NIC bandwidth; gloo's one ring at one rank's path.
-        if nccl and self.nic_bytes_per_s:
-            b_cross = 1.0 / self.nic_bytes_per_s
+        # together they cross at the node's network bandwidth (a whole-node network's, or one
+        # port per rank: G ports); gloo's one ring at one rank's path.
+        if nccl:
+            b_cross = 1.0 / (self.nic_bytes_per_s or per_node / b_n)
         else:
             b_cross = _formulas.shared_beta(b_n, 1, self.nic_bytes_per_s)
         b_edge = max(b_i, b_cross)
-        out = [_formulas.predict_seconds(collective, nbytes, p, max(a_i, a_n), b_edge)]
-        if tree:
-            out.append(
-                _formulas.hierarchical_all_reduce_seconds(
-                    nbytes, nodes, per_node, (a_i, b_i), (a_n, b_n), self.nic_bytes_per_s
-                )
-            )
+        if nccl:  # NCCL's tuner: of the ring's steps, the share crossing nodes pays a_n
+            steps = _formulas.cost_terms(collective, p).latency_terms
+            across = steps * (nodes - 1) / (p - 1)
+            lat = (steps - across) * a_i + across * a_n
+        else:  # gloo's steps are lock-step exchanges: each waits for the slowest edge
+            lat = _formulas.predict_seconds(collective, 0.0, p, max(a_i, a_n), b_edge)
+        out = [lat + _formulas.predict_seconds(collective, nbytes, p, 0.0, b_edge)]
+        if tree:  # NCCL's tree: log-depth latency, each rank's 2n at the edge bandwidth
             out.append(
                 _formulas.predict_seconds("all_reduce", nbytes, p, a_n, b_edge, algorithm="tree")
             )

@@ -16,11 +16,13 @@ def measured_step(
     measured: pl.DataFrame | str | os.PathLike[str], *, native: bool | None = None
 ) -> dict[str, float]:
     """A measured run as one step (ns per column): its stall table over the steps the profile
-    rule keeps (warm-up dropped; a native run's last step too), per step the mean over ranks,
-    then the median over steps. ``measured``: a stall table, an events frame or a run
-    directory / traces."""
+    rule keeps (warm-up dropped; a native run's last step too), as the profile summarises it:
+    the mean over the rank-steps of the middle half of the steps by step time (the columns sum
+    to the step), plus step_median_ns and step_spread_ns. ``measured``: a stall table, an
+    events frame or a run directory / traces."""
     from stallscope.analysis import stall_table
-    from stallscope.predict._extract import kept_windows, table_summary
+    from stallscope.predict._central import table_summary
+    from stallscope.predict._extract import kept_windows
 
     if isinstance(measured, (str, os.PathLike)):
         path = Path(measured)

@@ -165,7 +165,7 @@ class DdpStep:
         """Re-time and simulate. ``ranks``: how many ranks each class stands for;
         ``scale[class][phase]``: compute time multipliers; ``comm_ns[key]``: each collective's
         time; ``comm_category``: network or interconnect; ``data_ns``: the data wait (None:
-        the profile's). A task of phase "optimizer_shard" (FSDP) runs the optimizer on
+        the profile's; the straggler class's differs from it as measured). A task of phase "optimizer_shard" (FSDP) runs the optimizer on
         1 / ranks of the parameters."""
         g = self.g
         total = sum(ranks)
@@ -181,7 +181,15 @@ class DdpStep:
             for task, key in c.comm:
                 g.duration[task] = round(comm_ns[key])
                 g.category[task] = comm_category
-            g.duration[c.data] = round(self.prof.data_ns if data_ns is None else data_ns)
+            data = self.prof.data_ns if data_ns is None else data_ns
+            host = self.prof.host_ns
+            if c.name == "straggler":  # its own data wait and host time, as measured
+                if self.prof.straggler_data_ns is not None:
+                    data = max(0.0, data + self.prof.straggler_data_ns - self.prof.data_ns)
+                if self.prof.straggler_host_ns is not None:
+                    host = self.prof.straggler_host_ns
+            g.duration[c.data] = round(data)
+            g.duration[c.host] = round(host)
         t = g.run()
         ends = [t.class_end(i) for i in range(len(self.classes))]
         step = max(ends, default=0)

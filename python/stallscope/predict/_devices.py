@@ -89,6 +89,8 @@ def _parse(entry: dict[str, object], index: int) -> Device:
         except CatalogError as exc:
             raise CatalogError(f"{where}: intra_node_link: {exc}") from exc
     present = [k for k in _FIGURES if entry.get(k) is not None and entry.get(k) != {}]
+    if entry.get("aliases"):  # names a driver or a trace reports may need their own source
+        present.append("aliases")
     return Device(
         name=f.text("name"),
         vendor=f.text("vendor"),

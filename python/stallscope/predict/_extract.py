@@ -12,16 +12,22 @@ measured (its time beyond its own transfer, over the compute after it, where the
 priced at the last bucket's seconds per byte); ``comm_overlap`` is 1 minus the median share
 (0: collectives wait for the compute, as on a machine whose cores all compute).
 
-Ranks that differ: per step, the rank with the most compute is that step's straggler; the
-profile's figures are the medians over the other (typical) ranks, and ``straggler_factor`` is
-the median over steps of the straggler's compute over the typical compute (1.0 for one rank).
+Which steps: the central steps (_central: the middle half of the kept steps by step time), so
+that every figure is a mean over the same rank-steps as the measured summary and the parts
+compose back to the measured step (predicting the measured configuration gives back its table).
+
+Ranks that differ: per central step, the rank the others waited for (the most own time: its
+step less the communication it was exposed to) is that step's straggler; the profile's figures
+are the means over the other (typical) ranks; ``straggler_factor`` is the straggler's mean
+compute over the typical mean (1.0 for one rank), and the straggler's own data wait and host
+time are kept beside it.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -30,6 +36,14 @@ import polars as pl
 
 from stallscope._schema import GPU_KINDS
 from stallscope.analysis import STALL_COLUMNS, stall_table, step_windows
+from stallscope.predict._central import (
+    NOISY_SPREAD,
+    central_steps,
+    iqr,
+    mean,
+    median,
+    table_summary,
+)
 from stallscope.predict._errors import PredictError
 from stallscope.predict._meta import RunMeta, meta_of_events, meta_of_kineto, meta_of_run_dir
 from stallscope.predict._profile import (
@@ -141,29 +155,6 @@ def build_profile(events: pl.DataFrame, meta: RunMeta, kind: str, path: str | No
     return _summarise(facts, table, meta, kind, path, gpu, windows.height)
 
 
-def _median(xs: Iterable[float]) -> float:
-    a = np.fromiter(xs, dtype=float)
-    return float(np.median(a)) if a.size else 0.0
-
-
-def _iqr(xs: Iterable[float]) -> float:
-    a = np.fromiter(xs, dtype=float)
-    if a.size < 2:
-        return 0.0
-    q1, q3 = np.percentile(a, [25, 75])
-    return float(q3 - q1)
-
-
-def table_summary(table: pl.DataFrame) -> dict[str, float]:
-    """A stall table's step and columns as one step: per step the mean over ranks, then the
-    median over steps (robust to a hiccup step), ns."""
-    cols = ["step_ns", *STALL_COLUMNS]
-    if table.height == 0:
-        return dict.fromkeys(cols, 0.0)
-    per_step = table.group_by("step").agg(pl.col(c).mean() for c in cols)
-    return {c: float(per_step[c].median()) for c in cols}  # type: ignore[arg-type]
-
-
 def _total(f: StepFacts) -> float:
     return float(sum(f.compute.values()) + f.tail_ns)
 
@@ -186,28 +177,38 @@ def _summarise(
     row_of = {
         (int(r), int(s)): i for i, (r, s) in enumerate(table.select("rank", "step").iter_rows())
     }
-    # Per step: the straggler (most compute) and the typical ranks (the others).
-    by_step: dict[int, list[StepFacts]] = {}
-    for f in facts:
-        by_step.setdefault(f.step, []).append(f)
-    typical: list[StepFacts] = []
-    ratios: list[float] = []
-    for group in by_step.values():
-        if len(group) < 2:
-            typical += group
-            continue
-        slow = max(group, key=_total)
-        rest = [g for g in group if g is not slow]
-        typical += rest
-        base = _median(_total(g) for g in rest)
-        if base > 0:
-            ratios.append(_total(slow) / base)
-    multi = meta.ranks > 1 and bool(ratios)
     col = {c: table[c].to_numpy() for c in ("step_ns", *STALL_COLUMNS)}
 
     def stall(f: StepFacts, c: str) -> float:
         i = row_of.get((f.rank, f.step))
         return float(col[c][i]) if i is not None else 0.0
+
+    def data_of(f: StepFacts) -> float:
+        return stall(f, "data_ns") + stall(f, "data_fetch_ns") + stall(f, "data_prep_ns")
+
+    def own(f: StepFacts) -> float:
+        """The rank's own time in its step: all but the communication it was exposed to."""
+        exposed = sum(stall(f, c) for c in ("sync_wait_ns", "network_ns", "interconnect_ns"))
+        return stall(f, "step_ns") - exposed
+
+    central = central_steps(table)
+    used = [f for f in facts if f.step in central] or facts
+    # Per central step: the straggler (the rank the others waited for: the most own time)
+    # and the typical ranks (the others).
+    by_step: dict[int, list[StepFacts]] = {}
+    for f in used:
+        by_step.setdefault(f.step, []).append(f)
+    typical: list[StepFacts] = []
+    slow: list[StepFacts] = []
+    for group in by_step.values():
+        if len(group) < 2:
+            typical += group
+            continue
+        s = max(group, key=lambda f: (own(f), _total(f)))
+        slow.append(s)
+        typical += [g for g in group if g is not s]
+    base = mean(_total(f) for f in typical)
+    multi = meta.ranks > 1 and bool(slow) and base > 0
 
     phases = []
     for ph in PHASES:
@@ -222,18 +223,30 @@ def _summarise(
         phases.append(
             Phase(
                 phase=ph,
-                compute_ns=_median(comp),
-                memcpy_ns=_median(f.memcpy.get(ph, 0) for f in typical),
-                spread_ns=_iqr(comp),
+                compute_ns=mean(comp),
+                memcpy_ns=mean(f.memcpy.get(ph, 0) for f in typical),
+                spread_ns=iqr(f.compute.get(ph, 0) for f in facts),
                 mix=mix,
             )
         )
     buckets, bytes_source = _buckets(typical, notes)
-    data = [
-        stall(f, "data_ns") + stall(f, "data_fetch_ns") + stall(f, "data_prep_ns") for f in typical
-    ]
-    loader = _loader(data, [stall(f, "step_ns") for f in typical], meta.loader_period_ns)
+    loader = _loader(
+        [data_of(f) for f in typical],
+        [data_of(f) for f in facts],
+        [stall(f, "step_ns") for f in typical],
+        meta.loader_period_ns,
+    )
     summary = table_summary(table)
+    mid = summary["step_median_ns"]
+    noise = (summary["step_spread_ns"] + summary["rank_skew_ns"]) / mid if mid else 0.0
+    if noise > NOISY_SPREAD:
+        notes.append(
+            f"the run was noisy: its step times spread {100 * summary['step_spread_ns'] / mid:.0f}"
+            f" % of the median step (interquartile range) and its ranks' step windows "
+            f"{100 * summary['rank_skew_ns'] / mid:.0f} % (longest less shortest), so its "
+            "figures (means over the middle half of the steps) and the predictions carry that "
+            "spread; profile on a quieter machine to narrow it"
+        )
     measured = Measured(
         ranks=meta.ranks,
         nodes=meta.nodes,
@@ -241,7 +254,9 @@ def _summarise(
         backend=meta.backend,
         device=meta.device,
         step_ns=summary["step_ns"],
-        step_spread_ns=_iqr(table["step_ns"].to_list()),
+        step_spread_ns=summary["step_spread_ns"],
+        step_median_ns=summary["step_median_ns"],
+        rank_skew_ns=summary["rank_skew_ns"],
         link_rate_bps=meta.link_rate_bps,
         precision=_precision(facts) if gpu else None,
         stalls_ns={c: summary[c] for c in STALL_COLUMNS},
@@ -255,8 +270,8 @@ def _summarise(
     per_rank = [
         {
             "rank": r,
-            "step_ns": _median(stall(f, "step_ns") for f in facts if f.rank == r),
-            "compute_ns": _median(_total(f) for f in facts if f.rank == r),
+            "step_ns": median(stall(f, "step_ns") for f in facts if f.rank == r),
+            "compute_ns": median(_total(f) for f in facts if f.rank == r),
         }
         for r in ranks
     ]
@@ -265,6 +280,7 @@ def _summarise(
             {
                 "rank": f.rank,
                 "step": f.step,
+                "central": f.step in central,
                 "step_ns": stall(f, "step_ns"),
                 "data_ns": stall(f, "data_ns")
                 + stall(f, "data_fetch_ns")
@@ -287,13 +303,15 @@ def _summarise(
         collectives=_collectives(typical, meta.ranks),
         loader=loader,
         data_ns=loader.wait_ns,
-        host_ns=_median(stall(f, "host_ns") for f in typical),
-        backward_tail_ns=_median(f.tail_ns for f in typical),
+        host_ns=mean(stall(f, "host_ns") for f in typical),
+        backward_tail_ns=mean(f.tail_ns for f in typical),
         bytes_source=bytes_source,
         comm_overlap=1.0 if gpu else _overlap(typical),
         gradient_bytes=sum(b.bytes for b in buckets),
-        straggler_factor=max(1.0, _median(ratios)) if multi else 1.0,
+        straggler_factor=max(1.0, mean(_total(f) for f in slow) / base) if multi else 1.0,
         straggler_ranks=1 if multi else 0,
+        straggler_data_ns=mean(data_of(f) for f in slow) if multi else None,
+        straggler_host_ns=mean(stall(f, "host_ns") for f in slow) if multi else None,
         ranks=per_rank,
         notes=notes,
         source={
@@ -325,10 +343,10 @@ def _buckets(typical: list[StepFacts], notes: list[str]) -> tuple[list[Bucket], 
         out.append(
             Bucket(
                 index=int(idx),
-                bytes=int(_median(f.buckets[k][1] for f in rows)),
-                ready_ns=_median(f.buckets[k][2] for f in rows),
-                ready_spread_ns=_iqr(f.buckets[k][2] for f in rows),
-                measured_ns=_median(f.buckets[k][3] for f in rows),
+                bytes=int(median(f.buckets[k][1] for f in rows)),
+                ready_ns=mean(f.buckets[k][2] for f in rows),
+                ready_spread_ns=iqr(f.buckets[k][2] for f in rows),
+                measured_ns=mean(f.buckets[k][3] for f in rows),
             )
         )
     if all(b.bytes == 0 for b in out):
@@ -374,7 +392,7 @@ def _overlap(typical: list[StepFacts]) -> float:
                 continue
             own = nbytes * per_byte
             shares.append(min(1.0, max(0.0, (measured - own) / window)))
-    return 1.0 - _median(shares) if shares else 1.0
+    return 1.0 - median(shares) if shares else 1.0
 
 
 def _collectives(typical: list[StepFacts], world: int) -> list[Collective]:
@@ -389,24 +407,28 @@ def _collectives(typical: list[StepFacts], world: int) -> list[Collective]:
         out.append(
             Collective(
                 name=name,
-                bytes=int(_median(c[1] for c in cs)),
+                bytes=int(median(c[1] for c in cs)),
                 group_size=Counter(c[2] for c in cs).most_common(1)[0][0] or world,
                 phase=Counter(c[3] for c in cs).most_common(1)[0][0],
-                offset_ns=_median(c[4] for c in cs),
+                offset_ns=mean(c[4] for c in cs),
                 blocking=Counter(c[5] for c in cs).most_common(1)[0][0],
-                measured_ns=_median(c[6] for c in cs),
+                measured_ns=mean(c[6] for c in cs),
             )
         )
     return out
 
 
-def _loader(data: list[float], step: list[float], period_ns: float | None) -> Loader:
-    """The loader seen from the step. ``period_ns``: the loader's time per batch over its
-    workers when the loader itself was traced (else unknown: the wait is then taken as a
-    fixed cost per step, which it is unless the loader is what paces the steps)."""
+def _loader(
+    data: list[float], every: list[float], step: list[float], period_ns: float | None
+) -> Loader:
+    """The loader seen from the step: ``data``, the typical rank-steps' waits (their mean is
+    the wait), ``every``, every kept rank-step's (the floor is their 10th percentile).
+    ``period_ns``: the loader's time per batch over its workers when the loader itself was
+    traced (else unknown: the wait is then taken as a fixed cost per step, which it is unless
+    the loader is what paces the steps)."""
     if not data:
         return Loader(period_ns=period_ns)
-    wait = _median(data)
-    floor = float(np.percentile(np.asarray(data, float), 10))
-    bound = wait > max(LOADER_MIN_NS, LOADER_BOUND_SHARE * _median(step))
+    wait = mean(data)
+    floor = min(wait, float(np.percentile(np.asarray(every or data, float), 10)))
+    bound = wait > max(LOADER_MIN_NS, LOADER_BOUND_SHARE * mean(step))
     return Loader(wait_ns=wait, floor_ns=floor, period_ns=period_ns, loader_bound=bound)

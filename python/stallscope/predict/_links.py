@@ -29,12 +29,20 @@ TIERS: Final = ("intra", "inter")
 #: slot, or a whole node (cloud instance).
 PER: Final = ("gpu", "port", "slot", "node")
 LATENCY_KINDS: Final = ("nccl-tuner", "assumption")
-_FIGURES: Final = ("GBps_per_direction", "latency_us", "nics_per_node", "gpus_per_node")
+_FIGURES: Final = (
+    "GBps_per_direction",
+    "latency_us",
+    "nics_per_node",
+    "gpus_per_node",
+    "efficiency",
+)
 
 
 @dataclass(frozen=True)
 class Link:
-    """One link kind. ``bytes_per_s`` is one direction of one ``per`` unit (bytes/s)."""
+    """One link kind. ``bytes_per_s`` is one direction of one ``per`` unit (bytes/s), its line
+    rate; ``efficiency`` the share of it NCCL's collectives reach (1.0 where no source gives
+    one); ``effective_bytes_per_s`` their product."""
 
     name: str
     tier: str
@@ -48,6 +56,11 @@ class Link:
     gpus_per_node: int | None
     notes: str
     sources: dict[str, Source]
+    efficiency: float = 1.0
+
+    @property
+    def effective_bytes_per_s(self) -> float:
+        return self.bytes_per_s * self.efficiency
 
     @property
     def latency_ns(self) -> int:
@@ -74,6 +87,14 @@ def _parse(entry: dict[str, object], index: int) -> Link:
     if per == "node" and gpus is None:
         raise CatalogError(f"{where}: a per-node link needs gpus_per_node to spread it over GPUs")
     present = [k for k in _FIGURES if entry.get(k) is not None]
+    efficiency = f.optional_number("efficiency")
+    if efficiency is not None:
+        if efficiency > 1.0:
+            raise CatalogError(
+                f"{where}: efficiency is a share of the line rate, <= 1, got {efficiency}"
+            )
+        if "efficiency" not in (entry.get("sources") or {}):  # type: ignore[operator]
+            raise CatalogError(f"{where}: an efficiency needs its own source (sources.efficiency)")
     return Link(
         name=f.text("name"),
         tier=tier,
@@ -87,6 +108,7 @@ def _parse(entry: dict[str, object], index: int) -> Link:
         gpus_per_node=gpus,
         notes=f.text("notes", default=""),
         sources=parse_sources(entry.get("sources"), where, present),
+        efficiency=1.0 if efficiency is None else efficiency,
     )
 
 
@@ -129,6 +151,7 @@ def links() -> pl.DataFrame:
                 "GBps_per_gpu": per_gpu,
                 "latency_us": x.latency_us,
                 "latency_kind": x.latency_kind,
+                "efficiency": x.efficiency,
                 "nominal": x.nominal,
                 "aliases": list(x.aliases),
                 "source_url": src.url,

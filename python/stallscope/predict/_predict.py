@@ -21,15 +21,16 @@ import polars as pl
 
 from stallscope.analysis import STALL_COLUMNS
 from stallscope.comm._calibration import Calibration
-from stallscope.predict._comm import CommModel
+from stallscope.predict._comm import CommModel, Tier
 from stallscope.predict._ddp import DdpStep, Key, StepResult
 from stallscope.predict._errors import PredictError, PredictWarning
 from stallscope.predict._extract import RunArg, profile_of
 from stallscope.predict._fsdp import FsdpStep
+from stallscope.predict._own_link import SOURCE, fit_own_link
 from stallscope.predict._profile import Profile
 from stallscope.predict._scaling import phase_scales
 from stallscope.predict._target import Target
-from stallscope.predict._tiers import Tiers
+from stallscope.predict._tiers import Tiers, uses_own_link
 
 #: How far a prediction may reach past its profile before it carries a warning.
 MAX_RANK_GROWTH: Final = 16
@@ -70,10 +71,15 @@ class Prediction:
 
 
 def _classes(prof: Profile, t: Target) -> list[tuple[str, int]]:
+    """The rank classes: the typical ranks and, when the straggler differs from them (its
+    compute, or its own data wait or host time, as measured), the straggler."""
     slow = prof.straggler_ranks if t.straggler_ranks is None else t.straggler_ranks
     factor = prof.straggler_factor if t.straggler_factor is None else t.straggler_factor
     slow = min(slow, t.ranks - 1)
-    if slow <= 0 or factor <= 1.0:
+    own = (prof.straggler_data_ns or 0.0) > prof.data_ns or (
+        prof.straggler_host_ns or 0.0
+    ) > prof.host_ns
+    if slow <= 0 or (factor <= 1.0 and not own):
         return [("typical", t.ranks)]
     return [("typical", t.ranks - slow), ("straggler", slow)]
 
@@ -103,10 +109,26 @@ class Predictor:
         self.cal = calibration
         self.mtu = mtu
         self.notes: set[str] = set()
-        self.tiers = Tiers(prof, calibration, mtu, self.notes)
-        self.base = self.tiers.base
         self._steps: dict[tuple[Any, ...], DdpStep | FsdpStep] = {}
         self._sizes: dict[Key, tuple[str, float, int]] | None = None
+        self.tiers = Tiers(prof, calibration, mtu, self.notes)
+        self.base = self.tiers.base
+        if uses_own_link(prof, self.tiers.cal_intra) and (prof.buckets or prof.collectives):
+            self.tiers = Tiers(prof, calibration, mtu, self.notes, self._own_link())
+            self.base = self.tiers.base
+
+    def _own_link(self) -> Tier | None:
+        """The measured run's link within its node, fitted to its exposed transfer."""
+        m = self.prof.measured
+        t = Target(m.nodes, m.ranks_per_node)
+        backend = m.backend
+
+        def exposed(beta: float) -> float:
+            comm = CommModel(backend, Tier(0.0, beta, SOURCE), None)
+            return self.simulate(t, comm).columns()["interconnect"]
+
+        target = m.stalls_ns.get("interconnect_ns", 0.0)
+        return fit_own_link(exposed, target, m.step_ns, self.tiers.own)
 
     def _sizes_for(self, comm: CommModel) -> dict[Key, tuple[str, float, int]]:
         """Per comm key: (collective, bytes in nccl-tests' convention, measured group size)."""
@@ -182,6 +204,12 @@ class Predictor:
         comm = self.tiers.target(t)
         sizes = self._sizes_for(self.base) if t.ranks > 1 else {}
         self._check_reach(t, comm, (n for _, n, _ in sizes.values()))
+        return self.simulate(t, comm)
+
+    def simulate(self, t: Target, comm: CommModel) -> StepResult:
+        """The step of ``t`` with the collectives priced by ``comm``."""
+        prof = self.prof
+        sizes = self._sizes_for(self.base) if t.ranks > 1 else {}
         classes = _classes(prof, t)
         step = self._step(t, tuple(n for n, _ in classes))
         ranks = [n for _, n in classes]
@@ -237,6 +265,7 @@ class Predictor:
             "strategy": t.strategy,
             "accumulation": t.accumulation,
             "step_ns": float(res.step_ns),
+            "step_spread_ns": float(res.step_ns) * self.prof.noise,
         }
         for c in STALL_COLUMNS:
             out[c] = float(cols.get(c.removesuffix("_ns"), 0.0))
@@ -253,8 +282,10 @@ def predict(
 ) -> pl.DataFrame:
     """Predicted step and stall columns of ``run`` (a Profile, or anything profile_of takes)
     on each target: one row per target with nodes, ranks_per_node, ranks, rate_bps, device,
-    strategy, accumulation, step_ns, the stall table's columns (ns; summing to step_ns,
-    averaged over ranks) and speedup (samples per second against the measured run's)."""
+    strategy, accumulation, step_ns, step_spread_ns (the measured run's noise, as a share of
+    its median step, carried to this step: Profile.noise), the stall table's columns (ns;
+    summing to step_ns, averaged over ranks) and speedup (samples per second against the
+    measured run's)."""
     return prediction(run, targets, calibration=calibration, mtu=mtu).frame
 
 
@@ -298,6 +329,7 @@ def _schema() -> dict[str, pl.DataType]:
         "strategy": pl.String(),
         "accumulation": pl.Int64(),
         "step_ns": pl.Float64(),
+        "step_spread_ns": pl.Float64(),
     }
     s.update({c: pl.Float64() for c in STALL_COLUMNS})
     s["speedup"] = pl.Float64()

@@ -5,9 +5,10 @@ A profile summarises one training job's step on the configuration it was measure
 compute of each phase (forward, backward, optimizer, other) on the device or the compute
 threads, DDP's gradient buckets (bytes and when each became ready after the backward began),
 the other collectives, the data loader's waits and the host time, plus the measured stall table
-it must reproduce. Every figure is the median over the steps kept (warm-up excluded by the rule
-in ``source.warmup_rule``) and, where ranks differ, over the typical ranks; spreads are the
-interquartile range. Times are ns, sizes bytes.
+it must reproduce. Every figure is the mean over the central steps (the middle half of the
+steps kept by step time; warm-up excluded by the rule in ``source.warmup_rule``) and, where
+ranks differ, over the typical ranks, so the parts compose to the measured step; spreads are the
+interquartile range over every kept step. Times are ns, sizes bytes.
 
 File layout (``format`` = "stallscope.predict.profile", ``version`` = 1)::
 
@@ -18,7 +19,8 @@ File layout (``format`` = "stallscope.predict.profile", ``version`` = 1)::
       "measured": {"ranks": int, "nodes": int, "ranks_per_node": int, "backend": str,
                    "device": str, "link_rate_bps": float | null,
                    "precision": "fp32" | "tf32" | "fp16" | "bf16" | "fp8" | null,
-                   "step_ns": float, "step_spread_ns": float, "stalls_ns": {column: ns}},
+                   "step_ns": float, "step_spread_ns": float, "step_median_ns": float,
+                   "rank_skew_ns": float, "stalls_ns": {column: ns}},
       "phases": [{"phase": str, "compute_ns": float, "memcpy_ns": float, "spread_ns": float,
                   "mix": {kernel class: share}}],
       "backward_tail_ns": float,   # backward work after its gradients were all-reduced
@@ -32,10 +34,12 @@ File layout (``format`` = "stallscope.predict.profile", ``version`` = 1)::
                        "offset_ns": float, "blocking": bool, "measured_ns": float}],
       "loader": {"wait_ns": float, "floor_ns": float, "period_ns": float | null,
                  "loader_bound": bool},
-      "straggler": {"factor": float, "ranks": int},
+      "straggler": {"factor": float, "ranks": int,
+                    "data_ns": float | null, "host_ns": float | null},  # null: as typical
       "ranks": [{"rank": int, "step_ns": float, "compute_ns": float}],
       "notes": [str],
-      "steps": [{per rank and step: rank, step, step_ns, data_ns, host_ns, <phase>_ns, ...}]
+      "steps": [{per rank and step: rank, step, central, step_ns, data_ns, host_ns,
+                 <phase>_ns, ...}]
     }
 """
 
@@ -117,8 +121,10 @@ class Measured:
     ranks_per_node: int
     backend: str
     device: str
-    step_ns: float
-    step_spread_ns: float = 0.0
+    step_ns: float  # the mean over the central steps (the columns sum to it)
+    step_spread_ns: float = 0.0  # interquartile range of the kept steps' times
+    step_median_ns: float = 0.0  # their median
+    rank_skew_ns: float = 0.0  # per step the longest rank's time less the shortest's (mean)
     link_rate_bps: float | None = None
     precision: str | None = None  # of the matrix kernels (most of their time), GPU runs
     stalls_ns: dict[str, float] = field(default_factory=dict)
@@ -141,6 +147,9 @@ class Profile:
     gradient_bytes: int = 0
     straggler_factor: float = 1.0
     straggler_ranks: int = 0
+    # The straggler's own data wait and host time per step (None: the typical ranks').
+    straggler_data_ns: float | None = None
+    straggler_host_ns: float | None = None
     ranks: list[dict[str, float]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: dict[str, Any] = field(default_factory=dict)
@@ -150,6 +159,14 @@ class Profile:
     def phase(self, name: str) -> Phase | None:
         """The phase called ``name``, or None."""
         return next((p for p in self.phases if p.phase == name), None)
+
+    @property
+    def noise(self) -> float:
+        """How noisy the measured run was: the interquartile range of its step times plus the
+        skew of its ranks' step windows, over its median step (0.0 where not measured)."""
+        m = self.measured
+        mid = m.step_median_ns or m.step_ns
+        return (m.step_spread_ns + m.rank_skew_ns) / mid if mid > 0 else 0.0
 
     @property
     def compute_ns(self) -> float:
@@ -174,6 +191,8 @@ class Profile:
                 "precision": m.precision,
                 "step_ns": m.step_ns,
                 "step_spread_ns": m.step_spread_ns,
+                "step_median_ns": m.step_median_ns,
+                "rank_skew_ns": m.rank_skew_ns,
                 "stalls_ns": m.stalls_ns,
             },
             "phases": [vars(p) for p in self.phases],
@@ -186,7 +205,12 @@ class Profile:
             "gradient_bytes": self.gradient_bytes,
             "collectives": [vars(c) for c in self.collectives],
             "loader": vars(self.loader),
-            "straggler": {"factor": self.straggler_factor, "ranks": self.straggler_ranks},
+            "straggler": {
+                "factor": self.straggler_factor,
+                "ranks": self.straggler_ranks,
+                "data_ns": self.straggler_data_ns,
+                "host_ns": self.straggler_host_ns,
+            },
             "ranks": self.ranks,
             "notes": self.notes,
             "steps": self.steps.to_dicts(),
@@ -236,6 +260,8 @@ class Profile:
             device=m.get("device", str),
             step_ns=m.num("step_ns"),
             step_spread_ns=m.num("step_spread_ns", 0.0),
+            step_median_ns=m.num("step_median_ns", 0.0),
+            rank_skew_ns=m.num("rank_skew_ns", 0.0),
             link_rate_bps=m.opt_num("link_rate_bps"),
             precision=m.get("precision", str, None) if m.doc.get("precision") else None,
             stalls_ns={str(k): float(v) for k, v in m.get("stalls_ns", dict, {}).items()},
@@ -308,6 +334,8 @@ class Profile:
             gradient_bytes=r.nonneg_int("gradient_bytes", 0),
             straggler_factor=max(1.0, st.num("factor", 1.0)),
             straggler_ranks=st.nonneg_int("ranks", 0),
+            straggler_data_ns=st.opt_num("data_ns"),
+            straggler_host_ns=st.opt_num("host_ns"),
             ranks=list(doc.get("ranks") or []),
             notes=[str(n) for n in doc.get("notes") or []],
             source=dict(doc.get("source") or {}),

@@ -25,6 +25,7 @@ def measured_row(prof: Profile) -> dict[str, Any]:
         "device": m.device,
         "backend": m.backend,
         "step_ns": m.step_ns,
+        "step_spread_ns": prof.noise * (m.step_median_ns or m.step_ns),
         **{c: float(m.stalls_ns.get(c, 0.0)) for c in STALL_COLUMNS},
     }
 
@@ -51,8 +52,8 @@ def _rate(bps: float | None) -> str:
 
 
 def display_table(prof: Profile, pred: Prediction) -> pl.DataFrame:
-    """One row for the measured run, then one per configuration: configuration, step ms,
-    speed-up (samples per second over the measured run's), and per stall column above 50 us
+    """One row for the measured run, then one per configuration: configuration, step ms, its
+    spread (the measured run's noise, carried in proportion), speed-up (samples per second over the measured run's), and per stall column above 50 us
     in some row its ms and its share of the step (%)."""
     measured = measured_row(prof)
     rows = [measured, *pred.frame.to_dicts()]
@@ -75,6 +76,7 @@ def display_table(prof: Profile, pred: Prediction) -> pl.DataFrame:
         row: dict[str, Any] = {
             "configuration": config,
             "step_ms": r["step_ns"] / MS,
+            "spread_ms": float(r.get("step_spread_ns") or 0.0) / MS,
             "speedup": speedup,
         }
         step = float(r["step_ns"]) or 1.0

@@ -15,7 +15,7 @@ from typing import Final
 
 from stallscope.predict._catalog import CatalogError
 from stallscope.predict._devices import Device, device
-from stallscope.predict._errors import PredictError
+from stallscope.predict._errors import PREDICT_RATIO, NoPeakError, PredictError
 from stallscope.predict._profile import PHASES, Profile
 from stallscope.predict._target import Target
 
@@ -38,11 +38,7 @@ def _flops(d: Device, precision: str) -> float:
     while p not in d.peak_tflops and p in FALLBACK:
         p = FALLBACK[p]
     if p not in d.peak_tflops:
-        have = ", ".join(d.peak_tflops) or "none"
-        raise PredictError(
-            f"{d.name} has no sourced peak for {precision} (it has: {have}): give a measured "
-            "ratio instead (compute_scale / --compute-scale)"
-        )
+        raise NoPeakError(d.name, precision, tuple(d.peak_tflops))
     return d.peak_flops(p)
 
 
@@ -51,7 +47,7 @@ def device_ratios(measured: str, target: str, precision: str | None) -> dict[str
     src = lookup(
         measured,
         "the profile's device is not in the device table (set measured.device in the profile "
-        "to a known name, or give compute_scale / --compute-scale)",
+        f"to a known name, or give a measured ratio: {PREDICT_RATIO})",
     )
     dst = lookup(target, "unknown target device")
     prec = precision or DEFAULT_PRECISION
@@ -70,7 +66,7 @@ def phase_scales(prof: Profile, t: Target) -> dict[str, float]:
     if prof.measured.device == "cpu":
         raise PredictError(
             f"the profile ran on CPU threads: their compute cannot be scaled to {t.device!r} "
-            "from device figures; give a measured ratio (compute_scale / --compute-scale)"
+            f"from device figures; give a measured ratio ({PREDICT_RATIO})"
         )
     ratios = device_ratios(prof.measured.device, t.device, prof.measured.precision)
     out = dict.fromkeys(PHASES, 1.0)

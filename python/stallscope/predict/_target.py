@@ -21,6 +21,10 @@ class Target:
     link). rate_bps: each node's link rate in bits/s (None: the link figures' own rate).
     network: a network of the link table between the nodes (e.g. "ib-ndr", "aws-efa-p4d";
     overrides rate_bps).
+    intra_node_GBps: the link between the GPUs of a node, GB/s per GPU per direction (e.g. an
+    instance's PCIe where the device ships with NVLink; overrides the calibration's and the
+    device's own link). inter_node_gbps: each node's network, Gbit/s (an instance's network
+    figure; overrides network's and rate_bps's bandwidth, keeping a named network's latency).
     device: another device type by name (None: the measured one). compute_scale: a measured
     ratio of compute time on the target to the profile's (overrides ``device``).
     accumulation: micro-batches per optimizer step (gradients all-reduced once, after the
@@ -33,6 +37,8 @@ class Target:
     rate_bps: float | None = None
     network: str | None = None
     device: str | None = None
+    intra_node_GBps: float | None = None  # noqa: N815 (unit suffix, as the catalog's column)
+    inter_node_gbps: float | None = None
     compute_scale: float | None = None
     accumulation: int = 1
     strategy: str = "ddp"
@@ -48,6 +54,12 @@ class Target:
             )
         if self.rate_bps is not None and not self.rate_bps > 0:
             raise PredictError(f"a link rate must be > 0 bit/s, got {self.rate_bps}")
+        for name, v in (
+            ("intra_node_GBps (GB/s per GPU per direction)", self.intra_node_GBps),
+            ("inter_node_gbps (Gbit/s per node)", self.inter_node_gbps),
+        ):
+            if v is not None and not (v > 0 and v < float("inf")):
+                raise PredictError(f"{name} must be a positive bandwidth, got {v}")
         if self.compute_scale is not None and not self.compute_scale > 0:
             raise PredictError(f"compute_scale must be > 0, got {self.compute_scale}")
         if self.accumulation < 1:

@@ -1,10 +1,10 @@
 """`StepPredictor` on the predictor (`stallscope.predict`): the measured run's profile, each
 shape as a `Target`.
 
-A shape becomes Target(nodes, ranks_per_node, rate_bps = the catalog's network figure,
-device, accumulation, compute_scale). Within a node the predictor takes the link each device
-ships with (the device table); across nodes, the instance's network rate, shared by the node's
-ranks. Compute moves to another device by the predictor's device model: matrix kernels by the
+A shape becomes Target(nodes, ranks_per_node, device, accumulation, compute_scale) with the
+instance's own links: within a node the catalog's GPU-to-GPU figure (``intra_node_GBps``: an
+instance may connect NVLink-capable GPUs over PCIe), across nodes its network figure
+(``inter_node_gbps``, shared by the node's ranks). Compute moves to another device by the predictor's device model: matrix kernels by the
 ratio of dense peak FLOP/s at the run's precision, the rest by memory bandwidth. A run on CPU
 threads has no kernels to scale: the user names the GPU its compute stands for
 (``measured_device``), and other GPUs take that compute times the ratio of their dense peak
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,11 @@ from stallscope.analysis import STALL_COLUMNS
 from stallscope.exceptions import CatalogError
 from stallscope.predict import (
     PRECISIONS,
+    NoPeakError,
     PredictError,
     PredictWarning,
     Profile,
     Target,
-    link,
     predict,
     profile_of,
 )
@@ -46,11 +46,23 @@ class ProfilePredictor:
     """Predicts a measured profile on the recommender's shapes (module docstring)."""
 
     def __init__(
-        self, profile: Profile, measured_device: str | None = None, precision: str = "fp32"
+        self,
+        profile: Profile,
+        measured_device: str | None = None,
+        precision: str = "fp32",
+        compute_scales: Mapping[str, float] | None = None,
     ) -> None:
         self.profile = profile
         self.notes: set[str] = set()
         m = profile.measured
+        self._given: dict[str, float] = {}
+        for gpu, ratio in (compute_scales or {}).items():
+            if not (isinstance(ratio, int | float) and 0 < ratio < float("inf")):
+                raise RecommendError(
+                    f"the compute ratio for {gpu} must be a positive number (compute time on "
+                    f"it over the measured run's), got {ratio!r}"
+                )
+            self._given[_named(gpu)] = float(ratio)
         if precision not in PRECISIONS:
             raise RecommendError(
                 f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}"
@@ -115,37 +127,46 @@ class ProfilePredictor:
 
     @property
     def basis(self) -> str:
+        given = ""
+        if self._given:
+            ratios = ", ".join(f"{d} x{r:g}" for d, r in sorted(self._given.items()))
+            given = f"; measured compute ratios as given: {ratios}"
         if self._stand_in is not None:
             return (
                 f"the run's compute on CPU threads stands for {self._stand_in}'s (as given); "
                 f"another GPU takes it times the ratio of dense {self._precision} peak FLOP/s "
-                "(device table)"
+                f"(device table){given}"
             )
         return (
             f"measured on {self._device}; on another GPU matrix kernels scale with dense peak "
             "FLOP/s at the run's precision and the others with memory bandwidth (the "
-            "predictor's device model, device table)"
+            f"predictor's device model, device table){given}"
         )
 
     def _peak(self, name: str) -> float:
         d = table_device(name)
         tflops = d.peak_tflops.get(self._precision)
         if tflops is None:
-            have = ", ".join(d.peak_tflops) or "none"
+            other = "; or choose a precision it has (--precision)" if d.peak_tflops else ""
             raise RecommendError(
-                f"{d.name} has no sourced dense {self._precision} peak (it has: {have}); choose "
-                "another --precision"
+                NoPeakError(d.name, f"dense {self._precision}", tuple(d.peak_tflops)).advice(
+                    ratio_option(d.name)
+                )
+                + other
             )
         return tflops
 
     def compute_scale(self, device: str) -> float:
-        got = self._scales.get(device)
+        got = self._scales.get(device) or self._given.get(device)
         if got is not None:
             return got
         if self._stand_in is not None:
             got = self._peak(self._stand_in) / self._peak(device)
         else:
-            frame = self._predict([Target(1, 1), Target(1, 1, device=device)])
+            try:
+                frame = self._predict([Target(1, 1), Target(1, 1, device=device)])
+            except NoPeakError as e:
+                raise RecommendError(e.advice(ratio_option(e.device))) from None
             base, there = frame["compute_ns"].to_list()
             if not base:
                 raise RecommendError("the profile has no compute to scale")
@@ -155,13 +176,13 @@ class ProfilePredictor:
 
     def _target(self, s: Shape) -> Target:
         scale = s.compute_scale
-        if scale is None and self._stand_in is not None:
+        if scale is None and (self._stand_in is not None or s.device in self._given):
             scale = self.compute_scale(s.device)
-        rate = s.network_gbps * 1e9 if s.nodes > 1 and s.network_gbps is not None else None
         return Target(
             nodes=s.nodes,
             ranks_per_node=s.ranks_per_node,
-            rate_bps=rate,
+            intra_node_GBps=s.intra_node_GBps if s.ranks_per_node > 1 else None,
+            inter_node_gbps=s.network_gbps if s.nodes > 1 else None,
             device=s.device,
             compute_scale=scale,
             accumulation=s.accumulation,
@@ -189,8 +210,6 @@ class ProfilePredictor:
         for idx in by_device.values():
             parts.append(self._group([shapes[i] for i in idx]))
             order.extend(idx)
-        for s in shapes:
-            self._check_link(s)
         out = (
             pl.concat(parts, how="vertical")
             .with_columns(_at=pl.Series(order))
@@ -200,22 +219,6 @@ class ProfilePredictor:
             else pl.DataFrame(schema=PREDICTION_SCHEMA)
         )
         return out
-
-    def _check_link(self, s: Shape) -> None:
-        """A note where the catalog's GPU-to-GPU figure differs from the link the predictor
-        takes (the device's own, from the device table) by more than 10 %."""
-        if s.ranks_per_node < 2 or s.compute_scale is not None:
-            return
-        name = table_device(s.device).intra_node_link
-        if name is None:
-            return
-        used = link(name).bytes_per_s / 1e9
-        if abs(used - s.intra_node_GBps) > 0.1 * s.intra_node_GBps:
-            self.notes.add(
-                f"within a node the predictor takes the {s.device}'s own link, {name} at "
-                f"{used:.3g} GB/s per direction (device table); the catalog gives "
-                f"{s.intra_node_GBps:g} GB/s for an instance with it"
-            )
 
     def _group(self, shapes: list[Shape]) -> pl.DataFrame:
         """Shapes of one device in one call; if it fails, one call each, so one bad shape
@@ -227,6 +230,9 @@ class ProfilePredictor:
             return pl.concat([next(got) if s.ranks == 1 else lone for s in shapes])
         try:
             return self._rows([self._target(s) for s in shapes])
+        except NoPeakError as e:  # the way to fix it that this verb takes
+            if len(shapes) == 1:
+                return failed(e.advice(ratio_option(e.device)))
         except (PredictError, RecommendError) as e:
             if len(shapes) == 1:
                 return failed(str(e))
@@ -249,14 +255,27 @@ def _named(spelling: str) -> str:
         raise RecommendError(f"measured device: {e}") from None
 
 
+def ratio_option(device: str) -> str:
+    """How a recommend user gives a measured compute ratio for ``device``."""
+    return (
+        f"`stallscope recommend --compute-scale {device}=RATIO`, or "
+        f"compute_scales={{{device!r}: RATIO}} in Python"
+    )
+
+
 def predictor_for(
-    run: Any, measured_device: str | None = None, precision: str = "fp32"
+    run: Any,
+    measured_device: str | None = None,
+    precision: str = "fp32",
+    compute_scales: Mapping[str, float] | None = None,
 ) -> ProfilePredictor:
     """A predictor of the measured job ``run``: a run directory, Kineto traces (a folder, a
-    file or several), a saved profile file, or a `stallscope.predict.Profile`."""
+    file or several), a saved profile file, or a `stallscope.predict.Profile`.
+    ``compute_scales``: per GPU, a measured ratio of compute time on it to the run's (wins over
+    the device model)."""
     if isinstance(run, Profile):
         profile = run
     else:
         paths = [run] if isinstance(run, (str, Path)) else list(run)
         profile = profile_of(paths[0] if len(paths) == 1 else paths)
-    return ProfilePredictor(profile, measured_device, precision)
+    return ProfilePredictor(profile, measured_device, precision, compute_scales)

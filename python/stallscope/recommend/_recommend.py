@@ -5,7 +5,7 @@ Pareto front of time against cost."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -126,13 +126,15 @@ def recommendation(
     max_instances: int = MAX_INSTANCES,
     measured_device: str | None = None,
     precision: str = "fp32",
+    compute_scales: Mapping[str, float] | None = None,
 ) -> Recommendation:
     """The best configuration for the measured job ``run`` under one budget: the cheapest that
     finishes within ``time_budget`` (hours, or "24h", "90m", "2d") or the fastest that costs at
     most ``cost_budget`` (dollars). ``run``: a run directory, Kineto traces, a saved profile, a
     `stallscope.predict.Profile`, or a StepPredictor. ``measured_device``: for a run on CPU
-    threads, the GPU its compute stands for; ``precision``: the peak that scales it. The other
-    options: docs/recommend.md."""
+    threads, the GPU its compute stands for; ``precision``: the peak that scales it;
+    ``compute_scales``: per GPU, a measured ratio of compute time on it to the run's (for a
+    GPU the device table cannot scale to). The other options: docs/recommend.md."""
     work = _work(steps, samples, tokens, epochs)
     if (time_budget is None) == (cost_budget is None):
         raise RecommendError(
@@ -152,7 +154,7 @@ def recommendation(
     if not isinstance(run, StepPredictor):
         from stallscope.recommend._profile_predictor import predictor_for
 
-        run = predictor_for(run, measured_device, precision)
+        run = predictor_for(run, measured_device, precision, compute_scales)
     total = micro_batches(work, job, run.measured_ranks)
     table = _catalog(catalog, prices, gpus, clouds, region)
     excluded = Excluded()

@@ -121,11 +121,11 @@ def main(argv: list[str] | None = None) -> None:
     if world > 1:
         import torch.distributed as dist
 
-        import stallscope.torch
+        from stallscope.torch import instrument
 
         dist.init_process_group("gloo")
         model = torch.nn.parallel.DistributedDataParallel(model)
-        stallscope.torch.instrument(model)  # DDP buckets and collectives into the trace
+        instrument(model)  # DDP buckets and collectives into the trace
     try:
         with stallscope.trace(a.out):
             train(cfg, model, opt, loss_fn, loader)

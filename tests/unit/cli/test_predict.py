@@ -110,3 +110,15 @@ def test_network_and_device_options(profile_file: Path) -> None:
     assert "1 x 1, as calibrated, A100-SXM4-80GB" in res.stdout
     res = CliRunner().invoke(cli, ["predict", str(h200), "--device", "H1OO"])
     assert res.exit_code == 1 and "nearest: H100-SXM" in res.output
+
+
+def test_a_device_without_figures_names_predicts_option() -> None:
+    h200 = Path(__file__).resolve().parents[2] / "data" / "kineto" / "h200_transformer_1rank"
+    res = CliRunner().invoke(cli, ["predict", str(h200), "--device", "A10G"])
+    assert res.exit_code == 1
+    assert "A10G has no sourced peak" in res.output and "(--compute-scale RATIO)" in res.output
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(
+        cli, ["predict", str(h200), "--device", "A10G", "--compute-scale", "2.5"]
+    )
+    assert res.exit_code == 0, res.output

@@ -148,3 +148,20 @@ def test_kineto_traces_of_one_gpu(tmp_path: Path) -> None:
     doc = orjson.loads(out.read_bytes())
     assert {c["ranks"] for c in doc["candidates"]} == {1}
     assert any("communication on several GPUs is unknown" in e["reason"] for e in doc["excluded"])
+
+
+def test_a_gpu_the_device_table_cannot_scale_to(tmp_path: Path) -> None:
+    """A GPU run's compute cannot move to an A10G (no sourced peaks): the reason names
+    recommend's own option, and that option prices it."""
+    traces = Path(__file__).resolve().parents[2] / "data" / "kineto" / "h200_transformer_1rank"
+    args = (traces, "--steps", "100000", "--time-budget", "240h", "--gpu", "A10G,H100")
+    out = tmp_path / "rec.json"
+    _ok(*args, "--json", out)
+    reasons = [e["reason"] for e in orjson.loads(out.read_bytes())["excluded"]]
+    assert any("stallscope recommend --compute-scale A10G=RATIO" in r for r in reasons)
+    assert not any("stallscope predict" in r or "Target." in r for r in reasons)
+    res = _ok(*args, "--compute-scale", "A10G=6", "--json", out)
+    doc = orjson.loads(out.read_bytes())
+    assert any(c["gpu"] == "A10G" for c in doc["candidates"]), res.output
+    bad = _run(*args, "--compute-scale", "A10G")
+    assert bad.exit_code == 2 and "GPU=RATIO" in bad.output

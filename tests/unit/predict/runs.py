@@ -2,7 +2,8 @@
 
 A CPU DDP step per rank (ns): data wait, host gap, forward region, backward region (its buckets
 become ready at given offsets; their all-reduces end ``wait`` after the backward compute ends),
-the backward's tail after the wait, the optimizer. Ranks may compute slower by a factor.
+the backward's tail after the wait, the optimizer. Ranks may compute slower by a factor; a step
+may wait longer for its data on every rank (``jitter``: a noisy run).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class CpuRun:
     slow: dict[int, float] = field(default_factory=dict)  # rank -> compute factor
     nnodes: int = 1
     collectives: bool = True
+    jitter: list[int] = field(default_factory=list)  # extra data wait per step (ns), all ranks
+
+    def extra(self, step: int) -> int:
+        return self.jitter[step % len(self.jitter)] if self.jitter else 0
 
     def period(self, rank: int) -> int:
         f = self.slow.get(rank, 1.0)
@@ -67,16 +72,17 @@ class CpuRun:
             fwd = round(f * self.forward)
             tail, opt = round(f * self.tail), round(f * self.optimizer)
             for s in range(self.steps):
-                t0 = 1_000 * MS + s * period
+                t0 = 1_000 * MS + s * period + sum(self.extra(k) for k in range(s))
                 ev(r, "step", "host", "step", t0, t0, corr=s + 1)
-                ev(r, "data_wait", "data", "next_batch", t0, t0 + self.data)
-                a = t0 + self.data + self.host
+                data = self.data + self.extra(s)
+                ev(r, "data_wait", "data", "next_batch", t0, t0 + data)
+                a = t0 + data + self.host
                 ev(r, "region", "compute", "forward", a, a + fwd)
                 b = a + fwd
                 # every rank's all-reduces end together: when the slowest rank's backward is done
                 comm_end = (
                     t0
-                    + self.data
+                    + data
                     + self.host
                     + round(
                         max(self.slow.get(q, 1.0) for q in range(self.ranks))
@@ -114,13 +120,6 @@ class CpuRun:
                         )
                 o = comm_end + tail
                 ev(r, "region", "compute", "optimizer", o, o + opt)
-            ev(
-                r,
-                "step",
-                "host",
-                "step",
-                1_000 * MS + self.steps * period,
-                1_000 * MS + self.steps * period,
-                corr=self.steps + 1,
-            )
+            end = 1_000 * MS + self.steps * period + sum(self.extra(k) for k in range(self.steps))
+            ev(r, "step", "host", "step", end, end, corr=self.steps + 1)
         return pl.DataFrame(rows, schema=SCHEMA)

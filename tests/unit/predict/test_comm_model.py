@@ -11,7 +11,13 @@ import pytest
 from stallscope.comm import Calibration, tcp_efficiency
 from stallscope.comm import _formulas as f
 from stallscope.predict import PredictError
-from stallscope.predict._comm import CommModel, Tier, calibration_link, rate_link
+from stallscope.predict._comm import (
+    CommModel,
+    Tier,
+    calibration_link,
+    rate_link,
+    tree_correction,
+)
 
 MB = 1e6
 
@@ -38,33 +44,56 @@ def test_gloo_flat_ring_waits_for_its_slowest_edge() -> None:
     assert t == pytest.approx(2 * 3 * 50e-6 + 1.5 * 100e6 / 1e9)
 
 
-def test_nccl_takes_the_fastest_of_ring_tree_and_hierarchy() -> None:
+def test_nccl_takes_the_faster_of_ring_and_tree() -> None:
     m = _model("nccl")
     n, nodes, per = 100 * MB, 2, 4
-    flat = f.predict_seconds("all_reduce", n, 8, 50e-6, 1e-9)
+    # one port per rank (no node-wide NIC): the node's rings cross at 4 ports' 4 GB/s
+    edge = max(1e-10, 1 / (per * 1e9))
+    # of the ring's 14 steps, 2 cross nodes (50 us each), 12 stay inside (10 us each)
+    flat = 12 * 10e-6 + 2 * 50e-6 + f.predict_seconds("all_reduce", n, 8, 0.0, edge)
+    tree = f.predict_seconds("all_reduce", n, 8, 50e-6, edge, algorithm="tree")
+    assert m.seconds("all_reduce", n, nodes, per) == pytest.approx(min(flat, tree))
+    assert flat < tree  # large messages: the ring's bandwidth term is smaller
+    # 1 kB, latency-bound: the tree's 6 steps all cross nodes (its bandwidth term at NCCL's
+    # 0.9, index 3); the ring's 14 steps only 2 of them: the ring wins
+    small_tree = 2 * 3 * 50e-6 + 2 * 1e3 * edge / 0.9
+    small_ring = 12 * 10e-6 + 2 * 50e-6 + 2 * 7 / 8 * 1e3 * edge
+    assert m._options("all_reduce", 1e3, nodes, per) == pytest.approx([small_ring, small_tree])
+    assert m.seconds("all_reduce", 1e3, nodes, per) == pytest.approx(small_ring)
+    # no hierarchical all-reduce: NCCL runs none without in-network reduction, and it would
+    # move a quarter of the bytes across nodes
     hier = f.hierarchical_all_reduce_seconds(n, nodes, per, (10e-6, 1e-10), (50e-6, 1e-9))
-    tree = f.predict_seconds("all_reduce", n, 8, 50e-6, 1e-9, algorithm="tree")
-    assert m.seconds("all_reduce", n, nodes, per) == pytest.approx(min(flat, hier, tree))
-    # hierarchy: RS + AG inside (2 * 3/4 * 100e6 / 10e9 = 15 ms + latency), AR of n/4 across
-    assert hier == pytest.approx(
-        2 * (3 * 10e-6 + 0.75 * n * 1e-10) + (2 * 50e-6 + 1.0 * (n / 4) * 1e-9)
-    )
-    assert hier < flat  # the hierarchy moves a quarter of the bytes across nodes
+    assert hier < m.seconds("all_reduce", n, nodes, per)
+
+
+def test_nccl_tree_bandwidth_at_mid_sizes_follows_nccls_correction() -> None:
+    assert [tree_correction(n) for n in (64, 512 * 2**10, 32 * 2**20, 256 * 2**20)] == [
+        0.9,
+        0.5,
+        0.7,
+        0.9,
+    ]
+    assert tree_correction(512 * 2**20) == 1.0 == tree_correction(8 * 2**30)
+    # 8 nodes x 1 rank at 1 GB/s, 4 MiB (index 16: 0.7): the tree beats the ring's 14 steps
+    m, n = _model("nccl"), 4 * 2**20
+    tree = 2 * 3 * 50e-6 + 2 * n * 1e-9 / 0.7
+    ring = 2 * 7 * 50e-6 + 2 * 7 / 8 * n * 1e-9
+    assert m.seconds("all_reduce", n, 8, 1) == pytest.approx(min(tree, ring))
+    assert m._options("all_reduce", n, 8, 1) == pytest.approx([ring, tree])
+    # gloo has no tree, and no correction
+    assert _model("gloo").seconds("all_reduce", n, 8, 1) == pytest.approx(ring)
 
 
 def test_the_nic_is_shared_by_the_ranks_sending_across() -> None:
-    # 8 ranks per node, each 1 GB/s to the network, but the node's NIC carries 2 GB/s: the
-    # hierarchy's 8 concurrent inter-node all-reduces get 1/4 GB/s each.
+    # 8 ranks per node, each 1 GB/s to the network: 8 GB/s of ports; a node-wide NIC of
+    # 2 GB/s caps the rings that cross it.
     n = 80 * MB
-    capped = _model("nccl", nic=2e9)
-    hier = f.hierarchical_all_reduce_seconds(
-        n, 2, 8, (10e-6, 1e-10), (50e-6, 1e-9), nic_bytes_per_s=2e9
-    )
-    inter = 2 * 50e-6 + 1.0 * (n / 8) * (8 / 2e9)
-    intra = 2 * (7 * 10e-6 + 7 / 8 * n * 1e-10)
-    assert hier == pytest.approx(intra + inter)
-    assert capped.seconds("all_reduce", n, 2, 8) <= hier
-    assert capped.seconds("all_reduce", n, 2, 8) > _model("nccl").seconds("all_reduce", n, 2, 8)
+    capped = _model("nccl", nic=2e9).seconds("all_reduce", n, 2, 8)
+    ports = _model("nccl").seconds("all_reduce", n, 2, 8)
+    lat = 28 * 10e-6 + 2 * 50e-6  # 30 ring steps, 2 across nodes
+    assert capped == pytest.approx(lat + f.predict_seconds("all_reduce", n, 16, 0.0, 1 / 2e9))
+    assert ports == pytest.approx(lat + f.predict_seconds("all_reduce", n, 16, 0.0, 1 / 8e9))
+    assert capped > ports
     assert f.shared_beta(1e-9, 8, 2e9) == pytest.approx(4e-9)
     assert f.shared_beta(1e-9, 1, 2e9) == pytest.approx(1e-9)
 

@@ -123,6 +123,8 @@ def test_peak_flops_units_and_errors() -> None:
         ("AMD Instinct MI300X", "MI300X"),
         ("l40s", "L40S"),
         ("  t4 ", "T4"),
+        ("NVIDIA A100-PG509-200", "A100-SXM4-40GB"),  # as a Kineto trace of one reports it
+        ("NVIDIA PG509-210", "A100-SXM4-80GB"),
     ],
 )
 def test_aliases_resolve_case_and_separator_insensitively(alias: str, name: str) -> None:

@@ -61,11 +61,12 @@ def test_unknown_devices_name_the_nearest(h200) -> None:  # type: ignore[no-unty
 
 def test_networks_of_the_link_table() -> None:
     path, nic = table_inter("aws-efa-p4d")  # 4 x 100 Gbps per node of 8 GPUs
-    assert nic == pytest.approx(50e9)
-    assert path.bandwidth_bytes_per_s == pytest.approx(12.5e9)  # one of its 4 NICs
+    assert nic == pytest.approx(50e9 * 0.95)  # at NCCL's efficiency on the link
+    assert path.bandwidth_bytes_per_s == pytest.approx(12.5e9 * 0.95)  # one of its 4 NICs
     assert "aws-efa-p4d" in path.source and "https://" in path.source
+    assert "NCCL efficiency 0.95" in path.source
     port, nic = table_inter("ib-ndr")
-    assert nic is None and port.bandwidth_bytes_per_s == pytest.approx(50e9)
+    assert nic is None and port.bandwidth_bytes_per_s == pytest.approx(50e9 * 0.95)
     with pytest.raises(PredictError, match="unknown network"):
         table_inter("warp-drive")
     with pytest.raises(PredictError, match="within a node, not a network"):
@@ -80,3 +81,36 @@ def test_a_network_overrides_the_rate() -> None:
     assert slow["network"] == "ethernet-10g"
     lines = prediction(p, [Target(2, 1, network="ib-ndr")]).links
     assert any("ib-ndr" in line for line in lines)
+
+
+def _a100_job():  # type: ignore[no-untyped-def]
+    p = profile()
+    p.measured.device, p.measured.backend = "A100-SXM4-80GB", "nccl"
+    return p
+
+
+def test_a_target_may_give_its_own_links() -> None:
+    p = _a100_job()
+    nvlink, pcie, given_same = predict(
+        p, [Target(1, 8), Target(1, 8, intra_node_GBps=32.0), Target(1, 8, intra_node_GBps=300.0)]
+    ).iter_rows(named=True)
+    assert pcie["interconnect_ns"] > nvlink["interconnect_ns"]  # PCIe instead of NVLink3
+    assert given_same["step_ns"] == pytest.approx(nvlink["step_ns"], rel=1e-3)
+    pred = prediction(p, [Target(1, 8, intra_node_GBps=32.0)])
+    assert any("given: 32 GB/s" in line and "pcie4-x16" in line for line in pred.links)
+    # across nodes: the node's network in Gbit/s wins over a named network's bandwidth
+    efa, given_efa, given_slow = predict(
+        p,
+        [
+            Target(2, 8, network="aws-efa-p4d"),
+            Target(2, 8, inter_node_gbps=400.0),
+            Target(2, 8, network="aws-efa-p4d", inter_node_gbps=100.0),
+        ],
+    ).iter_rows(named=True)
+    assert given_efa["network_ns"] == pytest.approx(efa["network_ns"], rel=1e-3)  # 400 Gbit/s
+    assert given_slow["network_ns"] > efa["network_ns"]
+    with pytest.raises(PredictError, match="no link figures for ranks across nodes"):
+        predict(p, Target(2, 8, intra_node_GBps=32.0))  # within a node only
+    for bad in ({"intra_node_GBps": 0.0}, {"inter_node_gbps": -1.0}):
+        with pytest.raises(PredictError, match="positive bandwidth"):
+            Target(2, 8, **bad)  # type: ignore[arg-type]

@@ -84,3 +84,39 @@ def test_frame() -> None:
     assert df.schema["GBps_per_gpu"] == pl.Float64
     assert df.filter(pl.col("per") == "port")["GBps_per_gpu"].is_null().all()
     assert df.filter(pl.col("name") == "nvlink4")["GBps_per_gpu"].item() == 450
+
+
+def test_nccl_efficiency_is_sourced_and_applied() -> None:
+    for name in ("nvlink4", "nvswitch-gen3"):
+        x = link(name)
+        assert x.efficiency == 0.82 and x.effective_bytes_per_s == pytest.approx(0.82 * 450e9)
+        assert "nccl-tests/issues/212" in x.source("efficiency").url
+    assert link("ib-ndr").efficiency == 0.95
+    assert link("ethernet-100g").efficiency == 1.0  # no source gives one: the line rate
+    assert links().filter(pl.col("name") == "ib-hdr")["efficiency"].item() == 0.95
+
+
+def _entry(**extra: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "name": "test-link",
+        "tier": "inter",
+        "per": "port",
+        "GBps_per_direction": 10,
+        "nominal": "a test link",
+        "latency_us": 14.0,
+        "latency_kind": "assumption",
+        "sources": {"default": {"url": "https://example.org/a", "date": "2026-01-01"}},
+    }
+    base.update(extra)
+    return base
+
+
+def test_a_bad_efficiency_names_the_problem() -> None:
+    from stallscope.predict._links import _parse
+
+    ok = _parse(_entry(), 0)
+    assert ok.efficiency == 1.0
+    with pytest.raises(CatalogError, match=r"efficiency is a share of the line rate, <= 1"):
+        _parse(_entry(efficiency=1.2), 0)
+    with pytest.raises(CatalogError, match=r"an efficiency needs its own source"):
+        _parse(_entry(efficiency=0.9), 0)

@@ -3,8 +3,6 @@ workload made in the test."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -82,31 +80,6 @@ def test_a_run_without_buckets_says_so() -> None:
     p = sp.profile_of(run.frame())
     assert p.buckets == [] and p.bytes_source == "none"
     assert any("no gradient buckets" in n for n in p.notes)
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real 2-rank DDP run (gloo, CPU) of the demo workload."""
-    out = tmp_path_factory.mktemp("demo") / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=2",
-        "-m",
-        "stallscope.workloads._demo",
-        "--out",
-        str(out),
-        "--steps",
-        "8",
-        "--batch-size",
-        "32",
-        "--workers",
-        "0",
-    ]
-    subprocess.run(cmd, check=True, timeout=300, capture_output=True)
-    return out
 
 
 @pytest.mark.torch

@@ -3,8 +3,10 @@ sets (V100, A100, DLRM on 8 V100, a sampled 128-rank job)."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
+import orjson
 import pytest
 
 import stallscope.predict as sp
@@ -63,3 +65,24 @@ def test_all_to_all_jobs(kineto_data: Path, name: str, ranks: int, nodes: int) -
     assert any("assumed" in n for n in p.notes)
     assert any(c.name == "send_recv" for c in p.collectives)  # NCCL's all-to-all kernels
     assert p.compute_ns > 0
+
+
+def test_every_trace_set_names_a_device_of_the_table() -> None:
+    """The GPU names the repository's trace sets report resolve (the manifest lists them)."""
+    manifest = orjson.loads((REPO_KINETO / "MANIFEST.json").read_bytes())
+    names = {g for s in manifest.values() for f in s["files"].values() for g in f["gpu"]}
+    assert "NVIDIA A100-PG509-200" in names
+    for name in names:
+        assert sp.device(name).name  # CatalogError names the nearest if not
+
+
+def test_the_pg509_a100_set_predicts_without_editing_the_profile(kineto_data: Path) -> None:
+    p = sp.profile_of(kineto_data / "hta_a100_rank0_of2_ncclmeta")
+    assert p.measured.device == "NVIDIA A100-PG509-200"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sp.PredictWarning)
+        pred = sp.prediction(p, [sp.Target(1, 2), sp.Target(2, 2, network="ib-hdr", device="H100")])
+    assert any("nvlink3" in line.lower() for line in pred.links)  # the A100's own NVLink
+    same, other = pred.frame.iter_rows(named=True)
+    assert same["compute_ns"] == pytest.approx(p.measured.stalls_ns["compute_ns"], rel=1e-6)
+    assert other["compute_ns"] < same["compute_ns"]  # an H100 computes faster

@@ -43,8 +43,9 @@ def test_a_cpu_run_needs_the_gpu_it_stands_for() -> None:
     assert p.measured_device == "T4" and p.measured_ranks == 2
     assert p.compute_scale("T4") == 1.0
     assert p.compute_scale("H100-SXM") == pytest.approx(8.1 / 67.0)  # fp32 dense peaks
-    with pytest.raises(RecommendError, match="A10G has no sourced dense fp32 peak"):
+    with pytest.raises(RecommendError, match="A10G has no sourced peak for dense fp32") as e:
         p.compute_scale("A10G")
+    assert "stallscope recommend --compute-scale A10G=RATIO" in str(e.value)
     assert "stands for T4's" in p.basis
 
 
@@ -86,11 +87,27 @@ def test_a_one_rank_run_predicts_one_gpu_only() -> None:
     assert "communication on several GPUs is unknown" in got["problem"][1]
 
 
-def test_a_catalog_link_unlike_the_devices_is_noted() -> None:
+def test_every_candidate_is_predicted_on_its_instances_own_links() -> None:
     p = ProfilePredictor(_gpu_profile())
-    p.predict([Shape("A100-SXM4-80GB", 1, 4, 32.0, 100.0)])  # A100s over PCIe
-    (note,) = p.predictor_notes
-    assert "nvlink3 at 300 GB/s" in note and "the catalog gives 32 GB/s" in note
+    shapes = [
+        Shape("A100-SXM4-80GB", 1, 4, 300.0, 100.0),  # NVLink
+        Shape("A100-SXM4-80GB", 1, 4, 32.0, 100.0),  # the same GPUs over PCIe
+        Shape("A100-SXM4-80GB", 2, 4, 300.0, 400.0),
+        Shape("A100-SXM4-80GB", 2, 4, 300.0, 100.0),  # a slower network
+    ]
+    nvlink, pcie, fast, slow = p.predict(shapes).iter_rows(named=True)
+    assert pcie["interconnect_ns"] > 2 * nvlink["interconnect_ns"] > 0
+    assert pcie["step_ns"] > nvlink["step_ns"]
+    assert slow["network_ns"] > 1.5 * fast["network_ns"] > 0
+    # the links each target used are the catalog's figures
+    targets = [p._target(s) for s in shapes]
+    assert [(t.intra_node_GBps, t.inter_node_gbps) for t in targets] == [
+        (300.0, None),
+        (32.0, None),
+        (300.0, 400.0),
+        (300.0, 100.0),
+    ]
+    assert not p.predictor_notes  # nothing differs from what the catalog says
 
 
 def test_recommendation_takes_a_saved_profile(tmp_path: Path) -> None:
@@ -107,3 +124,26 @@ def test_recommendation_takes_a_saved_profile(tmp_path: Path) -> None:
     )
     assert rec.best["instance"] in ("t4.1x", "h100.8x")
     assert predictor_for(path, "T4").measured_ranks == 2
+
+
+def test_a_gpu_without_figures_is_fixed_with_recommends_own_option() -> None:
+    """The reason names the option of the verb the user ran, and that option works."""
+    shapes = [Shape("A10G", 1, 1, 32.0, None), Shape("A10G", 1, 4, 32.0, None)]
+    for p in (
+        ProfilePredictor(_gpu_profile()),
+        ProfilePredictor(Profile.from_dict(_PROFILE), "T4"),
+    ):
+        reason = p.predict(shapes)["problem"][0]
+        assert "A10G has no sourced peak" in reason
+        assert "stallscope recommend --compute-scale A10G=RATIO" in reason
+        assert "Target.compute_scale" not in reason and "stallscope predict" not in reason
+        with pytest.raises(RecommendError, match="--compute-scale A10G=RATIO"):
+            p.compute_scale("A10G")
+    given = ProfilePredictor(_gpu_profile(), compute_scales={"a10g": 2.0})
+    one, four = given.predict(shapes).iter_rows(named=True)
+    assert one["problem"] is None and four["problem"] is None
+    assert given.compute_scale("A10G") == 2.0 and "A10G x2" in given.basis
+    base = ProfilePredictor(_gpu_profile()).profile.compute_ns
+    assert one["compute_ns"] == pytest.approx(2.0 * base, rel=1e-6)
+    with pytest.raises(RecommendError, match="must be a positive number"):
+        ProfilePredictor(_gpu_profile(), compute_scales={"A10G": 0.0})
