@@ -217,12 +217,11 @@ class Summarizer:
         self.rows += len(rows)
 
     def _trim(self, buf: pl.DataFrame) -> None:
-        """Keep the events that overlap a step not yet written, and that step's marker."""
+        """Keep the events that overlap a step not yet written, and the instants at its start
+        (its marker; a collective arriving right at it, which no written row took)."""
         if self._cut is not None:
             cut = self._cut
-            keep = (pl.col("end_ns") > cut) | (
-                (pl.col("kind") == "step") & (pl.col("start_ns") >= cut)
-            )
+            keep = (pl.col("end_ns") > cut) | (pl.col("start_ns") >= cut)
             buf = buf.filter(keep)
             self._sent = {k: e for k, e in self._sent.items() if e > cut}
         if buf.height > self.max_events:
