@@ -127,10 +127,13 @@ def stopped(
     backends: Mapping[str, Any],
     file: str | None,
     steps: int,
+    step_source: Mapping[str, Any],
     monotonic_ns: int,
     realtime_ns: int,
 ) -> dict[str, Any]:
-    """What a trace adds when it stops: drop counts per cause, what was written."""
+    """What a trace adds when it stops: drop counts per cause, what was written, how the steps
+    were found (``step_source``: ``source`` is "stallscope.step" for the program's own markers,
+    "none", or what `stallscope profile` found them by, with its details)."""
     return {
         "status": "stopped",
         "stop_clock": {"monotonic_ns": monotonic_ns, "realtime_ns": realtime_ns},
@@ -144,6 +147,7 @@ def stopped(
         "backends": dict(backends),
         "file": file,
         "steps": steps,
+        "step_source": dict(step_source),
     }
 
 
