@@ -24,6 +24,7 @@ from typing import Any, Protocol
 BACKEND_MODULES: dict[str, str] = {}
 BACKEND_MODULES["torch_dist"] = "stallscope.torch._backend"  # collectives, clock sync
 BACKEND_MODULES["cupti"] = "stallscope.capture._cupti"  # GPU activity through CUPTI
+BACKEND_MODULES["auto_steps"] = "stallscope.torch._steps"  # steps of unchanged programs
 
 
 class Backend(Protocol):

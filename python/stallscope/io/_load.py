@@ -54,6 +54,32 @@ class RunInfo:
         return out
 
 
+def describe_step_source(source: Any, imported: bool = False) -> str | None:
+    """run.json's ``step_source`` of a process in words (None when it has none: an older run);
+    `imported`: the process is an imported PyTorch profiler trace."""
+    if imported:
+        return "from the ProfilerStep#N ranges of the PyTorch profiler traces"
+    if not isinstance(source, dict):
+        return None
+    kind, by, n = source.get("source"), source.get("by", "?"), source.get("steps")
+    count = f": {n} step{'' if n == 1 else 's'}" if isinstance(n, int) else ""
+    if kind == "optimizer":
+        first = source.get("first_step", "")
+        return f"found from the optimizer's steps (the end of {by} ends each step; {first}){count}"
+    if kind == "profiler":
+        return f"found from torch.profiler's steps ({by} ends each step){count}"
+    if kind == "forward":
+        return f"found from the model's forward ({by} starts each step){count}"
+    if kind == "stallscope.step":
+        return "marked by the program (stallscope.step() or loader(mark_steps=True))"
+    if kind == "none":
+        return (
+            "none found: no optimizer step, torch.profiler step or model forward ran while "
+            "tracing (mark them with stallscope.step())"
+        )
+    return str(kind)
+
+
 # What each drop counter of run.json means, and what to do about it.
 _DROP_HINTS = {
     "ring_full": "rings full: raise ring_capacity",
