@@ -54,8 +54,9 @@ def _run_ddp(run_dir: Path, ranks: int, steps: int, batch_size: int, workers: in
         )
 
 
-@click.command()
+@click.command(short_help="Trace a 2-rank DDP training job and show where each step went.")
 @click.option(
+    "-o",
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,

@@ -19,7 +19,7 @@ from stallscope.cli.report import report
 from stallscope.cli.testbed import testbed
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="stallscope")
 def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""

@@ -61,7 +61,7 @@ def shares_line(whole: pl.DataFrame) -> str:
     return " | ".join(parts)
 
 
-@click.command()
+@click.command(short_help="Stall tables of a run or of profiler traces; --html report.")
 @click.argument("run", type=click.Path(exists=True, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the tables as JSON (ns) for scripts.")
 @click.option(

@@ -1,0 +1,140 @@
+"""Every verb's exit status: 0 when it did its job, 1 with a one-line reason when it could not
+(never a traceback), 2 for a usage error; `-o` is `--out` wherever there is one; output files
+get their missing folders. (profile's statuses with a real program: tests/unit/torch_dist.)"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+import stallscope
+from stallscope.cli.main import cli
+
+REPO = Path(__file__).resolve().parents[3]
+H200 = REPO / "tests" / "data" / "kineto" / "h200_transformer_1rank"
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def _clean_failure(res: Result, code: int, *words: str) -> None:
+    assert res.exit_code == code, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert "Traceback" not in res.output
+    for w in words:
+        assert w in res.output, res.output
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("codes") / "run"
+    with stallscope.trace(run):
+        for _ in stallscope.loader(range(3), mark_steps=True):
+            with stallscope.region("forward", category="compute"):
+                time.sleep(0.001)
+    return run
+
+
+def _verbs() -> list[str]:
+    return sorted(cli.commands)
+
+
+def test_every_verb_has_help_and_a_whole_summary() -> None:
+    res = _run("--help")
+    assert res.exit_code == 0
+    for verb in _verbs():
+        assert _run(verb, "--help").exit_code == 0
+        command = cli.commands[verb]
+        summary = command.get_short_help_str(limit=80)
+        assert not summary.endswith("..."), (verb, summary)
+        assert not summary.endswith("e.g."), (verb, summary)
+
+
+def test_out_has_the_short_form_o_wherever_it_exists() -> None:
+    def commands(group: click.Group) -> list[click.Command]:
+        out: list[click.Command] = []
+        for c in group.commands.values():
+            out += commands(c) if isinstance(c, click.Group) else [c]
+        return out
+
+    with_out = []
+    for c in commands(cli):
+        for p in c.params:
+            if isinstance(p, click.Option) and "--out" in p.opts:
+                assert "-o" in p.opts, c.name
+                with_out.append(c.name)
+    assert {"demo", "profile", "import"} <= set(with_out)
+
+
+def test_usage_errors_exit_2() -> None:
+    for args in (
+        ("nosuchverb",),
+        ("report",),
+        ("report", "/no/such/run"),
+        ("export", "/no/such/run", "--perfetto", "t.json"),
+        ("import", "/no/such/trace.json", "-o", "x"),
+        ("profile", "-o", "x"),  # no command
+        ("demo", "--ranks", "0"),
+        ("bench", "comm", "-b", "lots"),
+        ("testbed",),  # no command
+        ("catalog", "--gpu"),
+    ):
+        res = _run(*args)
+        assert res.exit_code == 2, (args, res.output)
+        assert "Traceback" not in res.output
+
+
+def test_report_codes(run_dir: Path, tmp_path: Path) -> None:
+    assert _run("report", str(run_dir)).exit_code == 0
+    (tmp_path / "notes.txt").write_text("x")
+    _clean_failure(_run("report", str(tmp_path)), 1, "neither a stallscope run directory")
+
+
+def test_export_creates_missing_folders(run_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "missing" / "dir" / "t.json"
+    res = _run("export", str(run_dir), "--perfetto", str(out))
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 0
+    _clean_failure(_run("export", str(run_dir), "--perfetto", str(tmp_path)), 2, "is a directory")
+    (tmp_path / "file").write_text("x")
+    blocked = tmp_path / "file" / "t.json"  # a parent that is a file
+    _clean_failure(_run("export", str(run_dir), "--perfetto", str(blocked)), 1, "cannot create")
+
+
+def test_import_codes(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "run"
+    res = _run("import", str(H200), "-o", str(out))
+    assert res.exit_code == 0, res.output
+    assert (out / "rank-00000.parquet").exists()
+    _clean_failure(_run("import", str(H200), "-o", str(out)), 1, "already holds event files")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    _clean_failure(_run("import", str(bad), "-o", str(tmp_path / "r2")), 1, str(bad))
+
+
+def test_bench_rejects_an_unwritable_output_before_the_sweep(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    res = _run("bench", "comm", "--json", str(tmp_path / "file" / "r.json"))
+    _clean_failure(res, 1, "cannot create the folder")
+
+
+def test_catalog_codes(tmp_path: Path) -> None:
+    out = tmp_path / "a" / "b" / "rows.json"
+    res = _run("catalog", "--gpu", "H100", "--json", str(out))
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 0
+    _clean_failure(_run("catalog", "--gpu", "NoSuchGPU"), 2, "unknown GPU")
+    # An empty selection is an answer, said on stderr, not a failure (test_catalog_cli.py)
+    none = _run("catalog", "--gpu", "H100", "--region", "mars-1")
+    assert none.exit_code == 0 and "no instance" in none.output
+
+
+def test_demo_and_testbed_argument_checks() -> None:
+    # Their runs are tested in test_demo.py and tests/unit/testbed (they need torch / root).
+    assert "-o, --out" in _run("demo", "--help").output
+    _clean_failure(_run("testbed", "--nodes", "2"), 2, "give the command to run")
