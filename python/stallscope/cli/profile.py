@@ -179,7 +179,9 @@ def _summarize(
         + (f" (world size {info.world_size})" if info.world_size else ""),
         err=True,
     )
-    for line in _step_lines(info):
+    from stallscope.cli._source import steps_found
+
+    for line in steps_found(info):
         click.echo(f"  steps: {line}", err=True)
     for p in info.problems:
         click.echo(f"  problem: {p}", err=True)
@@ -192,17 +194,3 @@ def _summarize(
         click.echo("stallscope profile: no process reported tracing", err=True)
         return 1
     return 0
-
-
-def _step_lines(info: Any) -> list[str]:
-    """How the steps were found, one line per distinct way (ranks grouped)."""
-    from stallscope.io._load import describe_step_source
-
-    by: dict[str, list[int]] = {}
-    for p in info.processes.values():
-        text = describe_step_source(p.get("step_source"))
-        if text and isinstance(p.get("rank"), int):
-            by.setdefault(text, []).append(int(p["rank"]))
-    if len(by) == 1:
-        return list(by)
-    return [f"{t} (ranks {', '.join(map(str, sorted(r)))})" for t, r in by.items()]

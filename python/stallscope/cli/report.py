@@ -26,6 +26,29 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
+def legend_lines(categories: list[str] | tuple[str, ...] | None = None) -> list[str]:
+    """What each stall category means, one entry each (all of them, or `categories`), wrapped
+    to the terminal's width under the category's name."""
+    import shutil
+    import textwrap
+
+    from stallscope.analysis import STALL_MEANINGS
+
+    cats = list(STALL_MEANINGS) if categories is None else list(categories)
+    width = max(len(label(c)) for c in cats)
+    columns = max(shutil.get_terminal_size((100, 24)).columns, 60)
+    indent = " " * (width + 4)
+    return [
+        textwrap.fill(
+            STALL_MEANINGS[c],
+            width=columns,
+            initial_indent=f"  {label(c):>{width}}  ",
+            subsequent_indent=indent,
+        )
+        for c in cats
+    ]
+
+
 def print_step_table(table: pl.DataFrame, max_rows: int = 40) -> None:
     """Print the stall table (one row per rank and step) in ms, only the categories that are
     not zero everywhere."""
@@ -82,10 +105,11 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
     and for the whole run. RUN is a run directory or a folder (or file) of PyTorch profiler
     traces."""
     from stallscope.analysis import stall_run_summary, stall_summary, stall_table
-    from stallscope.cli._source import echo_warnings, load_events
+    from stallscope.cli._source import echo_warnings, load_run
     from stallscope.cli.report_hta import hta_json, hta_views, print_hta
 
-    events, source, notes = load_events(run)
+    loaded = load_run(run)
+    events, source, notes = loaded.events, loaded.source, loaded.notes
     table = stall_table(events)
     across = stall_summary(table)
     whole = stall_run_summary(table)
@@ -97,7 +121,9 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
             "path": str(run),
             "source": source,
             "events": events.height,
-            "ranks": sorted(int(r) for r in events["rank"].unique().to_list()),
+            "ranks": loaded.ranks,
+            "world_size": loaded.world_size,
+            "steps_found": loaded.steps_found,
             "warnings": notes,
             "steps": table.to_dicts(),
             "across_ranks": across.to_dicts(),
@@ -114,6 +140,10 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
         f"{run} ({source}): {_count(events.height, 'event')}, {_count(ranks, 'rank')}, "
         f"{_count(table.height, 'rank-step')}"
     )
+    if loaded.coverage:
+        click.echo(f"ranks: {loaded.coverage}")
+    for line in loaded.steps_found:
+        click.echo(f"steps: {line}")
     if table.height == 0:
         click.echo(
             "no steps: the run has no step markers (call stallscope.step() each iteration, or "
@@ -161,3 +191,7 @@ def _print_stalls(
         labels={"total_ms": "total ms", "share_%": "share %", "per_step_ms": "per step ms"},
     )
     click.echo(f"run: {shares_line(whole)}")
+    shown = [c.removesuffix("_ns") for c in cats]
+    click.echo("\nwhat the categories mean (docs/stall-categories.md):")
+    for line in legend_lines(shown if "host_ns" in cats else [*shown, "host"]):
+        click.echo(line)

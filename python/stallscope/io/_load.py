@@ -12,6 +12,7 @@ import polars as pl
 
 from stallscope._schema import COLUMNS, SCHEMA
 from stallscope._utils.gil import fair_gil
+from stallscope._utils.text import ranks_text
 from stallscope.exceptions import RunDirError, StallscopeWarning
 from stallscope.io._run_dir import STEM_RE, event_files
 from stallscope.io._run_json import read_run_json
@@ -31,13 +32,31 @@ class RunInfo:
     drops: dict[str, int] = field(default_factory=dict)  # stem -> events dropped while tracing
     # stem -> {counter: n} of the counters behind `drops` ("ring_full", "cupti.cupti_dropped", ...)
     drop_causes: dict[str, dict[str, int]] = field(default_factory=dict)
+    # every process is an imported PyTorch profiler trace (stallscope import): a trace set may
+    # hold only some ranks of its job, by choice
+    imported: bool = False
+
+    @property
+    def coverage(self) -> str | None:
+        """ "3 of 16 ranks' traces (ranks 0-2)" when the run holds some ranks of its job."""
+        if not self.missing_ranks or not self.world_size:
+            return None
+        what = "ranks' traces" if self.imported else "ranks"
+        return f"{len(self.ranks)} of {self.world_size} {what} ({ranks_text(self.ranks)})"
 
     @property
     def problems(self) -> list[str]:
-        out = [
-            f"rank {r}: no event file (the process died before its first flush, or never traced)"
-            for r in self.missing_ranks
-        ]
+        out = []
+        if self.missing_ranks and self.imported:
+            out.append(
+                f"{self.coverage}: a PyTorch profiler trace set holding part of its job; the "
+                "tables cover these ranks only"
+            )
+        elif self.missing_ranks:
+            out.append(
+                f"{ranks_text(self.missing_ranks)}: no event file (the process died before its "
+                "first flush, or never traced)"
+            )
         out += [
             f"{s}: trace never stopped (process killed?): events up to its last flush only"
             for s in self.unfinished
@@ -123,7 +142,8 @@ def run_info(run_dir: str | os.PathLike[str]) -> RunInfo:
     unfinished = sorted(s for s, p in procs.items() if p.get("status") == "running")
     causes = {s: c for s, p in procs.items() if (c := _drop_causes(p))}
     drops = {s: sum(c.values()) for s, c in causes.items()}
-    return RunInfo(d, procs, files, world, ranks, missing, unfinished, drops, causes)
+    imported = bool(procs) and all(p.get("source") == "kineto" for p in procs.values())
+    return RunInfo(d, procs, files, world, ranks, missing, unfinished, drops, causes, imported)
 
 
 def _drop_causes(entry: dict[str, Any]) -> dict[str, int]:
