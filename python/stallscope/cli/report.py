@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import polars as pl
@@ -100,7 +101,29 @@ def shares_line(whole: pl.DataFrame) -> str:
     help="Also HolisticTraceAnalysis' views of the GPU timeline: temporal breakdown, comm/comp "
     "overlap, idle time by cause, kernel time by type (HTA 0.5.0's numbers).",
 )
-def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the report as one offline HTML file (plots need matplotlib: the report "
+    "extra); missing folders are created.",
+)
+@click.option(
+    "--calibration",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A calibration file (stallscope bench comm --calibrate FILE): the HTML report draws "
+    "its fits over the run's collective bandwidth.",
+)
+def report(
+    run: Path,
+    as_json: bool,
+    max_rows: int,
+    hta: bool,
+    html_out: Path | None,
+    calibration: Path | None,
+) -> None:
     """Where each step's time goes: stall tables per step and rank, per step across ranks,
     and for the whole run. RUN is a run directory or a folder (or file) of PyTorch profiler
     traces."""
@@ -108,9 +131,15 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
     from stallscope.cli._source import echo_warnings, load_run
     from stallscope.cli.report_hta import hta_json, hta_views, print_hta
 
+    if html_out is not None:
+        from stallscope.cli._paths import output_file
+
+        output_file(html_out)
     loaded = load_run(run)
     events, source, notes = loaded.events, loaded.source, loaded.notes
     table = stall_table(events)
+    if html_out is not None:
+        written = write_html_report(loaded, html_out, calibration, hta or None)
     across = stall_summary(table)
     whole = stall_run_summary(table)
     views = hta_views(events) if hta else None
@@ -132,6 +161,8 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
         if views is not None:
             doc["hta"] = hta_json(views)
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        if html_out is not None:
+            click.echo(f"wrote {written}", err=True)
         return
 
     echo_warnings(notes)
@@ -154,6 +185,31 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
     if views is not None:
         click.echo()
         print_hta(views, max_rows)
+    if html_out is not None:
+        click.echo(f"\nHTML report: {written}")
+
+
+def write_html_report(
+    loaded: Any, out: Path, calibration: Path | None, hta: bool | None = None
+) -> Path:
+    """Write `loaded` (cli._source.Loaded) as the HTML report; ClickException when it cannot."""
+    import stallscope.report as sr
+    from stallscope.exceptions import StallscopeError
+
+    facts = sr.RunFacts(
+        path=str(loaded.path),
+        source=loaded.source,
+        events=loaded.events.height,
+        world_size=loaded.world_size,
+        coverage=loaded.coverage,
+        steps_found=loaded.steps_found,
+        notes=loaded.notes,
+    )
+    try:
+        data = sr.report_data(loaded.events, facts, calibration=calibration, hta=hta)
+        return sr.write_html(data, out)
+    except StallscopeError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def _print_stalls(
