@@ -190,9 +190,14 @@ def report(
 
 
 def write_html_report(
-    loaded: Any, out: Path, calibration: Path | None, hta: bool | None = None
+    loaded: Any,
+    out: Path,
+    calibration: Path | None,
+    hta: bool | None = None,
+    frames: dict[str, Any] | None = None,
 ) -> Path:
-    """Write `loaded` (cli._source.Loaded) as the HTML report; ClickException when it cannot."""
+    """Write `loaded` (cli._source.Loaded) as the HTML report, with `frames` of other tools by
+    ReportData field ("prediction", "pareto", ...); ClickException when it cannot."""
     import stallscope.report as sr
     from stallscope.exceptions import StallscopeError
 
@@ -207,6 +212,8 @@ def write_html_report(
     )
     try:
         data = sr.report_data(loaded.events, facts, calibration=calibration, hta=hta)
+        for name, frame in (frames or {}).items():
+            setattr(data, name, frame)
         return sr.write_html(data, out)
     except StallscopeError as e:
         raise click.ClickException(str(e)) from None

@@ -79,6 +79,23 @@ def build(cfg: WorkloadConfig) -> tuple[Any, Any, Any, Any]:
     return model, opt, nn.CrossEntropyLoss(), loader
 
 
+PROGRESS_ENV = "STALLSCOPE_DEMO_PROGRESS"  # a file rank 0 rewrites with "done total" per step
+
+
+def _progress(done: int, total: int) -> None:
+    """Tell `stallscope demo` how far training is (rank 0; never raises)."""
+    path = os.environ.get(PROGRESS_ENV)
+    if not path or os.environ.get("RANK", "0") != "0":
+        return
+    try:
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{done} {total}\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def train(
     cfg: WorkloadConfig, model: Any, opt: Any, loss_fn: Any, loader: Any, traced: bool = True
 ) -> list[float]:
@@ -101,6 +118,7 @@ def train(
         now = time.perf_counter()
         times.append(now - t_prev)
         t_prev = now
+        _progress(len(times), cfg.steps)
     return times
 
 
@@ -121,11 +139,11 @@ def main(argv: list[str] | None = None) -> None:
     if world > 1:
         import torch.distributed as dist
 
-        import stallscope.torch
+        from stallscope.torch import instrument
 
         dist.init_process_group("gloo")
         model = torch.nn.parallel.DistributedDataParallel(model)
-        stallscope.torch.instrument(model)  # DDP buckets and collectives into the trace
+        instrument(model)  # DDP buckets and collectives into the trace
     try:
         with stallscope.trace(a.out):
             train(cfg, model, opt, loss_fn, loader)
