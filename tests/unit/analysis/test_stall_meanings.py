@@ -8,7 +8,8 @@ from pathlib import Path
 from stallscope.analysis import STALL_CATEGORIES, STALL_MEANINGS, stall_legend
 from stallscope.cli.report import legend_lines
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "stall-categories.md"
+REPO = Path(__file__).resolve().parents[3]
+DOC = REPO / "docs" / "stall-categories.md"
 
 
 def test_every_category_has_one_meaning_in_priority_order() -> None:
@@ -20,9 +21,10 @@ def test_every_category_has_one_meaning_in_priority_order() -> None:
 
 
 def test_the_docs_give_the_same_meanings() -> None:
-    text = DOC.read_text()
-    for category, meaning in STALL_MEANINGS.items():
-        assert f"| {category.replace('_', ' ')} | {meaning} |" in text, category
+    for doc in (DOC, REPO / "README.md"):
+        text = doc.read_text()
+        for category, meaning in STALL_MEANINGS.items():
+            assert f"| {category.replace('_', ' ')} | {meaning} |" in text, (doc.name, category)
 
 
 def test_the_cli_legend_gives_them_whole() -> None:
