@@ -177,11 +177,19 @@ def report(
         click.echo(f"steps: {line}")
     if table.height == 0:
         click.echo(
-            "no steps: the run has no step markers (call stallscope.step() each iteration, or "
-            "profile with torch.profiler's schedule so traces carry ProfilerStep#N)"
+            "no steps: the run has no step markers (trace it with `stallscope profile`, which "
+            "finds them; or call stallscope.step() each iteration; or profile with "
+            "torch.profiler's schedule so traces carry ProfilerStep#N)"
         )
     else:
         _print_stalls(table, across, whole, max_rows)
+        if int(table["compute_ns"].sum() or 0) == 0:
+            click.echo(
+                "\nno compute: the run recorded no GPU kernels and no compute regions, so the "
+                "device's work shows as host. Trace it with `stallscope profile` (it records "
+                "forward, backward and optimizer steps), or wrap them in "
+                'stallscope.region("forward", category="compute").'
+            )
     if views is not None:
         click.echo()
         print_hta(views, max_rows)

@@ -310,3 +310,14 @@ def test_report_on_part_of_a_jobs_traces_says_it_once(tmp_path: Path) -> None:
         "part of its job; the tables cover these ranks only"
     ]
     assert "ranks: 1 of 16 ranks' traces (rank 0)" in res.output
+
+
+def test_report_says_why_compute_is_zero(tmp_path: Path) -> None:
+    run = tmp_path / "markers-only"
+    with stallscope.trace(run):
+        for _ in stallscope.loader(range(3), mark_steps=True):
+            time.sleep(0.002)  # work in no compute region
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    assert "no compute: the run recorded no GPU kernels and no compute regions" in res.output
+    assert "stallscope profile" in res.output
