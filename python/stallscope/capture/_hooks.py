@@ -13,6 +13,8 @@ A backend module defines ``BACKEND``, an object with:
   run.json), never the trace.
 - ``on_stop(trace) -> dict | None``: called while recording is still on, before the final drain
   (flush device buffers here).
+- ``device`` (optional, default False): the backend records device activity; its on_stop runs
+  before the trace takes the end of the last step, the others' after.
 """
 
 from __future__ import annotations

@@ -120,7 +120,10 @@ def boot() -> None:
         import torch  # noqa: F401
     except ImportError:
         return  # no torch: regions, steps and markers only
-    trace.attach_backend("auto_steps")
+    trace.attach_backend("auto_steps")  # steps and CPU compute with no markers
+    from stallscope.torch._steps import gpu_capture_at_first_forward
+
+    gpu_capture_at_first_forward()  # GPU kernels through CUPTI, from the model's first forward
     try:
         _hook_torch(trace)
     except ImportError:

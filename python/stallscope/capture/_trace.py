@@ -150,8 +150,12 @@ class Trace:
         self._run_backends("on_start")
         return self
 
-    def _run_backends(self, method: str) -> None:
+    def _run_backends(self, method: str, device: bool | None = None) -> None:
+        """Call `method` of each backend (`device`: only those that do / do not record device
+        activity, their ``device`` attribute; None: all)."""
         for b in self._backends:
+            if device is not None and bool(getattr(b, "device", False)) != device:
+                continue
             if self.backend_info.get(b.name, {}).get("error"):
                 continue  # failed at start: stays off
             try:
@@ -186,10 +190,13 @@ class Trace:
         global _active
         if not self._started or self._stopped:
             return self.path
-        # The last step ends here, not after the backends' stop work (the clock sample at stop
-        # is a collective: it waits for every rank, tens of ms) nor after the file writes.
+        # Device backends first (CUPTI flushes the GPU's completed activity): the last step holds
+        # the GPU work it launched. It ends here, not after the other backends' stop work (the
+        # clock sample at stop is a collective: it waits for every rank, tens of ms) nor after
+        # the file writes.
+        self._run_backends("on_stop", device=True)
         last_step_end = _core.now_ns()
-        self._run_backends("on_stop")
+        self._run_backends("on_stop", device=False)
         with _active_lock:
             if self._stopped:
                 return self.path

@@ -151,6 +151,7 @@ class _Finder:
 
 _finder = _Finder()
 _installed = False
+_gpu_at_first_forward = False  # stallscope profile: start GPU capture once the model runs
 _model: weakref.ref[Any] | None = None
 _handles: list[Any] = []  # the model's hooks, or the global discovery hook until it is found
 
@@ -216,6 +217,31 @@ def _discover(module: Any, args: Any) -> None:
     # always_call: its end is recorded even when the forward raises
     _handles.append(module.register_forward_hook(_forward_post, always_call=True))
     _forward_pre(module, args)  # this very call is the model's first forward
+    if _gpu_at_first_forward:
+        _attach_gpu_capture()
+
+
+def gpu_capture_at_first_forward() -> None:
+    """Start the CUPTI backend on the trace at the model's first forward when a GPU can be
+    traced (what `stallscope profile` asks for): by then the program has set CUDA up itself, so
+    tracing never initialises CUDA in a process before the program would (a DataLoader fork()ed
+    after that could not use it), and kernels are recorded from the first step on."""
+    global _gpu_at_first_forward
+    _gpu_at_first_forward = True
+
+
+def _attach_gpu_capture() -> None:
+    from stallscope.capture import _hooks
+
+    trace = _finder.trace
+    if trace is None:
+        return
+    try:
+        on = _hooks.get("cupti").default_on()  # cheap: driver, device, libcupti, no other user
+    except Exception:
+        return
+    if on:
+        trace.attach_backend("cupti")
 
 
 def _optimizer_pre(opt: Any, _args: Any, _kwargs: Any) -> None:

@@ -135,3 +135,30 @@ def test_end_steps_leaves_teardown_out(tmp_path: Path) -> None:
         time.sleep(0.03)  # teardown
     windows = stallscope.analysis.step_windows(stallscope.load(tmp_path))
     assert windows.height == 1 and windows["step_ns"][0] < 20_000_000
+
+
+def test_device_backends_stop_inside_the_last_step(tmp_path: Path) -> None:
+    import time
+
+    order: list[str] = []
+
+    class Backend:
+        def __init__(self, name: str, device: bool) -> None:
+            self.name, self.device = name, device
+
+        def on_start(self, trace: object) -> None:
+            return None
+
+        def on_stop(self, trace: object) -> None:
+            order.append(self.name)
+            time.sleep(0.03)
+
+    t = stallscope.trace(tmp_path)
+    t._backends += [Backend("clock", False), Backend("gpu", True)]
+    with t:
+        stallscope.step()
+        began = _core.now_ns()
+    windows = stallscope.analysis.step_windows(stallscope.load(tmp_path))
+    assert order == ["gpu", "clock"]  # the device's records first
+    # the last step holds the device backend's flush (30 ms), not the other's stop work
+    assert 25_000_000 < windows["end_ns"][0] - began < 55_000_000, windows
