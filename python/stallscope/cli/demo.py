@@ -163,11 +163,9 @@ def demo(
 
     frames: dict[str, Any] = {}
     if predict:
-        story.step(
-            f"prediction: the same job on {' and '.join(map(str, outlook.PREDICT_NODES))} nodes"
-        )
-        rate_bps = _rate_bps(rate) if net == "testbed" else None
-        _show(story, outlook.predict(run_dir, 1, rate_bps), frames, "prediction")
+        nodes = " and ".join(map(str, outlook.PREDICT_NODES))
+        story.step(f"prediction: the same job on {nodes} nodes, each linked at {rate}")
+        _show(story, outlook.predict(run_dir, 1, _rate_bps(rate)), frames, "prediction")
     if recommend:
         story.step(f"recommendation: {outlook.JOB_STEPS:,} steps of this job in the cloud")
         _show(story, outlook.recommend(run_dir), frames, "pareto")
@@ -199,6 +197,8 @@ def _stall_table(story: _Story, loaded: Any, max_rows: int) -> None:
 
 
 def _show(story: _Story, got: outlook.Outlook, frames: dict[str, Any], key: str) -> None:
+    for note in got.notes:
+        story.say(f"note: {note}")
     if got.error:
         story.say(f"not available: {got.error}")
         return

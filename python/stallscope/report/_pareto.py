@@ -10,6 +10,13 @@ from stallscope.report._data import ReportData
 from stallscope.report._html import NoData, Section, figure, table
 from stallscope.report._style import SERIES_COLORS, ms
 
+MAX_LABELS = 8  # configurations named on the plot (the table names them all)
+
+
+def _three(v: float) -> str:
+    """Three significant digits, thousands separated: 0.00512, 1.73, 1,300."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
 
 def render(data: ReportData) -> str | NoData:
     from stallscope.report._plot import pyplot, svg
@@ -36,13 +43,21 @@ def render(data: ReportData) -> str | NoData:
             label=m,
             zorder=2,
         )
-    if "config" in f.columns:
-        for h, c, name in f.select("hours", "cost", "config").iter_rows():
-            ax.annotate(str(name), (h, c), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    if "config" in f.columns:  # the fastest, the cheapest and a few between, not a crowd
+        rows = f.select("hours", "cost", "config").rows()
+        step = max(1, (len(rows) - 1) // (MAX_LABELS - 1))
+        for i, (h, c, name) in enumerate(rows):
+            if i % step == 0 or i == len(rows) - 1:
+                ax.annotate(
+                    str(name), (h, c), fontsize=7, xytext=(4, 3), textcoords="offset points"
+                )
+    if f["hours"].min() > 0 and f["cost"].min() > 0:  # type: ignore[operator]
+        ax.set_xscale("log")  # fronts span decades of time and money
+        ax.set_yscale("log")
     ax.set_xlabel("hours to finish")
     ax.set_ylabel("cost, USD")
     ax.legend(frameon=False, title="market")
-    fmt = {"hours": lambda v: f"{v:,.1f}", "cost": lambda v: f"${v:,.0f}", "step_ns": ms}
+    fmt = {"hours": _three, "cost": lambda v: f"${_three(v)}", "step_ns": ms}
     if "risk" in f.columns:
         fmt["risk"] = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)
     return (

@@ -105,16 +105,22 @@ def test_demo_two_rank_ddp_over_loopback_tells_the_story(tmp_path: Path) -> None
         timeout=600,
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "[1/3] capture: 2-rank DDP (gloo) on this machine, over loopback" in p.stdout
+    assert "[1/5] capture: 2-rank DDP (gloo) on this machine, over loopback" in p.stdout
     assert "step 4/4" in p.stdout  # the progress of the training, step by step
-    assert "[2/3] stall table" in p.stdout
+    assert "[2/5] stall table" in p.stdout
+    # the look ahead, with the predictor and the recommender this stallscope has
+    assert "[3/5] prediction: the same job on 4 and 8 nodes, each linked at 500mbit" in p.stdout
+    assert "4 nodes x 1 rank(s): step " in p.stdout and "8 nodes x 1 rank(s): step " in p.stdout
+    assert "[4/5] recommendation: 100,000 steps of this job in the cloud" in p.stdout
+    assert "100,000 steps within 24h (the demo's CPU compute standing for a T4's): " in p.stdout
     # the legend: every category, in one line of the package's one definition each
     flat = " ".join(p.stdout.split())
     for category, meaning in STALL_MEANINGS.items():
         assert f"{category.replace('_', ' ')} {meaning}" in flat
-    assert f"[3/3] HTML report {out / 'report.html'}" in flat
+    assert f"[5/5] HTML report {out / 'report.html'}" in flat
     page = (out / "report.html").read_text()
-    assert 'data-section="stalls"' in page and 'data-section="stragglers"' in page
+    for sid in ("stalls", "timeline", "bandwidth", "stragglers", "prediction", "pareto"):
+        assert f'data-section="{sid}">' in page, sid  # present, with data
     ev = stallscope.load(out)
     assert sorted(ev["rank"].unique().to_list()) == [0, 1]
     assert ev.filter(pl.col("kind") == "bucket").height > 0

@@ -3,6 +3,7 @@ recommender, fed by their frames, and never fatal."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -78,12 +79,14 @@ def test_recommendation_gives_its_pareto_front(
 
     def recommendation(run: Path, **kw: Any) -> Rec:
         assert kw["steps"] == outlook.JOB_STEPS and kw["time_budget"] == outlook.TIME_BUDGET
+        warnings.warn("prices are old", stacklevel=1)
         return Rec()
 
     monkeypatch.setattr(stallscope.recommend, "recommendation", recommendation, raising=False)
     got = outlook.recommend(tmp_path)
     assert got.error is None and got.frame is front
+    assert got.notes == ["prices are old"]
     assert got.lines == [
-        "100,000 steps within 24h: 2x p4d.24xlarge",
+        "100,000 steps within 24h (the demo's CPU compute standing for a T4's): 2x p4d.24xlarge",
         "the cheapest that finishes in 24 h",
     ]

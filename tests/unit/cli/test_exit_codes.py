@@ -83,6 +83,10 @@ def test_usage_errors_exit_2() -> None:
         ("bench", "comm", "-b", "lots"),
         ("testbed",),  # no command
         ("catalog", "--gpu"),
+        ("predict", "--nodes"),
+        ("recommend",),  # no run
+        ("plan", "--gpus", "8"),  # no model or system
+        ("whatif", "--gpus", "0"),
     ):
         res = _run(*args)
         assert res.exit_code == 2, (args, res.output)
@@ -138,3 +142,30 @@ def test_demo_and_testbed_argument_checks() -> None:
     # Their runs are tested in test_demo.py and tests/unit/testbed (they need torch / root).
     assert "-o, --out" in _run("demo", "--help").output
     _clean_failure(_run("testbed", "--nodes", "2"), 2, "give the command to run")
+
+
+def test_plan_predict_and_whatif_outputs_get_their_folders(tmp_path: Path) -> None:
+    import json
+
+    model = {"layers": 4, "hidden": 512, "heads": 8, "seq_len": 512, "vocab": 32000, "name": "m"}
+    system = {
+        "name": "s",
+        "gpu": "A100-80GB",
+        "gpus_per_node": 8,
+        "intra_node_GBps": 300,
+        "inter_node_Gbps": 1600,
+        "peak_tflops": {"bf16": 312},
+        "hbm_GBps": 2039,
+        "hbm_GB": 80,
+    }
+    m, s = tmp_path / "m.json", tmp_path / "s.json"
+    m.write_text(json.dumps(model))
+    s.write_text(json.dumps(system))
+    out = tmp_path / "deep" / "er" / "plan.json"
+    res = _run("plan", "--model", str(m), "--system", str(s), "--gpus", "8", "--json", str(out))
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 0
+    (tmp_path / "file").write_text("x")
+    blocked = tmp_path / "file" / "plan.json"
+    res = _run("plan", "--model", str(m), "--system", str(s), "--gpus", "8", "--json", str(blocked))
+    _clean_failure(res, 1, "cannot create the folder")
