@@ -68,7 +68,7 @@ def test_out_has_the_short_form_o_wherever_it_exists() -> None:
             if isinstance(p, click.Option) and "--out" in p.opts:
                 assert "-o" in p.opts, c.name
                 with_out.append(c.name)
-    assert {"demo", "profile", "import"} <= set(with_out)
+    assert {"demo", "profile", "import", "analyze"} <= set(with_out)
 
 
 def test_usage_errors_exit_2() -> None:
@@ -87,6 +87,7 @@ def test_usage_errors_exit_2() -> None:
         ("recommend",),  # no run
         ("plan", "--gpus", "8"),  # no model or system
         ("whatif", "--gpus", "0"),
+        ("analyze", "--steps", "1", "--", "true"),
     ):
         res = _run(*args)
         assert res.exit_code == 2, (args, res.output)
@@ -168,4 +169,10 @@ def test_plan_predict_and_whatif_outputs_get_their_folders(tmp_path: Path) -> No
     (tmp_path / "file").write_text("x")
     blocked = tmp_path / "file" / "plan.json"
     res = _run("plan", "--model", str(m), "--system", str(s), "--gpus", "8", "--json", str(blocked))
+    _clean_failure(res, 1, "cannot create the folder")
+
+
+def test_analyze_rejects_an_unwritable_json_before_running(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    res = _run("analyze", "--json", str(tmp_path / "file" / "r.json"), "--", "true")
     _clean_failure(res, 1, "cannot create the folder")
