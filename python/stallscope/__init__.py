@@ -39,6 +39,7 @@ from stallscope.exceptions import (
     TraceImportError,
 )
 from stallscope.io._load import RunInfo, load, run_info, scan
+from stallscope.io._summary_load import load_summary
 from stallscope.io.kineto import KinetoImport, import_kineto, read_kineto
 
 now_ns = _core.now_ns
@@ -63,6 +64,7 @@ __all__ = [
     "data",
     "import_kineto",
     "load",
+    "load_summary",
     "loader",
     "mark",
     "now_ns",

@@ -11,6 +11,7 @@ from stallscope.analysis.hta._overlap import comm_comp_overlap
 from stallscope.analysis.hta._queue import queue_length, queue_length_summary
 from stallscope.analysis.hta._temporal import temporal_breakdown
 from stallscope.analysis.stall._meanings import STALL_MEANINGS, stall_legend
+from stallscope.analysis.stall._streaming import StreamedRun, stream_run
 from stallscope.analysis.stall._summary import stall_run_summary, stall_summary
 from stallscope.analysis.stall._table import (
     STALL_CATEGORIES,
@@ -20,6 +21,7 @@ from stallscope.analysis.stall._table import (
 )
 
 __all__ = [
+    "StreamedRun",
     "assign_steps",
     "capture_summary",
     "collectives",
@@ -45,5 +47,6 @@ __all__ += [
     "stall_run_summary",
     "stall_summary",
     "stall_table",
+    "stream_run",
     "temporal_breakdown",
 ]

@@ -74,10 +74,17 @@ class Instances:
     nnodes: Array
 
 
+COLUMNAR_ROWS = 20_000
+"""From this many rows `instances` works on whole columns (Polars, NumPy); below, per row in
+Python (a stall table with a few hundred collectives would spend more on a Polars query plan
+than on the rows). Both give the same keys; the tests run both."""
+
+
 def instances(comm: pl.DataFrame) -> Instances:
-    """The instance keys of `comm`'s rows (kind, name, correlation, detail), in NumPy and
-    Python: a stall table with a few hundred collectives would spend more on a Polars query
-    plan than on the rows. Details are parsed once per distinct value (`detail_value`)."""
+    """The instance keys of `comm`'s rows (kind, name, correlation, detail). Details are parsed
+    once per distinct value (`detail_value`)."""
+    if comm.height >= COLUMNAR_ROWS:
+        return _instances_columnar(comm)
     n = comm.height
     details = comm["detail"].to_list()
     parsed: dict[str | None, tuple[int, int]] = {}  # detail -> (group code or -1, nnodes)
@@ -115,6 +122,51 @@ def instances(comm: pl.DataFrame) -> Instances:
     order = np.lexsort((seq_v, seq_null, op, group))
     inst = np.empty(n, np.int64)
     inst[order] = np.cumsum(segment_starts(*(k[order] for k in (group, op, seq_null, seq_v)))) - 1
+    return Instances(instance=np.where(group >= 0, inst, -1), nnodes=nnodes)
+
+
+def _instances_columnar(comm: pl.DataFrame) -> Instances:
+    """`instances` on whole columns: the details' facts joined back from their distinct
+    values; the instance a dense number of (group, op key, seq) from one sort."""
+    distinct = comm["detail"].unique(maintain_order=True)
+    groups: dict[str, int] = {}
+    codes: list[int] = []
+    nnodes_text: list[str | None] = []
+    for d in distinct.to_list():
+        g = detail_value(d, "group")
+        codes.append(-1 if g is None else groups.setdefault(g, len(groups)))
+        nnodes_text.append(detail_value(d, "nnodes"))
+    facts = pl.DataFrame(
+        {
+            "detail": distinct,
+            "_g": pl.Series(codes, dtype=pl.Int64),
+            # parse_detail's cast: a value that is no Int32 raises as it does there
+            "_nn": pl.Series(nnodes_text, dtype=pl.String).cast(pl.Int32),
+        }
+    )
+    is_coll = pl.col("kind") == "collective"
+    op = pl.when(is_coll).then(pl.col("name")).otherwise(pl.lit(""))
+    keyed = (
+        comm.select("detail", "correlation", _op=op)
+        .join(facts, on="detail", how="left", nulls_equal=True, maintain_order="left")
+        .select(
+            "_g",
+            pl.col("_nn").fill_null(1),
+            # a null name is an operation of its own: the code after every other
+            _op=pl.col("_op").cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1),
+            _sn=pl.col("correlation").is_null(),
+            _seq=pl.col("correlation").fill_null(0),
+        )
+    )
+    group = keyed["_g"].to_numpy()
+    op_code = keyed["_op"].to_numpy()
+    seq_null = keyed["_sn"].to_numpy()
+    seq = keyed["_seq"].to_numpy()
+    order = np.lexsort((seq, seq_null, op_code, group))
+    inst = np.empty(comm.height, np.int64)
+    heads = segment_starts(*(k[order] for k in (group, op_code, seq_null, seq)))
+    inst[order] = np.cumsum(heads) - 1
+    nnodes = keyed["_nn"].to_numpy().astype(np.int64)
     return Instances(instance=np.where(group >= 0, inst, -1), nnodes=nnodes)
 
 
@@ -156,7 +208,9 @@ def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
 
 
 @fair_gil
-def stragglers(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+def stragglers(
+    events: pl.DataFrame | pl.LazyFrame, matched: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Which ranks held the others back, per step: one row per step and rank with
     collectives (matched instances of that step), late_ns (sum over them of how long after the
     first member this rank arrived), last_arrivals (how often it arrived last, when the others
@@ -164,11 +218,13 @@ def stragglers(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     arrived last) and straggler (this rank caused the most wait in the step, and some).
 
     A collective instance belongs to the earliest step any member assigns it to (step markers
-    per rank; see analysis.step_windows). Times must be on one clock (load() aligns them)."""
+    per rank; see analysis.step_windows). Times must be on one clock (load() aligns them).
+    `matched`: match_collectives(events), when the caller has it already (it is not computed
+    again)."""
     from stallscope.analysis._steps import assign_steps, step_windows
 
     ev = events.lazy()
-    m = match_collectives(ev)
+    m = match_collectives(ev) if matched is None else matched
     schema = {
         "step": pl.Int64,
         "rank": pl.Int32,

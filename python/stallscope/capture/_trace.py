@@ -15,6 +15,7 @@ from typing import Any
 
 from stallscope import _core
 from stallscope.capture import _hooks
+from stallscope.capture._continuous import Continuous, ContinuousOptions, continuous_options
 from stallscope.capture._env import Placement, placement
 from stallscope.exceptions import StallscopeWarning, TraceError
 from stallscope.io import _run_json as run_json
@@ -56,6 +57,16 @@ class Trace:
     `handle_sigterm` (flush on SIGTERM, then let it terminate the process), `overwrite`
     (replace this rank's data from an earlier run in the same directory), `backends` (capture
     backends to run, see _hooks.py; None = those on by default here, () = none).
+
+    `mode`: "full" (every event is kept) or "continuous" (always-on: full events only for a
+    rolling window of the last `window_steps` steps, never more than `window_s` seconds
+    (default 60 s); a per-step stall summary written as the job runs, `stallscope.load_summary`;
+    the full events of the next K steps on request: the trigger file RUN/capture.trigger or
+    the `capture_signal`, default SIGUSR2, for `capture_steps` steps; see docs/production.md).
+    None: the environment's STALLSCOPE_MODE, else "full"; the other continuous options not
+    given come from STALLSCOPE_WINDOW_STEPS, STALLSCOPE_WINDOW_S, STALLSCOPE_SUMMARY_LAG_S,
+    STALLSCOPE_CAPTURE_SIGNAL, STALLSCOPE_CAPTURE_STEPS. `summary_lag_s`: how long after a step
+    ends its summary row is written (default twice the flush interval).
     """
 
     def __init__(
@@ -71,6 +82,12 @@ class Trace:
         handle_sigterm: bool = True,
         overwrite: bool = False,
         backends: list[str] | tuple[str, ...] | None = None,
+        mode: str | None = None,
+        window_steps: int | None = None,
+        window_s: float | None = None,
+        summary_lag_s: float | None = None,
+        capture_signal: int | str | None = "SIGUSR2",
+        capture_steps: int | None = None,
     ) -> None:
         if not 0.01 <= flush_interval <= 3600:
             raise TraceError(f"flush_interval={flush_interval!r} s: use a value from 0.01 to 3600")
@@ -83,8 +100,18 @@ class Trace:
         self.out_dir = Path(out_dir)
         try:
             self.placement: Placement = placement(rank, world_size, local_rank)
+            self.continuous: ContinuousOptions | None = continuous_options(
+                mode,
+                window_steps=window_steps,
+                window_s=window_s,
+                summary_lag_s=summary_lag_s,
+                capture_signal=capture_signal,
+                capture_steps=capture_steps,
+                flush_interval=flush_interval,
+            )
         except ValueError as e:
             raise TraceError(str(e)) from None
+        self.mode = "full" if self.continuous is None else "continuous"
         self.flush_interval = float(flush_interval)
         self.ring_capacity = int(ring_capacity)
         self.max_threads = int(max_threads)
@@ -100,6 +127,7 @@ class Trace:
         self.path: Path | None = None  # the events file, once stopped
         self._writer: Any = None  # _writer.RankWriter once started
         self._prev_sigterm: Any = None
+        self._prev_capture: Any = None  # the capture signal's handler before ours
         self._started = False
         self._stopped = False
         self._steps_ended_at = 0  # the step index whose end is marked (0: none)
@@ -139,11 +167,21 @@ class Trace:
             self._write_metadata(status="running")
             from stallscope.capture._writer import RankWriter  # pyarrow: loaded when a trace starts
 
+            cont = None
+            if self.continuous is not None:
+                cont = Continuous(
+                    self.continuous,
+                    self.out_dir,
+                    self.stem,
+                    summary=not _forked_from_traced,  # Polars' pools do not survive fork()
+                    step_index=_core.step_index,
+                )
             self._writer = RankWriter(
-                self.out_dir, self.stem, self.placement.rank, self.pid, self.flush_interval
+                self.out_dir, self.stem, self.placement.rank, self.pid, self.flush_interval, cont
             )
             self._writer.start()
             self._install_sigterm()
+            self._install_capture_signal()
             _core.set_recording(True)
             self._started = True
             _active = self
@@ -208,6 +246,7 @@ class Trace:
             self._stopped = True
             _active = None
             self._restore_sigterm()
+            self._restore_capture_signal()
             assert self._writer is not None
             try:
                 self.path = self._writer.close()
@@ -263,8 +302,11 @@ class Trace:
                 argv=sys.argv,
                 monotonic_ns=mono,
                 realtime_ns=real,
+                mode=self.mode,
+                continuous=None if self.continuous is None else self.continuous.as_json(),
             )
         else:
+            cont = self._writer.continuous if self._writer is not None else None
             entry = run_json.stopped(
                 threads=_core.thread_stats(),
                 no_thread_slot=_core.no_slot_drops(),
@@ -276,6 +318,7 @@ class Trace:
                 step_source=self.step_source or {},
                 monotonic_ns=mono,
                 realtime_ns=real,
+                continuous=None if cont is None else cont.stats(),
             )
         run_json.update_process(self.out_dir, self.stem, entry)
 
@@ -290,6 +333,30 @@ class Trace:
         # From another thread the handler stays; once stopped it only passes the signal on.
         if self._prev_sigterm is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._prev_sigterm)
+
+    def _install_capture_signal(self) -> None:
+        """Continuous mode: the capture signal asks the writer thread for an on-demand capture
+        (capture/_on_demand.py). Only the main thread can install a handler."""
+        cont = self._writer.continuous if self._writer is not None else None
+        sig = self.continuous.capture_signal if self.continuous is not None else None
+        if cont is None or sig is None or threading.current_thread() is not threading.main_thread():
+            return
+        prev = signal.getsignal(sig)
+        on_demand = cont.on_demand
+
+        def on_capture_signal(signum: int, frame: types.FrameType | None) -> None:
+            on_demand.signalled = True
+            if callable(prev):
+                prev(signum, frame)
+
+        self._prev_capture = (sig, prev)
+        signal.signal(sig, on_capture_signal)
+
+    def _restore_capture_signal(self) -> None:
+        if self._prev_capture is not None and threading.current_thread() is threading.main_thread():
+            sig, prev = self._prev_capture
+            signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
+            self._prev_capture = None
 
     def _on_sigterm(self, signum: int, frame: types.FrameType | None) -> None:
         prev = self._prev_sigterm

@@ -13,6 +13,7 @@ import pyarrow as pa
 from stallscope import _core
 from stallscope._schema import CATEGORIES, KIND_ID, KINDS
 from stallscope._schema._classify import gpu_category_of
+from stallscope.capture._continuous import Continuous
 from stallscope.io._event_files import merge_parts, write_atomic
 from stallscope.io._run_dir import part_path
 
@@ -142,19 +143,29 @@ def chunk_to_table(
 
 class RankWriter:
     """Background thread: drains the rings every `poll_s` and writes a part file every
-    `flush_interval_s`. The GIL is released while the core drains and while Parquet encodes."""
+    `flush_interval_s`. The GIL is released while the core drains and while Parquet encodes.
+    In continuous mode (`continuous`), every chunk and part also goes to the window, the
+    summary and the on-demand captures (capture/_continuous.py)."""
 
     def __init__(
-        self, out_dir: Path, stem: str, rank: int, pid: int, flush_interval_s: float
+        self,
+        out_dir: Path,
+        stem: str,
+        rank: int,
+        pid: int,
+        flush_interval_s: float,
+        continuous: Continuous | None = None,
     ) -> None:
         self.out_dir = out_dir
+        self.continuous = continuous
         self.stem = stem
         self.rank = rank
         self.pid = pid
         self.flush_interval_s = flush_interval_s
         self.poll_s = min(0.1, flush_interval_s / 4)
         self.strings = StringCache()
-        self.parts: list[Path] = []
+        self.parts: list[Path] = []  # the part files on disk, in order
+        self._next_part = 0  # the next part's number (a continuous trace deletes old parts)
         self.events_written = 0
         self.error: BaseException | None = None
         self._pending: list[pa.Table] = []
@@ -172,17 +183,24 @@ class RankWriter:
             table = chunk_to_table(cols, self.rank, self.pid, self.strings)
             self._pending.append(table)
             self._pending_rows += table.num_rows
+            if self.continuous is not None:
+                self.continuous.on_chunk(table)
 
     def _write_part(self) -> None:
         if not self._pending:
             return
         table = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
-        path = part_path(self.out_dir, self.stem, len(self.parts))
+        path = part_path(self.out_dir, self.stem, self._next_part)
         write_atomic(table, path)
+        self._next_part += 1
         self.parts.append(path)
         self.events_written += table.num_rows
         self._pending.clear()
         self._pending_rows = 0
+        if self.continuous is not None:
+            gone = set(self.continuous.on_part(path, table, _core.now_ns()))
+            if gone:
+                self.parts = [p for p in self.parts if p not in gone]
 
     def _run(self) -> None:
         # Parts are written on a fixed schedule (every flush_interval_s), so a SIGKILL loses at
@@ -194,11 +212,15 @@ class RankWriter:
                 return
             try:
                 with self._lock:
+                    if self.continuous is not None:
+                        self.continuous.poll()
                     self._drain()
                     now = time.monotonic()
                     if now >= next_write or self._pending_rows >= 4_000_000:
                         self._write_part()
                         next_write = now + self.flush_interval_s
+                        if self.continuous is not None:
+                            self.continuous.tick(_core.now_ns())
             except BaseException as e:  # keep training alive; reported at stop
                 self.error = e
                 return
@@ -211,6 +233,8 @@ class RankWriter:
         with self._lock:
             self._drain()
             self._write_part()
+            if self.continuous is not None:
+                self.continuous.finish(_core.now_ns())
         if self.error is not None:
             raise self.error
         return merge_parts(self.out_dir, self.stem, self.parts)

@@ -17,10 +17,13 @@ def _is_json(p: Path) -> bool:
 
 
 def describe(path: Path) -> str:
-    """ "native" for a run directory, "kineto" for Kineto JSON traces; ClickException else."""
+    """ "native" for a run directory, "kineto" for Kineto JSON traces, "summary" for a run
+    directory with a continuous trace's summary and no event files; ClickException else."""
     if path.is_dir():
         if any(path.glob("rank-*.parquet")):
             return "native"
+        if any((path / "summary").glob("rank-*")):
+            return "summary"
         if any(_is_json(p) for p in path.iterdir()):
             return "kineto"
     elif _is_json(path):
@@ -29,9 +32,27 @@ def describe(path: Path) -> str:
         raise click.ClickException(f"{path}: no such file or directory")
     raise click.ClickException(
         f"{path}: neither a stallscope run directory (rank-*.parquet files) nor PyTorch profiler "
-        "traces (*.json or *.json.gz, one per rank); pass the out_dir of stallscope.trace() or "
-        "the folder of the profiler's trace files"
+        "traces (*.json or *.json.gz, one per rank) nor a continuous trace's summary "
+        "(summary/rank-*); pass the out_dir of stallscope.trace() or the folder of the "
+        "profiler's trace files"
     )
+
+
+def load_summary_rows(path: Path) -> tuple[pl.DataFrame | None, list[str]]:
+    """The run's per-step summary (load_summary) when it has one, else None; with the
+    warnings raised while reading it."""
+    import stallscope
+    from stallscope.exceptions import StallscopeError
+
+    if not (path / "summary").is_dir():
+        return None, []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            rows = stallscope.load_summary(path)
+        except StallscopeError as e:
+            raise click.ClickException(str(e)) from None
+    return rows, [str(w.message) for w in caught]
 
 
 @dataclass

@@ -127,6 +127,15 @@ def demo(
     if network == "testbed" and why_not:
         raise click.ClickException(f"--network testbed: {why_not}")
     net = "testbed" if ranks > 1 and network != "loopback" and why_not is None else "loopback"
+    if out is not None:
+        from stallscope.cli._paths import output_dir
+        from stallscope.cli.profile import earlier_run
+
+        if earlier := earlier_run(out):
+            raise click.ClickException(
+                f"{out} already holds a run ({earlier}); choose a new --out directory"
+            )
+        output_dir(out)
     run_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="stallscope-demo-"))
     job = capture.Job(ranks, steps, batch_size, workers)
     predict = outlook.predictor() is not None and ranks > 1
@@ -171,7 +180,7 @@ def demo(
         _show(story, outlook.recommend(run_dir), frames, "pareto")
 
     story.step("HTML report")
-    from stallscope.cli.report import write_html_report
+    from stallscope.cli.report_html import write_html_report
 
     page = write_html_report(loaded, run_dir / "report.html", None, frames=frames)
     story.say(f"{page}  (one file: open it in a browser)")

@@ -7,6 +7,7 @@ import click
 from stallscope import __version__
 from stallscope.cli.analyze import analyze
 from stallscope.cli.bench import bench
+from stallscope.cli.capture import capture
 from stallscope.cli.catalog import catalog
 from stallscope.cli.demo import demo
 from stallscope.cli.export import export
@@ -17,6 +18,7 @@ from stallscope.cli.profile import profile
 from stallscope.cli.recommend import recommend
 from stallscope.cli.report import report
 from stallscope.cli.testbed import testbed
+from stallscope.cli.top import top
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -29,6 +31,8 @@ for _command in (
     demo,
     profile,
     report,
+    top,
+    capture,
     export,
     import_,
     predict,

@@ -32,28 +32,36 @@ def launcher_mode(command: tuple[str, ...]) -> bool:
     return False
 
 
-def clear_run(out: Path) -> list[Path]:
-    """Remove an earlier run's files from `out` (event files and run.json; nothing else)."""
-    from stallscope.io._run_dir import event_files
+def _run_files(out: Path) -> list[Path]:
+    """An earlier run's files in `out`: event files (final and part), run.json, a continuous
+    trace's summary/ and captures/ folders and its capture.trigger."""
+    from stallscope.capture._on_demand import CAPTURES_DIR, TRIGGER_FILE
+    from stallscope.io._run_dir import FILE_RE
+    from stallscope.io._summary_files import summary_dir
 
-    gone = [p for ps in event_files(out).values() for p in ps] if out.is_dir() else []
-    meta = out / "run.json"
-    if meta.exists():
-        gone.append(meta)
+    if not out.is_dir():
+        return []
+    found = sorted(p for p in out.iterdir() if FILE_RE.match(p.name))
+    for extra in (out / "run.json", summary_dir(out), out / CAPTURES_DIR, out / TRIGGER_FILE):
+        if extra.exists():
+            found.append(extra)
+    return found
+
+
+def clear_run(out: Path) -> list[Path]:
+    """Remove an earlier run's files from `out` (those of _run_files; nothing else)."""
+    gone = _run_files(out)
     for f in gone:
-        f.unlink()
+        if f.is_dir():
+            shutil.rmtree(f)
+        else:
+            f.unlink()
     return gone
 
 
-def _earlier_run(out: Path) -> str | None:
+def earlier_run(out: Path) -> str | None:
     """What in `out` belongs to an earlier run (None when nothing does)."""
-    from stallscope.io._run_dir import event_files
-
-    if not out.is_dir():
-        return None
-    files = sorted(p.name for ps in event_files(out).values() for p in ps)
-    if not files and (out / "run.json").exists():
-        files = ["run.json"]
+    files = [p.name + ("/" if p.is_dir() else "") for p in _run_files(out)]
     if not files:
         return None
     more = f" and {len(files) - 3} more" if len(files) > 3 else ""
@@ -87,10 +95,19 @@ def _who(s: dict[str, Any]) -> str:
     help="Run directory that every rank writes into (created with its parents).",
 )
 @click.option(
-    "--overwrite", is_flag=True, help="Delete an earlier run's event files and run.json in --out."
+    "--overwrite",
+    is_flag=True,
+    help="Delete an earlier run's files in --out (event files, run.json, summary/, captures/).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["full", "continuous"]),
+    default=None,
+    help="full: keep every event; continuous: always-on (a rolling window of full events, a "
+    "per-step summary, captures on request). Default: STALLSCOPE_MODE, else full.",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def profile(out: Path, overwrite: bool, command: tuple[str, ...]) -> None:
+def profile(out: Path, overwrite: bool, mode: str | None, command: tuple[str, ...]) -> None:
     """Trace COMMAND with no change to it:
 
     \b
@@ -104,7 +121,7 @@ def profile(out: Path, overwrite: bool, command: tuple[str, ...]) -> None:
     (the reason is printed); 0 otherwise."""
     import stallscope
 
-    earlier = _earlier_run(out)
+    earlier = earlier_run(out)
     if earlier and not overwrite:
         raise click.ClickException(
             f"{out} already holds a run ({earlier}); choose a new --out directory, or pass "
@@ -126,6 +143,8 @@ def profile(out: Path, overwrite: bool, command: tuple[str, ...]) -> None:
                 out, site, launcher=launcher_mode(command), overwrite=overwrite, status=status
             )
         )
+        if mode is not None:
+            env["STALLSCOPE_MODE"] = mode
         try:
             proc = subprocess.Popen(list(command), env=env)
         except OSError as e:

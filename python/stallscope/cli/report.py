@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 import polars as pl
@@ -128,17 +127,34 @@ def report(
     and for the whole run. RUN is a run directory or a folder (or file) of PyTorch profiler
     traces."""
     from stallscope.analysis import stall_run_summary, stall_summary, stall_table
-    from stallscope.cli._source import echo_warnings, load_run
+    from stallscope.cli._source import describe, echo_warnings, load_run, load_summary_rows
     from stallscope.cli.report_hta import hta_json, hta_views, print_hta
+    from stallscope.cli.report_html import write_html_report
 
+    if calibration is not None and html_out is None:
+        raise click.UsageError(
+            "--calibration is drawn in the HTML report: add --html FILE (or leave it out)"
+        )
     if html_out is not None:
         from stallscope.cli._paths import output_file
 
         output_file(html_out)
+    if describe(run) == "summary":  # a continuous trace whose full events are gone
+        _report_summary(run, as_json, max_rows, html_out)
+        return
     loaded = load_run(run)
     events, source, notes = loaded.events, loaded.source, loaded.notes
     table = stall_table(events)
+    summary, summary_notes = load_summary_rows(run) if source == "native" else (None, [])
+    notes += summary_notes
     if html_out is not None:
+        if summary is not None and summary["step"].drop_nulls().len():
+            numbers = summary["step"].drop_nulls().to_list()
+            notes.append(
+                f"a continuous trace: this page covers the events kept (the last window and "
+                f"the captures); its per-step summary holds {_count(summary.height, 'rank-step')}"
+                f", steps {min(numbers)}..{max(numbers)} (`stallscope report {run}` prints them)"
+            )
         written = write_html_report(loaded, html_out, calibration, hta or None)
     across = stall_summary(table)
     whole = stall_run_summary(table)
@@ -160,6 +176,8 @@ def report(
         }
         if views is not None:
             doc["hta"] = hta_json(views)
+        if summary is not None:
+            doc["summary"] = _summary_json(summary)
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
         if html_out is not None:
             click.echo(f"wrote {written}", err=True)
@@ -193,38 +211,58 @@ def report(
     if views is not None:
         click.echo()
         print_hta(views, max_rows)
+    if summary is not None and summary["step"].drop_nulls().len():
+        steps = summary["step"].drop_nulls().to_list()
+        click.echo(
+            f"continuous summary: {_count(summary.height, 'rank-step')}, steps "
+            f"{min(steps)}..{max(steps)} (the full events above cover the last window and "
+            f"captures only): {shares_line(stall_run_summary(summary))}"
+        )
     if html_out is not None:
         click.echo(f"\nHTML report: {written}")
 
 
-def write_html_report(
-    loaded: Any,
-    out: Path,
-    calibration: Path | None,
-    hta: bool | None = None,
-    frames: dict[str, Any] | None = None,
-) -> Path:
-    """Write `loaded` (cli._source.Loaded) as the HTML report, with `frames` of other tools by
-    ReportData field ("prediction", "pareto", ...); ClickException when it cannot."""
-    import stallscope.report as sr
-    from stallscope.exceptions import StallscopeError
+def _summary_json(summary: pl.DataFrame) -> dict[str, object]:
+    from stallscope.analysis import stall_run_summary, stall_summary
 
-    facts = sr.RunFacts(
-        path=str(loaded.path),
-        source=loaded.source,
-        events=loaded.events.height,
-        world_size=loaded.world_size,
-        coverage=loaded.coverage,
-        steps_found=loaded.steps_found,
-        notes=loaded.notes,
+    return {
+        "steps": summary.to_dicts(),
+        "across_ranks": stall_summary(summary).to_dicts(),
+        "run": stall_run_summary(summary)
+        .with_columns(pl.col("category").cast(pl.String))
+        .to_dicts(),
+    }
+
+
+def _report_summary(run: Path, as_json: bool, max_rows: int, html_out: Path | None) -> None:
+    """A run directory whose event files are gone: the tables from its per-step summary (and
+    the HTML report's sections that need only those)."""
+    from stallscope.analysis import stall_run_summary, stall_summary
+    from stallscope.cli._source import echo_warnings, load_summary_rows
+    from stallscope.cli.report_html import write_summary_html
+
+    rows, notes = load_summary_rows(run)
+    assert rows is not None
+    written = write_summary_html(run, rows, notes, html_out) if html_out is not None else None
+    if as_json:
+        import orjson
+
+        doc: dict[str, object] = {"path": str(run), "source": "summary", "warnings": notes}
+        doc |= _summary_json(rows)
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        if written is not None:
+            click.echo(f"wrote {written}", err=True)
+        return
+    echo_warnings(notes)
+    ranks = rows["rank"].n_unique() if rows.height else 0
+    click.echo(
+        f"{run} (per-step summary of a continuous trace; no event files): "
+        f"{_count(ranks, 'rank')}, {_count(rows.height, 'rank-step')}"
     )
-    try:
-        data = sr.report_data(loaded.events, facts, calibration=calibration, hta=hta)
-        for name, frame in (frames or {}).items():
-            setattr(data, name, frame)
-        return sr.write_html(data, out)
-    except StallscopeError as e:
-        raise click.ClickException(str(e)) from None
+    if rows.height:
+        _print_stalls(rows, stall_summary(rows), stall_run_summary(rows), max_rows)
+    if written is not None:
+        click.echo(f"\nHTML report: {written}")
 
 
 def _print_stalls(

@@ -94,10 +94,16 @@ def started(
     argv: Sequence[str],
     monotonic_ns: int,
     realtime_ns: int,
+    mode: str = "full",
+    continuous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The entry of a trace that starts: where the process sits in the job and how it traces."""
+    """The entry of a trace that starts: where the process sits in the job and how it traces
+    (`continuous`: the options of a continuous trace)."""
     p = placement
-    return {
+    extra: dict[str, Any] = {"mode": mode}
+    if continuous is not None:
+        extra["continuous"] = {"options": dict(continuous)}
+    return extra | {
         "status": "running",
         "start_clock": {"monotonic_ns": monotonic_ns, "realtime_ns": realtime_ns},
         "rank": p.rank,
@@ -130,11 +136,14 @@ def stopped(
     step_source: Mapping[str, Any],
     monotonic_ns: int,
     realtime_ns: int,
+    continuous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a trace adds when it stops: drop counts per cause, what was written, how the steps
     were found (``step_source``: ``source`` is "stallscope.step" for the program's own markers,
-    "none", or what `stallscope profile` found them by, with its details)."""
-    return {
+    "none", or what `stallscope profile` found them by, with its details), and for a
+    continuous trace its window, summary and captures (`continuous`)."""
+    extra: dict[str, Any] = {} if continuous is None else {"continuous": dict(continuous)}
+    return extra | {
         "status": "stopped",
         "stop_clock": {"monotonic_ns": monotonic_ns, "realtime_ns": realtime_ns},
         "threads": list(threads),

@@ -105,7 +105,7 @@ def report_data(
     comm = match_collectives(events)
     if comm.height:
         data.collectives = comm
-        data.stragglers = stragglers(events)
+        data.stragglers = stragglers(events, matched=comm)
     gpu = events.height > 0 and bool(events["kind"].cast(pl.String).is_in(["kernel"]).any())
     if hta if hta is not None else gpu:
         from stallscope.analysis import (

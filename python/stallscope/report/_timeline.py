@@ -20,6 +20,8 @@ def render(data: ReportData) -> str | NoData:
 
     iv = data.intervals
     if iv is None or iv.height == 0 or data.stall_table is None:
+        if data.stall_table is not None and data.stall_table.height:
+            return NoData("no step intervals were given (they come from the run's events)")
         return NoData("the run has no steps (no step markers)")
     step = int(iv["step"][0])
     rows = data.stall_table.filter(pl.col("step") == step).sort("step_ns", descending=True)

@@ -17,14 +17,20 @@ from collections.abc import Callable
 from typing import Any
 
 from stallscope import _core
-from stallscope.torch._record import record
+from stallscope._schema import CATEGORY_ID, KIND_ID, format_detail
+from stallscope.torch._record import intern
 
 _patched_class = False
+
+
+_BUCKET, _COMM = KIND_ID["bucket"], CATEGORY_ID["comm"]
 
 
 def _timed(hook: Callable[..., Any], group_size: int) -> Callable[..., Any]:
     if getattr(hook, "__stallscope_timed__", False):
         return hook
+    hook_name = getattr(hook, "__qualname__", "hook").replace(";", "_").replace("=", "_")
+    _ids: dict[tuple[Any, ...], tuple[int, int]] = {}  # bucket -> (name id, detail id)
 
     @functools.wraps(hook)
     def timed(state: Any, bucket: Any) -> Any:
@@ -37,26 +43,23 @@ def _timed(hook: Callable[..., Any], group_size: int) -> Callable[..., Any]:
             idx = int(bucket.index())
             buf = bucket.buffer()
             nbytes = int(buf.numel()) * int(buf.element_size())
-            detail = {
-                "params": len(bucket.parameters()),
-                "last": int(bool(bucket.is_last())),
-                "dtype": str(buf.dtype).replace("torch.", ""),
-                "group_size": group_size,
-                "hook": getattr(hook, "__qualname__", "hook").replace(";", "_").replace("=", "_"),
-            }
+            facts = (len(bucket.parameters()), int(bool(bucket.is_last())), buf.dtype)
+            ids = _ids.get((idx, facts))
+            if ids is None:  # the same buckets every step: formatted and interned once
+                detail = {
+                    "params": facts[0],
+                    "last": facts[1],
+                    "dtype": str(buf.dtype).replace("torch.", ""),
+                    "group_size": group_size,
+                    "hook": hook_name,
+                }
+                ids = (intern(f"bucket{idx}"), intern(format_detail(detail)))
+                _ids[(idx, facts)] = ids
 
             def done(f: Any) -> Any:
                 with contextlib.suppress(Exception):
-                    record(
-                        "bucket",
-                        "comm",
-                        f"bucket{idx}",
-                        t0,
-                        _core.now_ns(),
-                        correlation=idx,
-                        nbytes=nbytes,
-                        lane=lane,
-                        detail=detail,
+                    _core.record_event(
+                        _BUCKET, _COMM, ids[0], t0, _core.now_ns(), idx, nbytes, lane, ids[1]
                     )
                 return f.value()  # the hook's result, or its error, passed on
 

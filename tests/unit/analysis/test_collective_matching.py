@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import polars as pl
+from typing import Any
 
-from stallscope._schema import conform
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stallscope._schema import KIND, conform
 from stallscope.analysis import match_collectives, stragglers
 
 MS = 1_000_000
@@ -159,3 +163,38 @@ def test_instances_read_the_kind_enum_or_plain_strings_alike() -> None:
     assert inst[0] == inst[1]  # send and recv: one transfer
     assert inst[2] == inst[4] != inst[3]  # all_gather #0 is another operation
     assert len({inst[0], inst[2], inst[3]}) == 3
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["collective", "p2p"]),
+            st.sampled_from(["all_reduce", "AllReduce", None, "broadcast"]),
+            st.one_of(st.none(), st.integers(0, 3)),
+            st.sampled_from(
+                [None, "group=a;nnodes=2", "group=b", "group=a;nnodes=1;x=1", "nnodes=3", "g=1"]
+            ),
+        ),
+        max_size=40,
+    )
+)
+def test_columnar_instance_keys_equal_the_row_wise_ones(rows: list[tuple[Any, ...]]) -> None:
+    from stallscope.analysis import _collectives
+
+    comm = pl.DataFrame(
+        {
+            "kind": [r[0] for r in rows],
+            "name": [r[1] for r in rows],
+            "correlation": [r[2] for r in rows],
+            "detail": [r[3] for r in rows],
+        },
+        schema={"kind": KIND, "name": pl.String, "correlation": pl.Int64, "detail": pl.String},
+    )
+    small = _collectives.instances(comm)
+    big = _collectives._instances_columnar(comm)
+    assert small.nnodes.tolist() == big.nnodes.tolist()
+    # the same partition of the rows into instances (numbered alike up to a relabelling)
+    pairs = set(zip(small.instance.tolist(), big.instance.tolist(), strict=True))
+    assert len({a for a, _ in pairs}) == len(pairs) == len({b for _, b in pairs})
+    assert all((a < 0) == (b < 0) for a, b in pairs)

@@ -124,3 +124,36 @@ def test_files_of_other_writers_are_cast_to_the_schema(tmp_path: Path) -> None:
     )
     run = _run(tmp_path / "run", {"rank-00001": other})
     assert_frame_equal(stallscope.load(run), _expected(df))
+
+
+def test_eager_alignment_equals_the_scans_to_the_ns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """align_eager (per run of one rank's rows, NumPy) gives each event the shift `scan`
+    gives it, rounding halves alike (slopes of 0.5 and 1.5 make exact halves)."""
+    import stallscope.io._load as load_mod
+    from stallscope.io._load import Clock, RunInfo, _align_one_rank, align_eager
+
+    rng = np.random.default_rng(7)
+    n = 5000
+    rank = np.sort(rng.integers(0, 4, n)).astype(np.int32)
+    rank[4000:4100] = 1  # a rank's rows in two runs
+    start = rng.integers(-(10**12), 10**12, n)
+    df = pl.DataFrame(
+        {
+            "i": np.arange(n),
+            "rank": rank,
+            "start_ns": start,
+            "end_ns": start + rng.integers(0, 10**6, n),
+        }
+    )
+    clocks = {0: Clock(0, 0, 0.0), 1: Clock(3, -7, 0.5), 2: Clock(10**9, 12_345, -1.5)}
+    monkeypatch.setattr(load_mod, "_clock_offsets", lambda _info: clocks)
+    got = align_eager(df, RunInfo(Path("."), {}, {}, 4, [0, 1, 2, 3]))
+    want = pl.concat(
+        [
+            _align_one_rank(df.lazy().filter(pl.col("rank") == r), c).collect()
+            for r, c in clocks.items()
+        ]
+        + [df.filter(pl.col("rank") == 3)]  # no clock: not moved
+    )
+    assert_frame_equal(got.sort("i"), want.sort("i"))
+    assert not got.equals(df)

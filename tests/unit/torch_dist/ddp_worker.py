@@ -24,6 +24,9 @@ def main() -> None:
     p.add_argument("--all-ops", action="store_true", help="also run every collective once")
     p.add_argument("--subgroups", action="store_true")
     p.add_argument("--trace-ranks", default="", help="comma list; default: every rank traces")
+    p.add_argument("--mode", choices=("full", "continuous"), default="full")
+    p.add_argument("--window-steps", type=int, default=None)
+    p.add_argument("--step-sleep", type=float, default=0.0, help="s of data wait per step")
     a = p.parse_args()
 
     import torch
@@ -50,11 +53,18 @@ def main() -> None:
     fi = 60.0 if rank == a.die_rank and a.die_how == "exit" else a.flush_interval
     failed = None
     traced = a.trace_ranks == "" or str(rank) in a.trace_ranks.split(",")
-    tr = stallscope.trace(a.out, flush_interval=fi) if traced else contextlib.nullcontext()
+    options: dict[str, object] = {"flush_interval": fi}
+    if a.mode == "continuous":
+        options.update(mode="continuous", window_steps=a.window_steps)
+    tr = stallscope.trace(a.out, **options) if traced else contextlib.nullcontext()
+    wait = stallscope.region("next_batch", category="data")
     with tr:
         try:
             for s in range(a.steps):
                 stallscope.step()
+                if a.step_sleep:
+                    with wait:
+                        time.sleep(a.step_sleep)
                 if rank == a.die_rank and s == a.die_step:
                     if a.die_how == "sigkill":
                         # a kill loses at most one flush interval: give the writer a few

@@ -25,6 +25,13 @@ def run_job(
     node_of: Callable[[int], str] | None = None,
     timeout: float = 120,
 ) -> list[subprocess.CompletedProcess[str]]:
+    return finish_job(start_job(world, out, *args, node_of=node_of), timeout)
+
+
+def start_job(
+    world: int, out: Path, *args: str, node_of: Callable[[int], str] | None = None
+) -> list[subprocess.Popen[str]]:
+    """Start the ranks of a job (finish_job waits for them)."""
     port = free_port()
     procs = []
     for r in range(world):
@@ -50,6 +57,13 @@ def run_job(
                 text=True,
             )
         )
+    return procs
+
+
+def finish_job(
+    procs: list[subprocess.Popen[str]], timeout: float = 120
+) -> list[subprocess.CompletedProcess[str]]:
+    """Wait for every rank (all are killed when one overruns `timeout`)."""
     done = []
     for p in procs:
         try:

@@ -62,15 +62,47 @@ class Union:
         out[k == 0] = 0
         return out
 
-    def intervals(self) -> pl.DataFrame:
-        """The union as disjoint intervals (start, end), sorted; touching ones merged."""
-        n = self.s.size
-        if n == 0:
-            return pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64})
+    def merged(self) -> tuple[np.ndarray, np.ndarray]:
+        """The union as disjoint intervals (starts, ends), sorted; touching ones merged."""
+        if self.s.size == 0:
+            return self.s[:0], self.e[:0]
         gap = self.s[1:] > self.e[:-1]
         heads = np.concatenate(([True], gap))
         tails = np.concatenate((gap, [True]))
-        return pl.DataFrame({"start": self.s[heads], "end": self.e[tails]})
+        return self.s[heads], self.e[tails]
+
+    def intervals(self) -> pl.DataFrame:
+        """The union as disjoint intervals (start, end), sorted; touching ones merged."""
+        if self.s.size == 0:
+            return pl.DataFrame(schema={"start": pl.Int64, "end": pl.Int64})
+        s, e = self.merged()
+        return pl.DataFrame({"start": s, "end": e})
+
+    def complement_in(
+        self, a: np.ndarray, b: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The parts of the intervals [a_i, b_i) (int64 arrays, every b_i > a_i) the union does
+        not cover: (index i of the interval each part comes from, start, end), in the order of
+        the intervals, each one's parts by start."""
+        us, ue = self.merged()
+        if us.size == 0:
+            return np.arange(a.size), a, b
+        # The union's intervals that overlap [a, b): indices i0 .. i1 - 1 (disjoint, so their
+        # ends are sorted too); the parts are [a, us[i0]), [ue[i0], us[i0 + 1]), ... [ue, b).
+        i0 = np.searchsorted(ue, a, side="right")
+        i1 = np.searchsorted(us, b, side="left")
+        cnt = np.maximum(i1 - i0, 0)
+        n = cnt + 1
+        src = np.repeat(np.arange(a.size), n)
+        k = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)  # part k of its interval
+        j = i0[src] + k
+        last = us.size - 1
+        start = np.where(k == 0, a[src], ue[np.clip(j - 1, 0, last)])
+        end = np.where(k < cnt[src], us[np.clip(j, 0, last)], b[src])
+        np.maximum(start, a[src], out=start)
+        np.minimum(end, b[src], out=end)
+        keep = end > start
+        return src[keep], start[keep], end[keep]
 
 
 def exclusive(

@@ -59,6 +59,7 @@ timeline.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -198,15 +199,18 @@ def _cpu_compute(c: Columns, windows: Windows, rows: Array) -> tuple[Array, ...]
     return df["rank"].to_numpy(), df["start_ns"].to_numpy(), df["end_ns"].to_numpy()
 
 
-def _collective_intervals(comm: pl.DataFrame) -> tuple[tuple[Array, ...], Array]:
+def _collective_intervals(comm: pl.DataFrame, match: bool) -> tuple[tuple[Array, ...], Array]:
     """((rank, label, start_ns, end_ns) of the collectives' intervals, the ranks with any
     collective spanning more than one node).
 
     A collective's sync wait is match_collectives' sync_wait_ns (its time before the last
     member of its instance arrived), computed here without the rest of that table: in NumPy,
-    on the instance keys of `instances`."""
+    on the instance keys of `instances`. Without `match`, no collective is matched: all of
+    each one's time is transfer (the view of a rank alone, see _exposed.py)."""
     keys = instances(comm)
     inst, nnodes = keys.instance, keys.nnodes
+    if not match:
+        inst = np.full(inst.shape, -1, np.int64)
     rank = comm["rank"].to_numpy().astype(np.int32)
     start, end = comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy()
     transfer = np.where(nnodes > 1, P["network"], P["interconnect"]).astype(np.int32)
@@ -259,12 +263,15 @@ class _FlatWindows:
 
 
 @dataclass
-class _Prepared:
+class Prepared:
     """Intervals on the flat timeline (ranks laid end to end, clipped to their steps)."""
 
     compute: Union  # the union of the intervals of priority 0: the bulk of the events
     rest: tuple[Array, Array, Array]  # label, start, end of priorities 1.., sorted by start
     windows: _FlatWindows  # sorted by start (flat), which is by rank, then start_ns
+    gpu: bool = False  # the events were taken as a GPU run (module docstring)
+    multi: Array | None = None  # ranks with a collective spanning more than one node
+    comm: pl.DataFrame | None = None  # the collective, p2p and bucket rows (Columns.comm)
 
 
 Flat = Callable[[Array, Array, Array], tuple[Array, Array, Array]]
@@ -280,7 +287,7 @@ def _flat_union(flat: Flat, rank: Array, start: Array, end: Array) -> Union:
 def _bulk(
     c: Columns, gpu: bool, span: int, lo_all: int, hi_all: int
 ) -> tuple[Union | None, Array, tuple[Array, ...]]:
-    """_prepare's passes over every row for frames of PARALLEL_ROWS or more, in Polars (all
+    """prepare's passes over every row for frames of PARALLEL_ROWS or more, in Polars (all
     threads): (GPU runs: the compute union, else None; CPU runs: the compute rows; label,
     rank, start, end of the other rows)."""
     # One pass gives every row its label; on GPU runs compute (the bulk: every kernel) stays
@@ -322,16 +329,31 @@ def _bulk(
     )
 
 
-def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
+def prepare(
+    events: pl.DataFrame | pl.LazyFrame,
+    *,
+    match: bool = True,
+    gpu: bool = False,
+    multi: Array | None = None,
+) -> Prepared:
+    """The flat intervals of `events`. `match`: split collectives into sync wait and transfer
+    by their matched instances (False: all transfer). `gpu`: take the events as a GPU run even
+    when they hold no GPU activity; `multi`: ranks taken as spanning nodes even when these
+    events hold no multi-node collective of theirs (a batch of a larger run, see _exposed.py)."""
     c = columns(events)
     rw = c.rows
     win = window_arrays(c.frame, None if rw is None else (rw.kind, rw.rank, rw.start, rw.end))
     none = np.zeros(0, np.int64)
+    gpu = c.gpu or gpu  # GPU activity: then only GPU rows compute (module docstring)
     if len(win.rank) == 0:
-        return _Prepared(
-            Union(none, none), (none.astype(np.int32), none, none), _FlatWindows(win, none)
+        return Prepared(
+            Union(none, none),
+            (none.astype(np.int32), none, none),
+            _FlatWindows(win, none),
+            gpu,
+            multi,
+            c.comm,
         )
-    gpu = c.gpu  # GPU activity: then only GPU rows compute (module docstring)
     lo_all, hi_all = int(win.start.min()), int(win.end.max())
     span = hi_all - lo_all + 1
     low, top = int(win.rank.min()), int(win.rank.max())
@@ -365,12 +387,13 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
         union, rows, (lab, rank, start, end) = _bulk(c, gpu, span, lo_all, hi_all)
     if union is None:  # CPU runs: compute regions minus the time their thread is blocked
         union = _flat_union(flat, *_cpu_compute(c, win, rows))
-    multi = np.zeros(0, np.int64)
+    multi = np.zeros(0, np.int32) if multi is None else np.asarray(multi, np.int32)
     parts = []
     is_coll = _COLL_KIND[c.comm_kind()]
     if c.comm is not None and is_coll.any():
         comm = c.comm if is_coll.all() else rows_of(c.comm, is_coll)
-        (k_rank, k_label, k_start, k_end), multi = _collective_intervals(comm)
+        (k_rank, k_label, k_start, k_end), found = _collective_intervals(comm, match)
+        multi = np.union1d(multi, found).astype(np.int32)
         parts.append((k_label, *flat(k_rank, k_start, k_end)))
     # Comm kernels, buckets, comm regions: transfer, network when any collective of the
     # rank spans more than one node.
@@ -384,10 +407,12 @@ def _prepare(events: pl.DataFrame | pl.LazyFrame) -> _Prepared:
     re_ = np.concatenate([p[2][p[3]] for p in parts])
     order = np.argsort(rs, kind="stable")
     offset = win.rank.astype(np.int64) * span - lo_all
-    return _Prepared(union, (rl[order], rs[order], re_[order]), _FlatWindows(win, offset))
+    return Prepared(
+        union, (rl[order], rs[order], re_[order]), _FlatWindows(win, offset), gpu, multi, c.comm
+    )
 
 
-def _empty_table() -> pl.DataFrame:
+def empty_table() -> pl.DataFrame:
     schema: dict[str, pl.DataType] = {
         "rank": pl.Int32(),
         "step": pl.Int64(),
@@ -426,35 +451,62 @@ def _locate_arrays(start: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndar
 
 
 @fair_gil
-def stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+def stall_table(events: pl.DataFrame | pl.LazyFrame | str | os.PathLike[str]) -> pl.DataFrame:
     """One row per rank and step: rank, step, start_ns, end_ns, step_ns and the time (ns) of
     each stall category (`STALL_COLUMNS`: compute_ns, memcpy_ns, sync_wait_ns, network_ns,
     interconnect_ns, data_fetch_ns, data_prep_ns, data_ns, host_ns), which sum to step_ns.
 
-    `events` is what stallscope.load / scan or stallscope.import_kineto returns. Steps are the
-    windows of step_windows; a run without step markers gives an empty table."""
-    p = _prepare(events)
-    w = p.windows
-    if w.height == 0:
-        return _empty_table()
-    # Compute (the bulk) is one Union (U_0). The other intervals (few) are cut into segments
-    # that each carry the highest priority active over them (and never cross a step boundary);
-    # a segment of priority k counts for category k where U_0 does not cover it. Every length
-    # of U_0 needed (inside each step, inside each segment) comes from U_0.before.
-    ws, we = w.start, w.end
+    `events` is what stallscope.load / scan or stallscope.import_kineto returns, or a run
+    directory: then its ranks are read a batch at a time (`stream_run`), with the same result
+    as for load(run_dir), in the memory of one batch. Steps are the windows of step_windows; a
+    run without step markers gives an empty table."""
+    if isinstance(events, (str, os.PathLike)):
+        from stallscope.analysis.stall._streaming import stall_table_run
+
+        return stall_table_run(events)
+    p = prepare(events)
+    if p.windows.height == 0:
+        return empty_table()
+    return table_frame(p.windows.steps, category_sums(p, segments(p)))
+
+
+@dataclass
+class Segments:
+    """The non-compute intervals cut into disjoint segments on the flat timeline, each with
+    the highest priority active over it (label), none crossing a step boundary, each inside
+    window ``w`` (the index of its step); sorted by start."""
+
+    label: Array
+    start: Array
+    end: Array
+    w: Array
+
+
+def segments(p: Prepared) -> Segments:
+    """The segments of `p`'s non-compute intervals (`Segments`)."""
+    ws, we = p.windows.start, p.windows.end
     label, ss, se = exclusive_arrays(*p.rest, len(ATTRIBUTED), np.concatenate((ws, we)))
     seg_w = _locate_arrays(ss, ws, we)
     inside = seg_w >= 0
-    label, ss, se, seg_w = label[inside], ss[inside], se[inside], seg_w[inside]
+    return Segments(label[inside], ss[inside], se[inside], seg_w[inside])
+
+
+def category_sums(p: Prepared, seg: Segments) -> Array:
+    """Each window's time per ATTRIBUTED category (a row per window, ns). Compute (the bulk)
+    is one Union (U_0); a segment of priority k counts for category k where U_0 does not cover
+    it. Every length of U_0 needed (inside each step, inside each segment) comes from
+    U_0.before."""
+    w = p.windows
     u0 = p.compute
     nl = len(ATTRIBUTED)
     sums = np.zeros(w.height * nl, np.int64)  # (window, category) -> ns
-    sums[0::nl] = u0.before(we) - u0.before(ws)
-    np.add.at(sums, seg_w * nl + label, (se - ss) - (u0.before(se) - u0.before(ss)))
-    return _table(w.steps, sums.reshape(-1, nl))
+    sums[0::nl] = u0.before(w.end) - u0.before(w.start)
+    ss, se = seg.start, seg.end
+    np.add.at(sums, seg.w * nl + seg.label, (se - ss) - (u0.before(se) - u0.before(ss)))
+    return sums.reshape(-1, nl)
 
 
-def _table(win: Windows, grid: Array) -> pl.DataFrame:
+def table_frame(win: Windows, grid: Array) -> pl.DataFrame:
     """stall_table's frame from the windows (by rank, then start) and each one's time per
     ATTRIBUTED category (a row per window): host is the rest of the step. Rows sorted by rank,
     then step (a null step first), windows of equal rank and step by start."""
@@ -486,7 +538,7 @@ def stall_intervals(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     end_ns, sorted by rank and start. The intervals of a rank are disjoint, cover each of its
     steps exactly and never cross a step boundary; their lengths summed per rank, step and
     category give stall_table."""
-    p = _prepare(events)
+    p = prepare(events)
     schema = {
         "rank": pl.Int32(),
         "step": pl.Int64(),

@@ -1,0 +1,184 @@
+"""The stall table of a run directory too large for memory: ranks read in batches.
+
+Each batch of ranks is read (the columns the table needs; names, details and sizes of the step
+markers and collectives only), and its part of the table computed alone (`local_parts`: every
+collective as transfer, the exposed communication, the arrivals). What crosses ranks is then
+done on the arrivals of all ranks alone (`split_sync_wait`). The result equals
+stall_table(stallscope.load(run)) (analysis/stall/_exposed.py says why); memory holds one
+batch's events plus the small parts of every batch.
+
+One rule of the table is run-wide: a run is a GPU run when any rank has GPU activity. Batches
+without GPU activity in a run with some are read again as part of a GPU run (in a real GPU run
+every rank has GPU activity, so this costs nothing there).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import polars as pl
+
+from stallscope._schema import conform
+from stallscope._utils.cpus import usable_cpus
+from stallscope._utils.gil import fair_gil
+from stallscope.analysis.stall._exposed import LocalParts, local_parts, split_sync_wait
+from stallscope.analysis.stall._sources import COMM_KINDS, NEEDED
+from stallscope.exceptions import StallscopeWarning
+from stallscope.io._load import (
+    NotNativeError,
+    RunInfo,
+    align_eager,
+    file_frames,
+    run_info,
+    scan_native,
+)
+from stallscope.io._run_dir import STEM_RE
+
+SYNC_KINDS = ("step", "collective", "p2p")
+"""The kinds kept whole by `stream_run` (the rows match_collectives and stragglers read)."""
+
+
+@dataclass
+class StreamedRun:
+    """What `stream_run` gives: the stall table, and the step markers and collective / p2p
+    events of every rank (all columns: for match_collectives and stragglers)."""
+
+    table: pl.DataFrame
+    sync_events: pl.DataFrame
+    batches: int  # batches read (a batch read again counts again)
+
+
+def _batches(info: RunInfo, ranks_per_batch: int) -> list[list[str]]:
+    """The process stems of the run in batches of `ranks_per_batch` ranks."""
+    by_rank: dict[int, list[str]] = {}
+    for stem in info.files:
+        m = STEM_RE.match(stem)
+        by_rank.setdefault(int(m.group(1)) if m else -1, []).append(stem)
+    ranks = sorted(by_rank)
+    return [
+        [s for r in ranks[i : i + ranks_per_batch] for s in by_rank[r]]
+        for i in range(0, len(ranks), ranks_per_batch)
+    ]
+
+
+class _ForeignRanksError(Exception):
+    """A file holds rows of ranks outside its name's batch: read file by file instead."""
+
+
+class _Reader:
+    """Reads a batch of stems: in one scan when the files are in the native writer's schema
+    and every row's rank is its file name's (the common case), else file by file (`slow`:
+    batches by the ranks the files' statistics give, any file cast on its own)."""
+
+    def __init__(self, info: RunInfo, align_clocks: bool) -> None:
+        self.info = info
+        self.align_clocks = align_clocks
+        self.slow = False
+        self._frames: list[tuple[int | None, pl.LazyFrame]] | None = None
+
+    def frame(self, stems: list[str]) -> pl.DataFrame:
+        if not self.slow:
+            try:
+                df = _select(scan_native(self.info, stems)).collect()
+            except (NotNativeError, pl.exceptions.PolarsError, OSError):
+                return self._by_file(stems)
+            named = {int(m.group(1)) for s in stems if (m := STEM_RE.match(s))}
+            if not set(df["rank"].unique().drop_nulls().to_list()) <= named:
+                raise _ForeignRanksError
+            return align_eager(df, self.info) if self.align_clocks else df
+        return self._by_file(stems)
+
+    def _by_file(self, stems: list[str]) -> pl.DataFrame:
+        """The batch's events from files read one by one (each cast on its own; a bad one is
+        named by `file_frames`): the stems' files, or once `slow`, every file whose
+        statistics say it holds a rank of the batch, or do not say (then filtered)."""
+        ranks = sorted({int(m.group(1)) for s in stems if (m := STEM_RE.match(s))})
+        frames = self._all() if self.slow else file_frames(self.info, self.align_clocks, stems)
+        want = set(ranks)
+        parts = [lf for r, lf in frames if r is None or r in want]
+        lf = pl.concat(parts, how="vertical").filter(pl.col("rank").is_in(ranks))
+        return _select(lf).collect()
+
+    def _all(self) -> list[tuple[int | None, pl.LazyFrame]]:
+        if self._frames is None:
+            self._frames = file_frames(self.info, self.align_clocks)
+        return self._frames
+
+
+def _select(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """The table's columns, with names, details and sizes of the comm rows and step markers
+    only (null / 0 on the others, which the table does not read)."""
+    lf = conform(lf)
+    kept = pl.col("kind").is_in((*COMM_KINDS, "step"))
+    return lf.select(
+        *NEEDED,
+        *(pl.when(kept).then(pl.col(c)).alias(c) for c in ("name", "detail")),
+        bytes=pl.when(kept).then(pl.col("bytes")).otherwise(pl.lit(0, pl.Int64)),
+    )
+
+
+def _sync_rows(df: pl.DataFrame) -> pl.DataFrame:
+    """The step markers and collective / p2p rows of a batch, in the event schema (pid,
+    device and value, which no analysis of them reads, as the schema's defaults)."""
+    return conform(df.lazy().filter(pl.col("kind").is_in(SYNC_KINDS))).collect()
+
+
+@fair_gil
+def stream_run(
+    run_dir: str | os.PathLike[str],
+    *,
+    ranks_per_batch: int = 32,
+    align_clocks: bool = True,
+    workers: int | None = None,
+) -> StreamedRun:
+    """The stall table of a run directory, `ranks_per_batch` ranks in memory at a time per
+    worker thread (`workers`, default: the CPUs this process may use, at most 8; see the
+    module docstring), with the step markers and collective / p2p events of every rank.
+    Problems that leave the data usable are warned about as `load` does."""
+    if ranks_per_batch < 1:
+        raise ValueError(f"ranks_per_batch={ranks_per_batch}: use 1 or more")
+    info = run_info(run_dir)
+    for problem in info.problems:
+        warnings.warn(f"{info.run_dir}: {problem}", StallscopeWarning, stacklevel=3)
+    reader = _Reader(info, align_clocks)
+    workers = max(1, min(workers if workers is not None else usable_cpus(), 8))
+    try:
+        return _stream(reader, _batches(info, ranks_per_batch), workers)
+    except _ForeignRanksError:
+        reader.slow = True
+        return _stream(reader, _batches(info, ranks_per_batch), workers)
+
+
+def _stream(reader: _Reader, batches: list[list[str]], workers: int) -> StreamedRun:
+    """Every batch's parts (`workers` batches at a time: NumPy and Polars let go of the GIL
+    in their loops), then the cross-rank split."""
+
+    def one(stems: list[str], gpu: bool) -> tuple[LocalParts, pl.DataFrame]:
+        df = reader.frame(stems)
+        return local_parts(df, gpu=gpu), _sync_rows(df)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stallscope-batch") as pool:
+        done = list(pool.map(one, batches, [False] * len(batches)))
+        reads = len(batches)
+        if any(p.gpu for p, _ in done):  # a GPU run: batches read as CPU runs, again
+            again = [i for i, (p, _) in enumerate(done) if not p.gpu]
+            redo = pool.map(one, [batches[i] for i in again], [True] * len(again))
+            for i, (parts, _) in zip(again, redo, strict=True):
+                done[i] = (parts, done[i][1])
+            reads += len(again)
+    table = pl.concat([p.table for p, _ in done])
+    exposed = pl.concat([p.exposed for p, _ in done])
+    arrivals = pl.concat([p.arrivals for p, _ in done])
+    out = split_sync_wait(table, exposed, arrivals)
+    sync_events = pl.concat([s for _, s in done])
+    return StreamedRun(out, sync_events, reads)
+
+
+def stall_table_run(
+    run_dir: str | os.PathLike[str], *, ranks_per_batch: int = 32, align_clocks: bool = True
+) -> pl.DataFrame:
+    """stall_table(stallscope.load(run_dir)), `ranks_per_batch` ranks in memory at a time."""
+    return stream_run(run_dir, ranks_per_batch=ranks_per_batch, align_clocks=align_clocks).table
