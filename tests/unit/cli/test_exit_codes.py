@@ -176,3 +176,49 @@ def test_analyze_rejects_an_unwritable_json_before_running(tmp_path: Path) -> No
     (tmp_path / "file").write_text("x")
     res = _run("analyze", "--json", str(tmp_path / "file" / "r.json"), "--", "true")
     _clean_failure(res, 1, "cannot create the folder")
+
+
+# One bad input per verb at least: a one-line reason naming the problem, exit 1 (or 2 for a
+# usage error), never a traceback. "{run}" is a finished full-mode run without compute regions,
+# "{empty}" an empty folder, "{file}" a plain file, "{bad}" a truncated JSON file.
+BAD_INPUTS: list[tuple[tuple[str, ...], int, str]] = [
+    (("analyze", "--", "/no/such/cmd"), 1, "cannot start"),
+    (("bench", "comm", "-c", "nosuch"), 2, "unknown collective"),
+    (("capture", "{run}", "--steps", "2"), 1, "no traced process is running"),
+    (("catalog", "--catalog", "{bad}"), 1, "not valid JSON"),
+    (("demo", "-o", "{file}/d"), 1, "cannot create the folder"),
+    (("demo", "-o", "{run}"), 1, "already holds a run"),
+    (("export", "{empty}", "--perfetto", "t.json"), 1, "neither a stallscope run directory"),
+    (("import", "{bad}", "-o", "{empty}/r"), 1, "not valid JSON"),
+    (("plan", "--model", "nosuch", "--system", "dgx-a100", "--gpus", "8"), 1, "unknown model"),
+    (("predict", "{empty}"), 1, "no .json or .json.gz trace files"),
+    (("profile", "-o", "{run}", "--", "true"), 1, "already holds a run"),
+    (("profile", "-o", "{file}/r", "--", "true"), 1, "cannot prepare the run directory"),
+    (("profile", "-o", "{empty}/p", "--", "/no/such/cmd"), 1, "cannot start"),
+    (("profile", "-o", "{empty}/q", "--", "true"), 1, "no process was traced"),
+    (("recommend", "{run}", "--steps", "10", "--time-budget", "1h"), 1, "on CPU threads"),
+    (("report", "{bad}"), 1, "not valid JSON"),
+    (("report", "{run}", "--calibration", "{bad}"), 2, "add --html FILE"),
+    (("report", "{run}", "--calibration", "{bad}", "--html", "{empty}/r.html"), 1, "not valid"),
+    (("report", "{run}", "--html", "{file}/r.html"), 1, "cannot create the folder"),
+    (("testbed", "--nodes", "0", "--", "true"), 2, "--nodes"),
+    (("top", "{run}", "--once"), 1, "no per-step summary"),
+    (("whatif", "--model", "gpt3-175b", "--system", "nosuch", "--gpus", "8"), 1, "unknown system"),
+]
+
+
+def test_every_verb_has_a_bad_input_case() -> None:
+    assert {args[0] for args, _, _ in BAD_INPUTS} == set(_verbs())
+
+
+@pytest.mark.parametrize(("args", "code", "words"), BAD_INPUTS, ids=lambda v: None)
+def test_bad_input_exits_nonzero_with_the_reason(
+    args: tuple[str, ...], code: int, words: str, run_dir: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "bad.json").write_text('{"a":')
+    (tmp_path / "empty").mkdir()
+    where = {"run": run_dir, "empty": tmp_path / "empty", "file": tmp_path / "file"}
+    where["bad"] = tmp_path / "bad.json"
+    filled = [a.format(**{k: str(v) for k, v in where.items()}) for a in args]
+    _clean_failure(_run(*filled), code, words)
