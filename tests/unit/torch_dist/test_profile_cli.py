@@ -157,7 +157,7 @@ def test_profile_refuses_a_folder_holding_a_run_unless_overwrite(tmp_path: Path)
     first = (out / "rank-00000.parquet").stat().st_mtime_ns
     again = _profile(out, sys.executable, "single.py", cwd=tmp_path)
     assert again.returncode == 1
-    assert "already holds a run (rank-00000.parquet)" in again.stderr
+    assert "already holds a run (rank-00000.parquet, run.json)" in again.stderr
     assert "--overwrite" in again.stderr
     assert "Traceback" not in again.stderr
     assert (out / "rank-00000.parquet").stat().st_mtime_ns == first  # the program never ran
