@@ -70,6 +70,7 @@ import polars as pl
 from stallscope._schema import kind_mask, parse_detail
 from stallscope._utils import arrow as _arrow
 from stallscope._utils.gil import fair_gil
+from stallscope._utils.sorted import distinct
 from stallscope.analysis._collectives import instances
 from stallscope.analysis._steps import Windows, assign_steps, window_arrays
 from stallscope.analysis.stall._intervals import Union, exclusive, exclusive_arrays
@@ -393,7 +394,7 @@ def prepare(
     if c.comm is not None and is_coll.any():
         comm = c.comm if is_coll.all() else rows_of(c.comm, is_coll)
         (k_rank, k_label, k_start, k_end), found = _collective_intervals(comm, match)
-        multi = np.union1d(multi, found).astype(np.int32)
+        multi = distinct(np.concatenate((multi, found)).astype(np.int32))
         parts.append((k_label, *flat(k_rank, k_start, k_end)))
     # Comm kernels, buckets, comm regions: transfer, network when any collective of the
     # rank spans more than one node.
