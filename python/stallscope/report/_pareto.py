@@ -11,11 +11,36 @@ from stallscope.report._html import NoData, Section, figure, table
 from stallscope.report._style import SERIES_COLORS, ms
 
 MAX_LABELS = 8  # configurations named on the plot (the table names them all)
+MIN_GAP = 0.12  # a named point's least distance to another, as a share of the axes' span
 
 
 def _three(v: float) -> str:
     """Three significant digits, thousands separated: 0.00512, 1.73, 1,300."""
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _spread(rows: list[tuple[float, float, object]], log: bool) -> list[int]:
+    """Which points to name: the fastest and the cheapest, then others in order along the front
+    when no named point is near them on the plot (MIN_GAP of the axes' span), MAX_LABELS at most."""
+    import math
+
+    def at(v: float) -> float:
+        return math.log10(v) if log else v
+
+    xs, ys = [at(r[0]) for r in rows], [at(r[1]) for r in rows]
+
+    def unit(vs: list[float]) -> list[float]:
+        lo, span = min(vs), (max(vs) - min(vs)) or 1.0
+        return [(v - lo) / span for v in vs]
+
+    pts = list(zip(unit(xs), unit(ys), strict=True))
+    chosen: list[int] = []
+    for i in [0, len(rows) - 1, *range(1, len(rows) - 1)]:
+        if len(chosen) >= MAX_LABELS or i in chosen:
+            continue
+        if all(math.dist(pts[i], pts[j]) >= MIN_GAP for j in chosen):
+            chosen.append(i)
+    return sorted(chosen)
 
 
 def render(data: ReportData) -> str | NoData:
@@ -43,15 +68,13 @@ def render(data: ReportData) -> str | NoData:
             label=m,
             zorder=2,
         )
-    if "config" in f.columns:  # the fastest, the cheapest and a few between, not a crowd
+    log = bool(f["hours"].min() > 0 and f["cost"].min() > 0)  # type: ignore[operator]
+    if "config" in f.columns:
         rows = f.select("hours", "cost", "config").rows()
-        step = max(1, (len(rows) - 1) // (MAX_LABELS - 1))
-        for i, (h, c, name) in enumerate(rows):
-            if i % step == 0 or i == len(rows) - 1:
-                ax.annotate(
-                    str(name), (h, c), fontsize=7, xytext=(4, 3), textcoords="offset points"
-                )
-    if f["hours"].min() > 0 and f["cost"].min() > 0:  # type: ignore[operator]
+        for i in _spread(rows, log):
+            h, c, name = rows[i]
+            ax.annotate(str(name), (h, c), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    if log:
         ax.set_xscale("log")  # fronts span decades of time and money
         ax.set_yscale("log")
     ax.set_xlabel("hours to finish")

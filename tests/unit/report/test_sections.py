@@ -204,3 +204,18 @@ def test_without_matplotlib_the_error_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
     with pytest.raises(ReportError, match=r"pip install \"stallscope\[report\]\""):
         sr.render_html(sr.report_data(stallscope.load(run_dir)))
+
+
+def test_the_pareto_plot_names_spread_points_not_a_crowd() -> None:
+    from stallscope.report._pareto import MAX_LABELS, _spread
+
+    # the fastest, 30 near one another in the middle (log axes), the cheapest
+    rows: list[tuple[float, float, object]] = [(0.01, 10.0, "fast")]
+    rows += [(1.0 + i / 100, 0.5 - i / 1000, f"mid{i}") for i in range(30)]
+    rows.append((100.0, 0.01, "cheap"))
+    named = [rows[i][2] for i in _spread(rows, log=True)]
+    assert named[0] == "fast" and named[-1] == "cheap"
+    assert len(named) == 3  # one of the crowd
+    many = [(10.0**i, 10.0 ** (-i), i) for i in range(20)]  # evenly spread over decades
+    assert len(_spread(many, log=True)) == MAX_LABELS
+    assert _spread([(1.0, 1.0, "only")], log=False) == [0]
