@@ -151,12 +151,15 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
       } else {
         if (last_chunk) add(comp, kLogitsB, 1, {});
         const bool at_last = static_cast<int32_t>(k) == last_b[static_cast<size_t>(c)];
-        const int32_t pieces = (sh.zero3 || (sh.dp_overlap && at_last)) ? pieces_of(nl) : 1;
+        // overlapped gradient collectives follow the last backward of each chunk piece by piece;
+        // blocking ones (dp_blocking) run after the stage's whole backward, below
+        const bool overlap_dp = sh.dp_overlap && at_last && !sh.dp_blocking;
+        const int32_t pieces = (sh.zero3 || overlap_dp) ? pieces_of(nl) : 1;
         for (int32_t q = 0; q < pieces; ++q) {
           unit(true, nl / pieces);
           if (sh.zero3) {
             grad_tasks.push_back(add(rs, kZeroRs, nl / pieces, {last}));
-          } else if (sh.dp_overlap && at_last) {
+          } else if (overlap_dp) {
             grad_tasks.push_back(add(dps, kDpLayer, nl / pieces, {last}));
           }
         }
@@ -174,11 +177,18 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
             add(sh.p2p_blocking ? comp : send, kSend, 1, {last});
       }
     }
-    if (sh.dp_overlap || sh.zero3) {
-      if (s == 0) grad_tasks.push_back(add(dps, kDpEmbed, 1, {last}));
-      if (s == p - 1 && !sh.tied) grad_tasks.push_back(add(dps, kDpEmbed, 1, {last}));
+    if (sh.dp_overlap && sh.dp_blocking && !sh.zero3) {
+      last = add(comp, kDpLayer, static_cast<double>(nl) * v, {last});
+      grad_tasks.push_back(last);
     }
-    if (sh.tied && (s == 0 || s == p - 1)) grad_tasks.push_back(add(dps, kTiedEmbed, 1, {last}));
+    if (sh.dp_overlap || sh.zero3) {
+      const int32_t on = sh.dp_blocking && !sh.zero3 ? comp : dps;
+      if (s == 0) grad_tasks.push_back(add(on, kDpEmbed, 1, {last}));
+      if (s == p - 1 && !sh.tied) grad_tasks.push_back(add(on, kDpEmbed, 1, {last}));
+    }
+    if (sh.tied && (s == 0 || s == p - 1)) {
+      grad_tasks.push_back(add(sh.dp_blocking ? comp : dps, kTiedEmbed, 1, {last}));
+    }
     const double layers_here = static_cast<double>(nl) * v;
     g.stream.push_back(comp);  // the optimizer waits for every gradient collective
     g.slot.push_back(kOptLayer);

@@ -12,6 +12,7 @@ struct PipelineShape {
   int32_t pp = 1, micro_batches = 1, interleave = 1, layers_per_chunk = 1;
   bool zero3 = false, dp_overlap = false, tied = false, param_gather = false, detail = false;
   bool p2p_blocking = false;  // sends on the compute stream (Megatron without p2p overlap)
+  bool dp_blocking = false;   // gradient collectives on the compute stream (after the backward)
 };
 
 struct PipelineGraph {

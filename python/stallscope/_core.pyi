@@ -278,4 +278,5 @@ def pipeline_graph(
     param_gather: bool,
     detail: bool,
     p2p_blocking: bool = ...,
+    dp_blocking: bool = ...,
 ) -> dict[str, npt.NDArray[Any]]: ...

@@ -17,6 +17,26 @@ MODEL_HELP = "A model JSON file (layers, hidden, heads, seq_len, vocab, ...) or 
 SYSTEM_HELP = (
     "A system JSON file (gpu, gpus_per_node, intra_node_GBps, inter_node_Gbps) or a preset name."
 )
+STACK_HELP = (
+    "The training software: a preset (megatron-core, megatron-lm-2021, nemo-24, "
+    "llm-foundry-2023, torchtitan-2024) or a JSON file of its fields."
+)
+
+
+def stack_arg(text: str | None) -> Any:
+    """A stack preset's name, or the Stack of a JSON file of its fields; None: the default."""
+    from stallscope.plan import DEFAULT_STACK, PlanError, load_stack
+    from stallscope.plan._model import _read_json
+
+    if text is None:
+        return DEFAULT_STACK
+    path = Path(text)
+    if path.suffix == ".json" or path.exists():
+        return load_stack(_read_json(path, "stack"))
+    try:
+        return load_stack(text)
+    except PlanError as e:
+        raise click.BadParameter(str(e), param_hint="--stack") from None
 
 
 @contextmanager
@@ -65,6 +85,7 @@ def _write_json(doc: Any, path: Path | None) -> None:
 @click.option(
     "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
 )
+@click.option("--stack", "stack", default=None, help=STACK_HELP)
 @click.option(
     "--json",
     "json_path",
@@ -79,6 +100,7 @@ def plan(
     global_batch: int | None,
     top: int,
     precision: str,
+    stack: str | None,
     json_path: Path | None,
 ) -> None:
     """Rank every parallel configuration (tp, pp, dp, micro-batch, recompute, sequence
@@ -90,7 +112,8 @@ def plan(
 
     with plan_errors():
         m, s = load_model(model), load_system(system)
-        result = search(m, s, gpus, global_batch, top, Space(precision=precision))
+        sw = stack_arg(stack)
+        result = search(m, s, gpus, global_batch, top, Space(precision=precision, stack=sw))
     t = result.table
     if json_path is not None:
         _write_json(
@@ -144,6 +167,7 @@ def plan(
 @click.option(
     "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
 )
+@click.option("--stack", "stack", default=None, help=STACK_HELP)
 @click.option(
     "--knob",
     "knobs",
@@ -171,6 +195,7 @@ def whatif(
     gpus: int,
     global_batch: int | None,
     precision: str,
+    stack: str | None,
     knobs: tuple[str, ...],
     plot_path: Path | None,
     json_path: Path | None,
@@ -185,7 +210,8 @@ def whatif(
     with plan_errors():
         parsed = dict(parse_knob(k) for k in knobs) or None
         m, s = load_model(model), load_system(system)
-        table = whatif_table(m, s, gpus, parsed, global_batch, Space(precision=precision))
+        space = Space(precision=precision, stack=stack_arg(stack))
+        table = whatif_table(m, s, gpus, parsed, global_batch, space)
         if plot_path is not None:
             from stallscope.cli._paths import output_file
 

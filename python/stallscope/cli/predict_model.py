@@ -11,7 +11,14 @@ from typing import Any, TypeVar
 
 import click
 
-from stallscope.cli.plan import MODEL_HELP, SYSTEM_HELP, _write_json, plan_errors
+from stallscope.cli.plan import (
+    MODEL_HELP,
+    STACK_HELP,
+    SYSTEM_HELP,
+    _write_json,
+    plan_errors,
+    stack_arg,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,6 +38,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage."),
     click.option("--interleave", type=click.IntRange(1), default=1, show_default=True, help="Model chunks per pipeline stage (interleaved 1F1B)."),
     click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
+    click.option("--stack", "stack", default=None, help=STACK_HELP),
 ]  # fmt: skip
 
 
@@ -58,6 +66,7 @@ def run_model_mode(
     zero: int,
     interleave: int,
     precision: str,
+    stack: str | None,
     json_path: Path | None,
 ) -> None:
     """Predict the configuration; print its step and stalls, or write them as JSON."""
@@ -84,7 +93,7 @@ def run_model_mode(
             micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
             sequence_parallel=sequence_parallel, p2p_overlap=p2p_overlap, zero=zero,
             interleave=interleave,
-            precision=precision,
+            precision=precision, stack=stack_arg(stack),
         )  # fmt: skip
     doc = {"mode": "model", "predictions": [p.to_dict()]}
     if json_path is not None:

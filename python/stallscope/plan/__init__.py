@@ -14,7 +14,8 @@ are nodes of GPUs (``Cluster``: a system file or a system preset); one configura
 
 The sourced presets it stands on ship in ``data/``: ``model(name)`` / ``models()``
 (decoder-transformer shapes: GPT-3, Llama 2/3/3.1, Megatron, MPT) and ``system(name)`` /
-``systems()`` (DGX generations, Selene and Eos nodes, cloud GPU instances). Every figure
+``systems()`` (DGX generations, Selene and Eos nodes, cloud GPU instances) and ``stack(name)`` /
+``stacks()`` (training frameworks by date: which attention kernels, which overlaps). Every figure
 carries its source URL and date.
 """
 
@@ -29,10 +30,12 @@ from stallscope.plan._plot import plot_whatif
 from stallscope.plan._predict import STALL_COLUMNS, Prediction, predict_strategy
 from stallscope.plan._presets import SHAPE_KEYS, ModelShape, model, model_names, models
 from stallscope.plan._search import SearchResult, Space, default_global_batch
+from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack, stack, stack_names, stacks
 from stallscope.plan._strategy import Strategy
 from stallscope.plan._systems import System, system, system_names, systems
 
 __all__ = [
+    "DEFAULT_STACK",
     "SHAPE_KEYS",
     "STALL_COLUMNS",
     "Cluster",
@@ -43,10 +46,12 @@ __all__ = [
     "Prediction",
     "SearchResult",
     "Space",
+    "Stack",
     "Strategy",
     "System",
     "default_global_batch",
     "load_model",
+    "load_stack",
     "load_system",
     "model",
     "model_names",
@@ -55,6 +60,9 @@ __all__ = [
     "plot_whatif",
     "predict_model",
     "predict_strategy",
+    "stack",
+    "stack_names",
+    "stacks",
     "system",
     "system_names",
     "systems",

@@ -14,6 +14,7 @@ from stallscope.plan._errors import PlanError
 from stallscope.plan._model import Model, load_model
 from stallscope.plan._predict import Prediction, predict_strategy
 from stallscope.plan._search import SearchResult, Space, search
+from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack
 from stallscope.plan._strategy import Strategy, check
 from stallscope.plan._whatif import whatif_table
 
@@ -54,8 +55,11 @@ def predict_model(
     precision: str = "bf16",
     cp: int = 1,
     p2p_overlap: bool = False,
+    stack: str | Stack | Mapping[str, Any] = DEFAULT_STACK,
 ) -> Prediction:
-    """Predict one configuration's step: time, throughput, MFU, stall columns, memory."""
+    """Predict one configuration's step: time, throughput, MFU, stall columns, memory.
+    ``stack``: the training software (a preset of ``stacks()``, a Stack or a dict of its
+    fields)."""
     m, sy = load_model(model), load_system(system)
     sy = _node_size(sy, gpus_per_node)
     gpus = nodes * sy.gpus_per_node
@@ -76,6 +80,7 @@ def predict_model(
         precision,
         cp=cp,
         p2p_overlap=p2p_overlap,
+        stack=stack if isinstance(stack, str | Stack) else load_stack(stack),
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

@@ -15,11 +15,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from stallscope.plan._device_model import DeviceModel, default_matmul_fraction, efficiency_defaults
+from stallscope.plan._attention import attention_data
+from stallscope.plan._device_model import DeviceModel
 from stallscope.plan._errors import PlanError, listed, nearest_names
+from stallscope.plan._gemm import (
+    efficiency_defaults,
+    family_names,
+    fraction_at,
+    gemm_tables,
+    mamf_entry,
+)
 
+#: The measured efficiency tables shipped with the package, one per GPU.
+_TABLES: Final = Path(__file__).parents[1] / "predict" / "data" / "efficiency"
 _REQUIRED = ("gpu", "gpus_per_node", "intra_node_GBps", "inter_node_Gbps")
 _LINK_KEYS = (
     "intra_node_fraction",
@@ -151,36 +161,117 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
             '"hbm_GBps": ..., "hbm_GB": ...'
         )
     eff = efficiency_defaults()
-    frac, frac_basis = default_matmul_fraction(gpu)
+    flash2 = attention_data()["fractions"]["flash2"]
+    peaks = {str(k): float(v) for k, v in dict(peak).items()}
+    sms = int(overrides.get("sms", figures.get("sms", 0)) or 0)
+    hbm_fraction = float(eff["hbm_fraction"]["value"])
+    fixed = float(eff["gemm_fixed_us"]["value"]) * 1e-6
+    mamf = _mamf_fractions(gpu, peaks, fixed)
+    frac = mamf.get("bf16", (float(eff["matmul_tflops"]["default_fraction"]), ""))[0]
+    frac_basis = "; ".join(b for _, b in mamf.values()) or str(
+        eff["matmul_tflops"]["default_fraction_basis"]
+    )
+    fractions = {p: f for p, (f, _) in mamf.items()}
     if "matmul_fraction" in overrides:
         frac, frac_basis = float(overrides["matmul_fraction"]), f"given by {where}"
+        fractions = {}
     dev = DeviceModel(
         name=str(figures.get("name", gpu)),
-        peak_tflops={str(k): float(v) for k, v in dict(peak).items()},
+        peak_tflops=peaks,
         hbm_GBps=float(hbm_bw),
         hbm_GB=float(hbm_gb),
-        sms=int(overrides.get("sms", figures.get("sms", 0)) or 0),
+        sms=sms,
         matmul_fraction=frac,
-        gemm_fixed_s=float(eff["gemm_fixed_us"]["value"]) * 1e-6,
-        attn_fwd_fraction=float(eff["attention"]["fwd_fraction"]),
-        attn_bwd_fraction=float(eff["attention"]["bwd_fraction"]),
-        hbm_fraction=float(eff["hbm_fraction"]["value"]),
+        matmul_fractions=fractions,
+        gemm_fixed_s=fixed,
+        attn_fwd_fraction=float(flash2["fwd"]),
+        attn_bwd_fraction=float(flash2["bwd"]),
+        hbm_fraction=hbm_fraction,
         basis={
             "matmul": frac_basis,
-            "attention": str(eff["attention"]["basis"]),
+            "attention": "published kernel rates (plan/data/attention.json); elsewhere "
+            + str(flash2["basis"]),
             "hbm": str(eff["hbm_fraction"]["basis"]),
         },
     )
-    table = overrides.get("efficiency_table") or _shipped_table(dev.name)
-    if table:
-        dev = dev.calibrated(_read_table(table, where), str(table))
-    return dev
+    table = overrides.get("efficiency_table")
+    measured_on = dev.name
+    if not table and (table := _shipped_table(dev.name)):
+        measured_on = _table_gpu(table, dev.name)
+    if table and measured_on.upper() != dev.name.upper():  # a table of the same die
+        src = build_device(measured_on, {"efficiency_table": table}, where)
+        dev = carried_over(src, dev)
+    elif table:
+        doc = _read_table(table, where)
+        label = _label(table)
+        dev = dev.calibrated(doc, label)
+        if isinstance(doc, Mapping) and doc.get("layers"):
+            from stallscope.plan._layer_fit import fit_layer_factor  # it builds on this module
+
+            dev = fit_layer_factor(_keep_mamf_ratios(dev, fractions), doc["layers"], label)
+    elif "matmul_fraction" not in overrides:
+        for t in gemm_tables(dev.name):  # public shape tables of the GPU's family
+            dev = _public_calibration(dev, t, where)
+    return _keep_mamf_ratios(dev, fractions)
+
+
+def _public_calibration(dev: DeviceModel, t: Mapping[str, Any], where: str) -> DeviceModel:
+    """``dev`` with the GEMM fraction and fixed time a public shape table gives, fitted on the
+    GPU the table was measured on and carried over to ``dev`` (a GPU of the same die)."""
+    rows = [{"op": "gemm", "dtype": t["dtype"], **r} for r in t["rows"]]
+    source = str(t["source"]["url"])
+    measured = str(t["measured_on"])
+    if dev.name.upper() == measured.upper():
+        return dev.calibrated(rows, source)
+    fit = build_device(measured, {"matmul_fraction": 0.0}, where).calibrated(rows, source)
+    basis = dict(dev.basis) | {"matmul": f"{fit.basis['matmul']}, measured on {measured}"}
+    fractions = dict(fit.matmul_fractions)  # the other precisions: their MAMF ratio, below
+    return replace(
+        dev,
+        matmul_fraction=fit.matmul_fraction,
+        matmul_fractions=fractions,
+        gemm_fixed_s=fit.gemm_fixed_s,
+        basis=basis,
+    )
+
+
+def _mamf_fractions(
+    gpu: str, peaks: Mapping[str, float], fixed: float
+) -> dict[str, tuple[float, str]]:
+    """Per precision, the GEMM fraction that reproduces the GPU's MAMF measurement (or its
+    die's) at its shape, and its basis."""
+    out: dict[str, tuple[float, str]] = {}
+    for prec in ("bf16", "fp8"):
+        found = mamf_entry(gpu, prec)
+        if found is None or prec not in peaks:
+            continue
+        fam, e = found
+        m, n, k = (int(x) for x in str(e["shape"]).split("x"))
+        f = fraction_at(float(e["tflops"]), (m, n, k), peaks[prec] * 1e12, fixed)
+        out[prec] = (f, f"{prec} {f:.3f}: MAMF of {fam}, {e['tflops']} TFLOP/s at {e['shape']}")
+    return out
+
+
+def _keep_mamf_ratios(dev: DeviceModel, mamf: Mapping[str, float]) -> DeviceModel:
+    """After a table calibrated some precisions (bf16), the others keep their MAMF ratio to
+    bf16 (an fp8 measurement at the best shape, applied to the table's bf16 fit)."""
+    fitted = dict(dev.matmul_fractions)
+    if "bf16" not in fitted or "bf16" not in mamf or fitted["bf16"] == mamf["bf16"]:
+        return dev
+    extra = {p: fitted["bf16"] * f / mamf["bf16"] for p, f in mamf.items() if p not in fitted}
+    if not extra:
+        return dev
+    basis = dict(dev.basis)
+    basis["matmul"] += "; " + ", ".join(
+        f"{p} {f:.3f} (its MAMF ratio to bf16 on the fitted bf16)" for p, f in extra.items()
+    )
+    return replace(dev, matmul_fractions=fitted | extra, basis=basis)
 
 
 def _shipped_table(gpu: str) -> Path | None:
     """A measured efficiency table shipped for ``gpu`` or a GPU of the same compute die and
     clocks (``predict/data/efficiency/<GPU>.json``; families in plan/data/efficiency.json)."""
-    folder = Path(__file__).parents[1] / "predict" / "data" / "efficiency"
+    folder = _TABLES
     if not folder.is_dir():
         return None
     names = [gpu.upper()]
@@ -193,6 +284,54 @@ def _shipped_table(gpu: str) -> Path | None:
             if name.startswith(f.stem.upper()):
                 return f
     return None
+
+
+def _label(table: Any) -> str:
+    """How a basis names a table: a shipped one by its place in the package."""
+    if isinstance(table, Path) and table.parent == _TABLES:
+        return f"stallscope/predict/data/efficiency/{table.name}"
+    return "the given table" if isinstance(table, (dict, list)) else str(table)
+
+
+def _table_gpu(table: Path, gpu: str) -> str:
+    """The GPU of ``gpu``'s die family a shipped table was measured on (its file's stem)."""
+    stem = table.stem.upper()
+    for family in efficiency_defaults()["table_families"]["families"]:
+        if any(gpu.upper().startswith(f.upper()) for f in family):
+            for f in family:
+                if f.upper().startswith(stem):
+                    return str(f)
+    return gpu
+
+
+def carried_over(src: DeviceModel, dev: DeviceModel) -> DeviceModel:
+    """``dev`` with the efficiencies measured on ``src``, a GPU of the same compute die: GEMM and
+    attention rates as fractions of each GPU's own peaks (equal across the family: the
+    datasheets' dense peaks are the same), the copy rate as a fraction of each GPU's own HBM
+    bandwidth, the measured layer's factor as a ratio over each GPU's own modelled layer
+    (whose memory-bound kernels run at that GPU's bandwidth)."""
+    note = (
+        f"; measured on {src.name}, carried over to {dev.name} (same die, SMs and dense peaks; "
+        f"HBM {dev.hbm_GBps:.0f} GB/s vs {src.hbm_GBps:.0f}: plan/data/efficiency.json "
+        "table_families)"
+    )
+    peaks = {p: dev.peak_tflops.get(p, v) / v for p, v in src.peak_tflops.items() if v}
+    scale = peaks.get("bf16", 1.0)  # attention in 16 bit: the fraction keeps the rate's ratio
+    return replace(
+        dev,
+        matmul_fraction=src.matmul_fraction,
+        matmul_fractions=dict(src.matmul_fractions),
+        gemm_fixed_s=src.gemm_fixed_s,
+        attn_fwd_fraction=src.attn_fwd_fraction,
+        attn_bwd_fraction=src.attn_bwd_fraction,
+        hbm_fraction=src.hbm_fraction,
+        attention_measured=src.attention_measured,
+        attention_curves={
+            k: (xs, tuple(y * scale for y in ys)) for k, (xs, ys) in src.attention_curves.items()
+        },
+        layer_factor=src.layer_factor,
+        basis={k: v + note for k, v in src.basis.items()},
+    )
 
 
 def _read_table(table: Any, where: str) -> Any:
@@ -236,9 +375,7 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
         intra_node_GBps=float(doc["intra_node_GBps"]),
         inter_node_Gbps=float(doc["inter_node_Gbps"]),
         device=build_device(str(doc["gpu"]), doc, where),
-        intra_node_fraction=float(
-            doc.get("intra_node_fraction", eff["intra_node_fraction"]["value"])
-        ),
+        intra_node_fraction=float(doc.get("intra_node_fraction", _intra_fraction(str(doc["gpu"])))),
         inter_node_fraction=float(
             doc.get("inter_node_fraction", eff["inter_node_fraction"]["value"])
         ),
@@ -246,6 +383,18 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
         nvlink_hop_s=float(doc.get("intra_node_latency_us", lat["nvlink_hop"])) * 1e-6,
         network_hop_s=float(doc.get("inter_node_latency_us", lat["network_hop"])) * 1e-6,
     )
+
+
+def _intra_fraction(gpu: str) -> float:
+    """NCCL's bus bandwidth over the NVLink rate inside a node: measured for the GPU's family
+    (efficiency.json ``intra_node_fraction.by_gpu``), else the default measurement."""
+    entry = efficiency_defaults()["intra_node_fraction"]
+    by_gpu: dict[str, dict[str, Any]] = entry.get("by_gpu", {})
+    for name in family_names(gpu):
+        for fam, v in by_gpu.items():
+            if name.startswith(fam.upper()):
+                return float(v["value"])
+    return float(entry["value"])
 
 
 def load_system(source: Cluster | Mapping[str, Any] | str | Path) -> Cluster:

@@ -1,21 +1,15 @@
 """What one micro-batch costs one GPU, per transformer layer and for the embedding and logits:
-compute from FLOPs and bytes on the device model, tensor-parallel communication per layer, the
-pipeline's point-to-point sends, the data-parallel and ZeRO collectives, the optimizer step.
+compute on the device model (per layer, part by part: ``_layer``), tensor-parallel
+communication per layer, the pipeline's point-to-point sends, the data-parallel and ZeRO
+collectives, the optimizer step.
 
-Per layer under tensor parallelism t (Megatron's column / row split), T = micro-batch x seq_len
-tokens, GEMMs (m x k) @ (k x n):
-
-* QKV (T, h, (h + 2 kv_h) / t); output projection (T, h / t, h); FFN up (T, h, f / t, twice
-  with a gated FFN); FFN down (T, f / t, h). Backward: the data gradient and the weight
-  gradient of each, the same FLOPs each (m,n,k permuted).
-* Attention: flash (FLOPs only, causal) or the unfused batched GEMMs plus the s x s softmax,
-  mask and dropout as memory-bound kernels.
-* Memory-bound kernels: two norms, two residual adds (with dropout), the FFN activation;
-  per-token work divided by t with sequence parallelism; backward moves twice the bytes.
 * Communication per layer: 2 all-reduces of T x h activations forward and 2 backward, or with
-  sequence parallelism 2 all-gathers + 2 reduce-scatters each way.
-* Recompute: full repeats the forward (compute and communication) in the backward; selective
-  repeats the attention core (nothing with flash attention, which recomputes it anyway).
+  sequence parallelism 2 all-gathers + 2 reduce-scatters each way; with context parallelism
+  the ring of K and V behind the attention.
+* Full recompute repeats the forward's communication in the backward.
+* Communication beside compute (``_overlap``): tensor-parallel collectives under the GEMMs with
+  the stack's userbuffers overlap, the context-parallel ring, ZeRO-3's gathers and scatters,
+  the overlapped gradient and weight collectives slow the compute they overlap (contention).
 """
 
 from __future__ import annotations
@@ -24,11 +18,19 @@ from dataclasses import dataclass
 
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._comm import collective_s, p2p_s
+from stallscope.plan._layer import (
+    ACT_BYTES,
+    GEMM_PARTS,
+    LayerCost,
+    fp8_weight_casts,
+    gemm_fwd_bwd,
+    layer_cost,
+)
 from stallscope.plan._layout import Layout, Placement, layout
 from stallscope.plan._model import Model
+from stallscope.plan._overlap import slowed, tp_exposed
 from stallscope.plan._strategy import Strategy
 
-ACT_BYTES = 2  # activations travel and are stored in 16 bit
 LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
 
 
@@ -50,16 +52,16 @@ class Costs:
     dp_layer: float  # ZeRO 0-2: one layer's gradient collective, once per step
     dp_embed: float  # the embedding's gradient collective (first / last stage), once per step
     tied_embed: float  # all-reduce of the tied embedding's gradient between first and last stage
-    opt_layer: float  # optimizer step of one layer's shard, once per step
+    opt_layer: float  # optimizer step of one layer's shard (and its FP8 weight casts), per step
     opt_embed: float
     param_ag_layer: float  # ZeRO 1-2: one layer's updated weights all-gathered, once per step
     param_ag_embed: float
     flops_per_microbatch: float  # model FLOPs (forward + backward, no recompute), whole model
-
-
-def _gemm_fwd_bwd(system: Cluster, m: int, k: int, n: int, prec: str) -> tuple[float, float]:
-    d = system.device
-    return d.gemm_s(m, n, k, prec), d.gemm_s(m, k, n, prec) + d.gemm_s(k, n, m, prec)
+    layer: LayerCost | None = None  # the per-layer compute by part (f_comp, b_comp's parts)
+    weight_cast_layer: float = 0.0  # the FP8 weight casts in opt_layer
+    contention_f: float = 0.0  # in f_comp: the forward slowed by communication beside it
+    contention_b: float = 0.0  # in b_comp
+    contention_step_layer: float = 0.0  # in opt_layer: the step's overlapped collectives
 
 
 def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None) -> Costs:
@@ -67,48 +69,16 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     d = system.device
     t, b, seq, h = s.tp, s.micro_batch, model.seq_len, model.hidden
     tokens = b * seq // s.cp  # context parallelism: this GPU's share of each sequence
-    f = model.ffn_hidden
     prec = s.precision
     r = 1.0 / t if s.sequence_parallel else 1.0  # share of per-token work on each TP rank
     tp_group = lay.tp
 
-    # GEMMs of one layer
-    shapes = [
-        (tokens, h, (h + 2 * model.kv_hidden) // t),  # QKV
-        (tokens, h // t, h),  # output projection
-        (tokens, h, (2 if model.gated_ffn else 1) * f // t),  # FFN up (and gate)
-        (tokens, f // t, h),  # FFN down
-    ]
-    fb = [_gemm_fwd_bwd(system, m, k, n, prec) for m, k, n in shapes]
-    gemm_f = sum(x for x, _ in fb)
-    gemm_b = sum(y for _, y in fb)
-
-    heads = model.heads // t
-    if model.flash_attention:
-        att_f, att_b = d.attention_s(b, heads, seq, model.head_dim, True, prec)
-        # with context parallelism each GPU holds seq / cp queries against every key
-        att_f, att_b = att_f / s.cp, att_b / s.cp
-        core_f = 0.0  # selective recompute has nothing left to recompute
-    else:
-        bh = b * heads
-        qk_f, qk_b = _gemm_fwd_bwd(system, bh * seq, model.head_dim, seq, prec)
-        av_f, av_b = _gemm_fwd_bwd(system, bh * seq, seq, model.head_dim, prec)
-        scores = bh * seq * seq * ACT_BYTES
-        # fused scale-mask-softmax (read + write), dropout (read + write + 1-byte mask)
-        soft_f = d.memory_s(2 * scores + (2 * scores + scores / 2 if model.dropout else 0), 2)
-        att_f = qk_f + av_f + soft_f
-        att_b = qk_b + av_b + 2 * soft_f
-        core_f = att_f
-
-    mask = 0.5 if model.dropout else 0.0  # a 1-byte mask per 2-byte element
+    layer = layer_cost(model, s, system)
+    fp, bp = dict(layer.f_parts), dict(layer.b_parts)
+    st = s.software
+    f_comp = layer.forward
+    b_comp = layer.backward
     tok = tokens * h * ACT_BYTES * r
-    act = (3 if model.gated_ffn else 2) * tokens * f // t * ACT_BYTES
-    ew_bytes = 2 * tok + (3 + mask) * tok + 2 * tok + (3 + mask) * tok + act
-    ew_f = d.memory_s(ew_bytes, 5)
-    ew_b = d.memory_s(2 * ew_bytes, 10)
-
-    f_comp = gemm_f + att_f + ew_f
-    b_comp = gemm_b + att_b + ew_b
     act_bytes = tokens * h * ACT_BYTES
     if s.sequence_parallel:
         one_tp = collective_s(system, "all_gather", act_bytes, tp_group) + collective_s(
@@ -117,25 +87,32 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     else:
         one_tp = collective_s(system, "all_reduce", act_bytes, tp_group)
     f_tp = b_tp = 2 * one_tp
+    cont_f = cont_b = 0.0  # compute slowed by the communication beside it (_overlap)
+    if st.tp_overlap and t > 1:  # userbuffers: TP collectives under the pass's GEMMs
+        gemm_f = sum(fp[k] for k in GEMM_PARTS)
+        gemm_b = sum(bp[k] for k in GEMM_PARTS)
+        cont_f, cont_b = slowed(f_tp, gemm_f), slowed(b_tp, gemm_b)
+        f_tp, b_tp = tp_exposed(f_tp, gemm_f), tp_exposed(b_tp, gemm_b)
     if s.cp > 1:  # ring attention: K and V go round the context-parallel group, chunk by
         # chunk behind the attention compute; the first chunk and what compute cannot hide
         # are exposed (dK and dV come back the same way in the backward)
+        att_f, att_b = fp["attention"], bp["attention"]
         kv = 2 * b * seq * model.kv_hidden // t * ACT_BYTES
         ring_f = collective_s(system, "all_gather", kv, lay.cp)
         f_tp += ring_f / s.cp + max(0.0, ring_f - att_f)
         b_tp += 2 * ring_f / s.cp + max(0.0, 2 * ring_f - att_b)
+        cont_f += slowed(ring_f, att_f)
+        cont_b += slowed(2 * ring_f, att_b)
     if s.recompute == "full":
-        b_comp += f_comp
         b_tp += f_tp
-    elif s.recompute == "selective":
-        b_comp += core_f
+        cont_b += cont_f
 
     # embedding (vocab-parallel: a TP all-reduce, or reduce-scatter with sequence parallel)
     emb_coll = "reduce_scatter" if s.sequence_parallel else "all_reduce"
     embed_f = d.memory_s(2 * act_bytes, 1) + collective_s(system, emb_coll, act_bytes, tp_group)
     embed_b = d.memory_s(2 * act_bytes, 2)
     # final norm, output GEMM, vocab-parallel cross-entropy on fp32 logits
-    lg_f, lg_b = _gemm_fwd_bwd(system, tokens, h, model.vocab // t, prec)
+    lg_f, lg_b = gemm_fwd_bwd(system, tokens, h, model.vocab // t, prec)
     logit_bytes = tokens * (model.vocab // t) * LOSS_BYTES
     ce = collective_s(system, "all_reduce", 3 * tokens * LOSS_BYTES, tp_group)  # max, sum, target
     in_coll = collective_s(
@@ -149,30 +126,47 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     send = p2p_s(system, act_bytes / t, lay.pp_cross_node) if s.pp > 1 else 0.0
 
     # data parallelism and ZeRO
+    st = s.software
     lp = model.layer_params() / t
     ep = model.embedding_params() / t
     dp = lay.dp
     g, wb = s.grad_bytes, s.weight_bytes
     grad_coll = "all_reduce" if s.zero == 0 else "reduce_scatter"
-    zero_ag = collective_s(system, "all_gather", lp * wb, dp) if s.zero == 3 else 0.0
-    zero_rs = collective_s(system, "reduce_scatter", lp * g, dp) if s.zero == 3 else 0.0
+    z3 = s.zero == 3  # fully sharded: the stack's gather and reduction widths
+    zero_ag = collective_s(system, "all_gather", lp * st.fsdp_param_bytes, dp) if z3 else 0.0
+    zero_rs = collective_s(system, "reduce_scatter", lp * st.fsdp_reduce_bytes, dp) if z3 else 0.0
+    if s.zero >= 2:  # sharded gradients (FSDP): reduced and gathered at the stack's widths
+        g, wb = st.fsdp_reduce_bytes, st.fsdp_param_bytes
     dp_layer = 0.0 if s.zero == 3 else collective_s(system, grad_coll, lp * g, dp)
     dp_embed = collective_s(system, grad_coll, ep * g, dp)
     tied = 0.0
     if model.tied_embeddings and s.pp > 1:
         tied = collective_s(system, "all_reduce", ep * g, Placement(2, 2))
+    if z3:  # each layer's weights gathered beside the layer before, gradients scattered after
+        cont_f += slowed(zero_ag, f_comp)
+        cont_b += slowed(zero_ag + zero_rs, b_comp)
+    cont_step = 0.0  # per layer, once per step: the overlapped gradient and weight collectives
+    if s.replicas > 1 and s.zero < 3 and st.dp_overlap:
+        cont_step += slowed(dp_layer, b_comp)
     shard = s.replicas if s.zero >= 1 else 1
     adam_bytes = 22 + g  # read master, m, v, grad; write master, m, v, 16-bit weights
-    opt_layer = d.memory_s(lp / shard * adam_bytes, 1)
+    cast = fp8_weight_casts(model, s, system, s.micro_batches)
+    opt_layer = d.memory_s(lp / shard * adam_bytes, 1) + cast
     opt_embed = d.memory_s(ep / shard * adam_bytes, 1)
     pag = s.zero in (1, 2)
     param_ag_layer = collective_s(system, "all_gather", lp * wb, dp) if pag else 0.0
     param_ag_embed = collective_s(system, "all_gather", ep * wb, dp) if pag else 0.0
+    if pag and st.param_gather_overlap:
+        # each layer's weights are gathered behind the next step's forward of the layers before
+        # it: the first layer's gather is what the step waits for (one layer of the stage's)
+        cont_step += slowed(param_ag_layer, f_comp)
+        param_ag_layer *= s.pp / model.layers
+    opt_layer += cont_step
 
     return Costs(
-        f_comp=f_comp,
+        f_comp=f_comp + cont_f,
         f_tp=f_tp,
-        b_comp=b_comp,
+        b_comp=b_comp + cont_b,
         b_tp=b_tp,
         embed_f=embed_f,
         embed_b=embed_b,
@@ -189,6 +183,11 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         param_ag_layer=param_ag_layer,
         param_ag_embed=param_ag_embed,
         flops_per_microbatch=model_flops(model, b),
+        layer=layer,
+        weight_cast_layer=cast,
+        contention_f=cont_f,
+        contention_b=cont_b,
+        contention_step_layer=cont_step,
     )
 
 

@@ -1,75 +1,35 @@
-"""The device model: how long a GEMM, a flash-attention kernel or a memory-bound kernel takes on
-one GPU, from its datasheet figures and an efficiency curve that a measured table calibrates.
+"""The device model: how long a GEMM, a fused attention kernel or a memory-bound kernel takes on
+one GPU, from its datasheet figures and efficiencies set by public measurements or a measured
+table.
 
-GEMM (m x k) @ (k x n), 2mnk FLOPs:
-
-    t = max(2mnk / (peak x matmul_fraction x waves(m, n)), bytes / (hbm x hbm_fraction)) + fixed
-
-* ``matmul_fraction``: the large-GEMM rate over the dense peak (default: the public MAMF
-  measurement of the GPU, plan/data/efficiency.json);
-* ``waves(m, n)``: wave quantization, the share of the last wave of 128 x 256 output tiles that
-  keeps the SMs busy (1 when the SM count is unknown);
-* ``fixed``: launch and tile-pipeline fill per kernel.
+GEMM (``_gemm``): t = max(flops / (peak x fraction x waves), bytes / HBM) + fixed, with
+``fraction`` per precision and ``fixed`` from a public shape table (XLA's H100 table) or the
+GPU's maximum achievable matmul (MAMF), or fitted to a measured table.
 
 A table of measured GEMMs (rows m, n, k, dtype, tflops: ``predict/data/efficiency/<GPU>.json``,
-or kernel times from a profile with their shapes) calibrates ``matmul_fraction`` and ``fixed``
-by least squares over the rows' times; its attention rows give the attention fractions, its
+or kernel times from a profile with their shapes) calibrates the fractions and ``fixed`` by
+least squares over the rows' times; its attention rows give the attention fractions, its
 memory-copy row the HBM fraction (``DeviceModel.calibrated``).
 
-Flash attention: forward FLOPs 4 b s^2 h_d a (half when causal), backward 2.5 x forward, at
-``attn_fwd_fraction`` / ``attn_bwd_fraction`` of the peak. Memory-bound kernels (norms,
-activations, residual adds, the optimizer): bytes / (hbm x hbm_fraction) + fixed.
+Fused attention: forward FLOPs 4 b s^2 h_d a (half when causal), backward 2.5 x forward, at the
+kernel's published rate by head dimension and sequence length (``_attention``: FlashAttention-2,
+FlashAttention-3 and cuDNN on H100), else at ``attn_fwd_fraction`` / ``attn_bwd_fraction`` of
+the peak (FlashAttention-2's on A100). Memory-bound kernels (norms, activations, residual adds,
+casts, the optimizer): bytes / (hbm x hbm_fraction) + fixed.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
-from pathlib import Path
 from typing import Any
 
+from stallscope.plan._attention import resolve, slowdown, table_rates
 from stallscope.plan._errors import PlanError
+from stallscope.plan._gemm import fit_line, waves
+from stallscope.plan._measured_attention import Curves, curves, rates, sdpa_kernel
 
-_TILE_M, _TILE_N = 128, 256  # output tile of a large bf16 GEMM on Ampere / Hopper tensor cores
 ELEMENT_BYTES: dict[str, float] = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
-
-
-@cache
-def efficiency_defaults() -> dict[str, Any]:
-    """plan/data/efficiency.json: the default efficiencies and their sources."""
-    doc: dict[str, Any] = json.loads(
-        Path(__file__).with_name("data").joinpath("efficiency.json").read_text()
-    )
-    return doc
-
-
-def default_matmul_fraction(gpu: str) -> tuple[float, str]:
-    """The MAMF fraction of ``gpu`` (by family name: "A100-SXM4-80GB" -> "A100"), else of a GPU
-    of the same die and clocks ("H200-SXM" -> H100's), and its basis."""
-    doc = efficiency_defaults()
-    table = doc["matmul_tflops"]
-    devices: dict[str, dict[str, float]] = table["devices"]
-    names = [gpu.upper().replace(" ", "-")]
-    for family in doc.get("table_families", {}).get("families", []):
-        if any(names[0].startswith(f.upper()) for f in family):
-            names += [f.upper() for f in family]
-    for up in names:
-        best = ""
-        for fam in devices:
-            if up.startswith(fam.upper()) and len(fam) > len(best):
-                if fam.upper() == "A100-PCIE" and "PCIE" not in up:
-                    continue
-                best = fam
-        if best:
-            d = devices[best]
-            same = "" if up == names[0] else f" (same die as {gpu})"
-            return d["tflops"] / d[
-                "peak"
-            ], f"MAMF of {best}: {d['tflops']} of {d['peak']} TFLOP/s{same}"
-    return float(table["default_fraction"]), str(table["default_fraction_basis"])
 
 
 @dataclass(frozen=True)
@@ -87,6 +47,10 @@ class DeviceModel:
     attn_fwd_fraction: float = 0.7
     attn_bwd_fraction: float = 0.55
     hbm_fraction: float = 0.85
+    #: the kernel a measured table's attention rows timed ("" without one), and their rates
+    attention_measured: str = ""
+    attention_curves: Curves = field(default_factory=dict)
+    layer_factor: float = 1.0  # measured over modelled layer time (``_layer_fit``)
     basis: Mapping[str, str] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
@@ -111,27 +75,43 @@ class DeviceModel:
         )
 
     def waves(self, m: int, n: int) -> float:
-        if self.sms <= 0:
-            return 1.0
-        tiles = math.ceil(m / _TILE_M) * math.ceil(n / _TILE_N)
-        return tiles / (math.ceil(tiles / self.sms) * self.sms)
+        return waves(m, n, self.sms)
 
     def gemm_s(self, m: int, n: int, k: int, precision: str) -> float:
-        """Seconds of one (m x k) @ (k x n) GEMM."""
+        """Seconds of one (m x k) @ (k x n) GEMM (``_gemm``'s model)."""
         flops = 2.0 * m * n * k
         rate = self.peak(precision) * self.fraction(precision) * self.waves(m, n)
         nbytes = (m * k + k * n + m * n) * ELEMENT_BYTES[precision]
         return max(flops / rate, nbytes / self.hbm_bytes_s) + self.gemm_fixed_s
 
     def attention_s(
-        self, batch: int, heads: int, seq: int, head_dim: int, causal: bool, precision: str
+        self,
+        batch: int,
+        heads: int,
+        seq: int,
+        head_dim: int,
+        causal: bool,
+        precision: str,
+        kernel: str = "auto",
     ) -> tuple[float, float]:
-        """(forward, backward) seconds of flash attention over ``heads`` heads."""
+        """(forward, backward) seconds of a fused attention kernel over ``heads`` heads: the
+        measured rate where a measured table timed this kernel, else the published rate of
+        ``kernel`` on this GPU by head dimension and sequence length (``_attention``), else the
+        attention fractions of the bf16 peak."""
         fwd = 4.0 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
         peak = self.peak("bf16" if precision == "fp8" else precision)  # attention stays in 16 bit
+        k = resolve(kernel, self.name)
+        found = None
+        if self.attention_measured and k == self.attention_measured:
+            found = rates(self.attention_curves, head_dim, seq, causal)
+        if found is None:
+            found = table_rates(kernel, self.name, head_dim, seq, causal)
+        if found is None:
+            s = slowdown(k)
+            found = (peak * self.attn_fwd_fraction / s, peak * self.attn_bwd_fraction / s)
         return (
-            fwd / (peak * self.attn_fwd_fraction) + self.gemm_fixed_s,
-            2.5 * fwd / (peak * self.attn_bwd_fraction) + 2 * self.gemm_fixed_s,
+            fwd / found[0] + self.gemm_fixed_s,
+            2.5 * fwd / found[1] + 2 * self.gemm_fixed_s,
         )
 
     @property
@@ -153,20 +133,31 @@ class DeviceModel:
         gemms = [r for r in rows if r.get("op") == "gemm" and float(r.get("tflops") or 0) > 0]
         dev = self
         basis = dict(self.basis)
+        copy_gbps = _dram_copy_GBps(rows)
+        if isinstance(table, Mapping) and table.get("memcpy_GBps"):
+            copy_gbps.append(float(table["memcpy_GBps"]))
+        if any(copy_gbps):
+            dev = replace(dev, hbm_fraction=min(1.0, max(copy_gbps) / self.hbm_GBps))
+            basis["hbm"] = (
+                f"measured copy rate of {source}: {max(copy_gbps):.0f} GB/s of "
+                f"{self.hbm_GBps:.0f} (the largest copies, beyond the L2 cache)"
+            )
         if gemms:
             fractions: dict[str, float] = {}
             fixed: dict[str, tuple[int, float]] = {}
             for prec in sorted({str(r.get("dtype", "bf16")) for r in gemms}):
                 if prec not in ELEMENT_BYTES or prec not in self.peak_tflops:
                     continue  # a precision the planner does not time (tf32, fp32)
-                # t_i = x_i / f + t0, x_i = flops / (peak * waves): least squares in (1/f, t0)
+                # t_i = x_i / f + t0, x_i = flops / (peak * waves): least squares in (1/f, t0);
+                # a batch of b GEMMs is one of b x m rows
                 xs, ts = [], []
                 for r in (r for r in gemms if str(r.get("dtype", "bf16")) == prec):
-                    m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+                    m = int(r["m"]) * int(r.get("batch", 1))
+                    n, k = int(r["n"]), int(r["k"])
                     flops = 2.0 * m * n * k
                     xs.append(flops / (self.peak(prec) * self.waves(m, n)))
                     ts.append(flops / (float(r["tflops"]) * 1e12))
-                inv_f, t0 = _fit_line(xs, ts)
+                inv_f, t0 = fit_line(xs, ts)
                 fractions[prec] = 1.0 / inv_f
                 fixed[prec] = (len(xs), t0)
             if fractions:
@@ -190,17 +181,13 @@ class DeviceModel:
                 dev = replace(dev, attn_fwd_fraction=fwd[len(fwd) // 2])
             if bwd:
                 dev = replace(dev, attn_bwd_fraction=bwd[len(bwd) // 2])
-            basis["attention"] = f"median of {len(attn)} measured attention rows of {source}"
-        copy_gbps = [
-            float(r.get("GBps") or r.get("gbps") or 0)
-            for r in rows
-            if r.get("op") in ("memcpy", "copy")
-        ]
-        if isinstance(table, Mapping) and table.get("memcpy_GBps"):
-            copy_gbps.append(float(table["memcpy_GBps"]))
-        if any(copy_gbps):
-            dev = replace(dev, hbm_fraction=min(1.0, max(copy_gbps) / self.hbm_GBps))
-            basis["hbm"] = f"measured copy rate of {source}"
+            torch = table.get("versions", {}).get("torch") if isinstance(table, Mapping) else None
+            kernel = sdpa_kernel(torch, self.name)
+            dev = replace(dev, attention_measured=kernel, attention_curves=curves(attn))
+            basis["attention"] = (
+                f"{len(attn)} measured attention rows of {source} (PyTorch {torch}: {kernel}) "
+                "by head dimension and sequence length; their median where a row lacks them"
+            )
         if not (gemms or attn or any(copy_gbps)):
             raise PlanError(
                 f"efficiency table {source} has no usable rows: expected rows "
@@ -220,15 +207,14 @@ def _rows(table: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[Mappin
     return rows
 
 
-def _fit_line(xs: list[float], ts: list[float]) -> tuple[float, float]:
-    """Slope and intercept (>= 0) of ts over xs by least squares."""
-    n = len(xs)
-    if n == 1:
-        return ts[0] / xs[0], 0.0
-    mx, mt = sum(xs) / n, sum(ts) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (t - mt) for x, t in zip(xs, ts, strict=True)) / sxx if sxx else mt / mx
-    icept = mt - slope * mx
-    if icept < 0:  # no negative fixed cost: refit through the origin
-        slope, icept = sum(x * t for x, t in zip(xs, ts, strict=True)) / sum(x * x for x in xs), 0.0
-    return slope, icept
+def _dram_copy_GBps(rows: Iterable[Mapping[str, Any]]) -> list[float]:  # noqa: N802 (GB/s)
+    """The copy rates of the largest copies measured: a copy that fits the L2 cache (50 MB on
+    H100 and H200) runs above the HBM rate; rows without a size count as large."""
+    copies = [r for r in rows if r.get("op") in ("memcpy", "copy")]
+    sizes = [int(r.get("bytes") or 0) for r in copies]
+    top = max(sizes, default=0)
+    return [
+        float(r.get("GBps") or r.get("gbps") or 0)
+        for r, n in zip(copies, sizes, strict=True)
+        if n == top or n == 0
+    ]

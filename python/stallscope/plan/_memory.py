@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stallscope.plan._model import Model
-from stallscope.plan._strategy import Strategy
+from stallscope.plan._strategy import Strategy, fused_attention
 
 GIB = 1 << 30
 #: CUDA context, cuBLAS / NCCL workspaces and buffers held outside PyTorch's caching allocator.
@@ -48,9 +48,10 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
     split = (2 * h + 4 * kv + 2 * h) * sb + (4 if model.gated_ffn else 2) * sb * model.ffn_hidden
     split += 2 * sb * model.ffn_hidden
     scores = 0.0
-    if not model.flash_attention and rc != "selective":
+    flash = fused_attention(model, s)
+    if not flash and rc != "selective":
         scores = (5 if model.dropout else 2) * model.heads * model.seq_len * sb
-    lse = 4 * model.heads * sb if model.flash_attention else 0  # fp32 log-sum-exp per row
+    lse = 4 * model.heads * sb if flash else 0  # fp32 log-sum-exp per row
     return whole / sp + (split + scores + lse) / t
 
 

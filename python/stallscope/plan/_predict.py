@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import polars as pl
+
 from stallscope import _core
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._costs import Costs, costs
@@ -29,6 +31,7 @@ class Prediction:
     step_ns: int
     stages: list[dict[str, int]]  # per pipeline stage: its stall columns (ns), summing to the step
     memory: Memory
+    costs: Costs | None = None  # the per-micro-batch costs the step was simulated from
 
     @property
     def tokens_per_s(self) -> float:
@@ -63,6 +66,15 @@ class Prediction:
         out = {c: round(sum(st[c] for st in self.stages) / k) for c in STALL_COLUMNS}
         out["host_ns"] += self.step_ns - sum(out.values())
         return out
+
+    def parts(self) -> pl.DataFrame:
+        """Where the step goes (``_breakdown``): the compute by part (each GEMM of a layer,
+        attention, element-wise, recompute, embedding and logits, optimizer), the exposed
+        communication, the bubble; ``part``, ``seconds``, ``share``, summing to the step."""
+        from stallscope.plan._breakdown import breakdown
+
+        c = self.costs or costs(self.model, self.strategy, self.system)
+        return breakdown(self, c)
 
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
@@ -99,10 +111,11 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         layers_per_chunk=model.layers // (s.pp * s.interleave),
         zero3=s.zero == 3 and s.replicas > 1,
         dp_overlap=s.replicas > 1 and s.zero < 3,
-        tied=model.tied_embeddings and s.pp > 1,
+        dp_blocking=not s.software.dp_overlap,
+        tied=model.tied_embeddings,  # one embedding matrix: no separate output layer
         param_gather=s.zero in (1, 2) and s.replicas > 1,
         detail=detail,
-        p2p_blocking=s.pp > 1 and not s.p2p_overlap,
+        p2p_blocking=s.pp > 1 and not s.overlaps_p2p,
         tp_cat=net(lay.tp.nodes),
         send_cat="network" if lay.pp_cross_node else "interconnect",
         dp_cat=net(lay.dp.nodes),
@@ -110,7 +123,11 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
 
 
 def slot_values(c: Costs) -> dict[str, float]:
-    v = {k: getattr(c, k) for k in c.__dataclass_fields__ if k != "flops_per_microbatch"}
+    v = {
+        k: getattr(c, k)
+        for k in c.__dataclass_fields__
+        if k not in ("flops_per_microbatch", "layer")
+    }
     v["f"] = c.f_comp + c.f_tp
     v["b"] = c.b_comp + c.b_tp
     return v
@@ -142,6 +159,7 @@ def native_schedule(shape: Shape) -> Schedule:
         shape.param_gather,
         shape.detail,
         shape.p2p_blocking,
+        shape.dp_blocking,
     )
     names = ["compute", "send", "dp", *(("zero_ag", "zero_rs") if shape.zero3 else ())]
     cats = _category(shape)
@@ -181,4 +199,4 @@ def predict_strategy(model: Model, system: Cluster, s: Strategy) -> Prediction:
         for cols in attribute_classes(timeline, list(range(s.pp)), step)
     ]
     mem = memory(model, s, system.device.hbm_GB * GIB, sch.in_flight)
-    return Prediction(model, system, s, step, stages, mem)
+    return Prediction(model, system, s, step, stages, mem, c)

@@ -13,7 +13,8 @@ Task durations are not fixed in the graph: each task names a *slot* (a per-layer
 cost) and a multiplier, so one graph per schedule shape is re-timed for every configuration of
 that shape (``Schedule.durations``). Megatron's point-to-point sends block the sender unless its
 p2p overlap is on (``--overlap-p2p-communication``): ``p2p_blocking`` puts them on the compute
-stream.
+stream. Megatron-LM before its overlapped gradient reduction (its 2021-22 "local" DDP) reduced
+the gradients after the whole backward: ``dp_blocking`` puts them on the compute stream too.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class Shape:
     param_gather: bool  # ZeRO 1-2: weights all-gathered after the optimizer
     detail: bool  # compute and TP communication as separate tasks (for attribution)
     p2p_blocking: bool = False  # sends on the compute stream: the sender waits for them
+    dp_blocking: bool = False  # gradient collectives on the compute stream, after the backward
     tp_cat: str = "interconnect"
     send_cat: str = "interconnect"
     dp_cat: str = "network"
@@ -189,15 +191,17 @@ def build(shape: Shape) -> Schedule:
             else:
                 if last_chunk:
                     add(comp, "logits_b", 1, "compute", (), f"{tag} logits")
-                split = shape.zero3 or (shape.dp_overlap and k == last_b[c])
-                pieces = _pieces(nl) if split else 1
+                # overlapped gradient collectives follow the last backward of each chunk piece
+                # by piece; blocking ones (dp_blocking) run after the stage's whole backward
+                overlap_dp = shape.dp_overlap and k == last_b[c] and not shape.dp_blocking
+                pieces = _pieces(nl) if shape.zero3 or overlap_dp else 1
                 for _ in range(pieces):
                     last = unit(comp, ag, recent, "B", nl // pieces, tag)
                     if shape.zero3:
                         grad_tasks.append(
                             add(rs, "zero_rs", nl // pieces, shape.dp_cat, (last,), f"{tag} rs")
                         )
-                    elif shape.dp_overlap and k == last_b[c]:
+                    elif overlap_dp:
                         grad_tasks.append(
                             add(dps, "dp_layer", nl // pieces, shape.dp_cat, (last,), f"{tag} dp")
                         )
@@ -214,13 +218,18 @@ def build(shape: Shape) -> Schedule:
                 on = comp if shape.p2p_blocking else send
                 sends[(op, s, c, i)] = add(on, "send", 1, shape.send_cat, (last,), f"{tag} send")
         # end of step: embedding gradients, the optimizer, ZeRO 1-2's weight gather
+        if shape.dp_overlap and shape.dp_blocking and not shape.zero3:
+            last = add(comp, "dp_layer", nl * v, shape.dp_cat, (last,), "gradients dp")
+            grad_tasks.append(last)
         if shape.dp_overlap or shape.zero3:
+            on = comp if shape.dp_blocking and not shape.zero3 else dps
             if s == 0:
-                grad_tasks.append(add(dps, "dp_embed", 1, shape.dp_cat, (last,), "embedding dp"))
+                grad_tasks.append(add(on, "dp_embed", 1, shape.dp_cat, (last,), "embedding dp"))
             if s == p - 1 and not shape.tied:
-                grad_tasks.append(add(dps, "dp_embed", 1, shape.dp_cat, (last,), "output dp"))
+                grad_tasks.append(add(on, "dp_embed", 1, shape.dp_cat, (last,), "output dp"))
         if shape.tied and s in (0, p - 1):
-            grad_tasks.append(add(dps, "tied_embed", 1, shape.dp_cat, (last,), "tied embedding"))
+            on = comp if shape.dp_blocking else dps
+            grad_tasks.append(add(on, "tied_embed", 1, shape.dp_cat, (last,), "tied embedding"))
         layers_here = nl * v
         opt = add(comp, "opt_layer", layers_here, "compute", tuple(grad_tasks), "optimizer")
         extra = (s == 0) + (s == p - 1 and not shape.tied)

@@ -37,6 +37,7 @@ from stallscope.plan._predict import (
     slot_values,
 )
 from stallscope.plan._schedule import SLOTS, Shape, in_flight_counts
+from stallscope.plan._stack import DEFAULT_STACK, Stack
 from stallscope.plan._strategy import RECOMPUTE, Strategy
 from stallscope.predict._compiled import CompiledGraph
 
@@ -62,6 +63,7 @@ class Space:
     context_parallel: Sequence[int] = (1,)
     max_tp: int = 0  # 0: the GPUs of one node
     precision: str = "bf16"
+    stack: str | Stack = DEFAULT_STACK  # the training software every configuration runs on
 
 
 @dataclass
@@ -73,6 +75,7 @@ class SearchResult:
     fitting: int
     seconds: float
     best: list[Prediction] = field(default_factory=list)
+    stack: str | Stack = DEFAULT_STACK  # the software the configurations run on
 
 
 def candidates(
@@ -107,7 +110,7 @@ def candidates(
                             for rc in rcs:
                                 yield Strategy(
                                     tp, pp, dp, mb, global_batch, rc, sp, z, v,
-                                    space.precision, cp=cp,
+                                    space.precision, cp=cp, stack=space.stack,
                                 )  # fmt: skip
 
 
@@ -126,6 +129,7 @@ def compiled_schedule(shape: Shape) -> tuple[CompiledGraph, np.ndarray, np.ndarr
         shape.param_gather,
         shape.detail,
         shape.p2p_blocking,
+        shape.dp_blocking,
     )
     cg = CompiledGraph.from_arrays(
         a["stream"],
@@ -187,7 +191,8 @@ def search(
         )
     table = pl.DataFrame(rows).sort("step_s", "memory_GiB").with_row_index("rank", offset=1)
     best = [
-        predict_strategy(model, system, _strategy(r)) for r in table.head(top).iter_rows(named=True)
+        predict_strategy(model, system, _strategy(r, space.stack))
+        for r in table.head(top).iter_rows(named=True)
     ]
     detail = pl.DataFrame(
         [
@@ -196,7 +201,7 @@ def search(
         ]
     ).rename({c: c.removesuffix("_ns") + "_s" for c in STALL_COLUMNS})
     out = table.head(top).join(detail.with_columns(pl.col("rank").cast(pl.UInt32)), on="rank")
-    return SearchResult(out, enumerated, fitting, time.perf_counter() - t0, best)
+    return SearchResult(out, enumerated, fitting, time.perf_counter() - t0, best, space.stack)
 
 
 def _row(model: Model, system: Cluster, s: Strategy, mem: Memory, step_ns: int) -> dict[str, Any]:
@@ -223,7 +228,7 @@ def _row(model: Model, system: Cluster, s: Strategy, mem: Memory, step_ns: int) 
     }
 
 
-def _strategy(row: dict[str, Any]) -> Strategy:
+def _strategy(row: dict[str, Any], stack: str | Stack = DEFAULT_STACK) -> Strategy:
     return Strategy(
         tp=row["tp"],
         pp=row["pp"],
@@ -236,9 +241,10 @@ def _strategy(row: dict[str, Any]) -> Strategy:
         interleave=row["interleave"],
         precision=row["precision"],
         cp=row["cp"],
+        stack=stack,
     )
 
 
 def best_strategy(result: SearchResult) -> Strategy:
     """The configuration of the search's first row."""
-    return _strategy(result.table.row(0, named=True))
+    return _strategy(result.table.row(0, named=True), result.stack)

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
 from stallscope.plan._model import Model
+from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack
 
 RECOMPUTE: Final = ("none", "selective", "full")
 PRECISIONS: Final = ("bf16", "fp16", "fp8")
@@ -40,6 +41,17 @@ class Strategy:
     optimizer_bytes: int = 12
     cp: int = 1  # context parallel: each sequence split over cp GPUs (ring attention)
     p2p_overlap: bool = False  # pipeline sends behind compute (Megatron's opt-in p2p overlap)
+    stack: str | Stack = DEFAULT_STACK  # the training software (a preset's name or a Stack)
+
+    @property
+    def software(self) -> Stack:
+        """The Stack this configuration runs on."""
+        return load_stack(self.stack)
+
+    @property
+    def overlaps_p2p(self) -> bool:
+        """Pipeline sends behind compute: asked for, or the stack's default."""
+        return self.p2p_overlap or self.software.p2p_overlap
 
     @property
     def gpus(self) -> int:
@@ -57,7 +69,9 @@ class Strategy:
         return self.global_batch // (self.dp * self.micro_batch)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["stack"] = self.software.name
+        return out
 
     def with_(self, **changes: Any) -> Strategy:
         return replace(self, **changes)
@@ -76,6 +90,12 @@ class Strategy:
         return ".".join(parts)
 
 
+def fused_attention(model: Model, s: Strategy) -> bool:
+    """Whether attention runs as one fused (flash) kernel: the model allows it and the stack
+    does not run it unfused."""
+    return model.flash_attention and s.software.attention != "unfused"
+
+
 def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
     """Raise PlanError naming the first rule ``s`` breaks for ``model`` (and ``gpus``), with
     the nearest valid choices."""
@@ -85,6 +105,7 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
             raise PlanError(f"{key} must be a positive integer, got {v!r}")
     if s.recompute not in RECOMPUTE:
         raise PlanError(f"recompute {s.recompute!r} is not one of {listed(RECOMPUTE)}")
+    s.software  # noqa: B018 (an unknown stack raises PlanError naming the presets)
     if s.precision not in PRECISIONS:
         raise PlanError(f"precision {s.precision!r} is not one of {listed(PRECISIONS)}")
     if s.zero not in ZERO_STAGES:
@@ -135,10 +156,10 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
         raise PlanError(
             "sequence parallel splits activations across tensor-parallel ranks: it needs tp > 1"
         )
-    if s.cp > 1 and not model.flash_attention:
+    if s.cp > 1 and not fused_attention(model, s):
         raise PlanError(
             "context parallelism (ring attention) is modelled with flash attention only: set "
-            '"flash_attention": true in the model or use cp 1'
+            '"flash_attention": true in the model, a stack whose attention is fused, or cp 1'
         )
     if s.cp > 1 and model.seq_len % (2 * s.cp):
         raise PlanError(

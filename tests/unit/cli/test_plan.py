@@ -133,3 +133,35 @@ def test_predict_takes_a_run_or_a_model_not_both(files: tuple[str, str], tmp_pat
     assert res.exit_code == 2 and "not both" in res.output
     res = CliRunner().invoke(cli, ["predict"])
     assert res.exit_code == 2 and "or --model and --system" in res.output
+
+
+def test_stack_by_name_by_file_and_its_errors(files: tuple[str, str], tmp_path: Path) -> None:
+    m, s = files
+    base = ["predict", "--model", m, "--system", s, "--nodes", "2", "--global-batch", "32"]
+    runs = {}
+    for stack in ("megatron-core", "megatron-lm-2021"):
+        res = CliRunner().invoke(cli, [*base, "--stack", stack, "--json", "-"])
+        assert res.exit_code == 0, res.output
+        runs[stack] = orjson.loads(res.output)["predictions"][0]
+    assert runs["megatron-lm-2021"]["stack"] == "megatron-lm-2021"
+    # the 2021 DDP reduces the gradients after the backward: a longer step
+    assert runs["megatron-lm-2021"]["step_ns"] > runs["megatron-core"]["step_ns"]
+    f = tmp_path / "stack.json"
+    f.write_text(
+        json.dumps({"preset": "megatron-core", "dp_overlap": False, "attention": "unfused"})
+    )
+    res = CliRunner().invoke(cli, [*base, "--stack", str(f), "--json", "-"])
+    assert res.exit_code == 0, res.output
+    assert (
+        orjson.loads(res.output)["predictions"][0]["step_ns"] == runs["megatron-lm-2021"]["step_ns"]
+    )
+    res = CliRunner().invoke(cli, [*base, "--stack", "nemo"])
+    assert res.exit_code == 2 and "no software stack 'nemo'" in res.output
+    f.write_text(json.dumps({"dp_overlapp": False}))
+    res = CliRunner().invoke(cli, [*base, "--stack", str(f)])
+    assert res.exit_code == 1 and "unknown stack keys 'dp_overlapp'" in res.output
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(
+        cli, ["plan", "--model", m, "--system", s, "--gpus", "16", "--stack", "nemo-24"]
+    )
+    assert res.exit_code == 0, res.output

@@ -3,8 +3,11 @@ the model says."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import stallscope.plan as plan_pkg
 from stallscope.plan import Cluster, Model, Strategy, load_model
 from stallscope.plan._costs import costs, layer_flops, model_flops
 
@@ -72,3 +75,77 @@ def test_context_parallel_splits_tokens_and_adds_the_ring(a100: Cluster) -> None
     assert two.f_comp == pytest.approx(one.f_comp / 2, rel=0.05)
     assert one.f_tp == 0 and two.f_tp > 0  # K and V go round the ring
     assert two.f_tp < two.f_comp  # mostly hidden behind a 32k-token attention
+
+
+def test_gemm_model_against_the_public_h100_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a measured table, XLA's H100 bf16 table (plan/data/gemm_tables.json) calibrates
+    the H100's GEMMs: the model follows the table's rates and stays at the measured best (MAMF)
+    for big shapes."""
+    import json
+
+    from stallscope.plan import _cluster, load_system
+
+    monkeypatch.setattr(_cluster, "_TABLES", tmp_path)  # no measured table shipped
+    d = load_system("dgx-h100").device
+    doc = json.loads(
+        Path(plan_pkg.__file__).with_name("data").joinpath("gemm_tables.json").read_text()
+    )
+    errs = []
+    for r in doc["tables"][0]["rows"]:
+        m = r["m"] * r["batch"]
+        flops = 2 * m * r["n"] * r["k"]
+        errs.append(d.gemm_s(m, r["n"], r["k"], "bf16") / (flops / (r["tflops"] * 1e12)) - 1)
+    assert sum(abs(e) for e in errs) / len(errs) < 0.15
+    # the biggest shapes: the MAMF measurement (794.5 TFLOP/s) bounds the model's rate
+    for m, n, k in ((8192, 8192, 8192), (16384, 4096, 14336), (2048, 2048, 13312)):
+        rate = 2 * m * n * k / d.gemm_s(m, n, k, "bf16")
+        assert 740e12 < rate < 800e12
+    # fp8: the MAMF ratio of fp8 to bf16 (1402.6 / 1979 over 794.5 / 989), below 2x bf16
+    assert d.fraction("fp8") / d.fraction("bf16") == pytest.approx(
+        (1402.6 / 1979) / (794.5 / 989), rel=0.02
+    )
+    r8 = 2 * 8192**3 / d.gemm_s(8192, 8192, 8192, "fp8")
+    assert 1.6 < r8 / (2 * 8192**3 / d.gemm_s(8192, 8192, 8192, "bf16")) < 1.8
+
+
+def test_gemm_model_against_a_measured_table() -> None:
+    """A shipped measured table (bench/gpu_device_model.py) calibrates its GPU's GEMMs: the
+    model follows the shapes a layer runs (above 0.1 TFLOP, where a step's time goes)."""
+    import json
+
+    from stallscope.plan import _cluster, load_system
+
+    path = _cluster._TABLES / "H200.json"
+    if not path.exists():
+        pytest.skip("no measured H200 table shipped with this checkout")
+    d = load_system("dgx-h200").device
+    errs = []
+    for r in json.loads(path.read_text())["gemm"]:
+        flops = 2 * r["m"] * r["n"] * r["k"]
+        if r["dtype"] in ("bf16", "fp8") and r["what"] != "square" and flops > 1e11:
+            model = d.gemm_s(r["m"], r["n"], r["k"], r["dtype"])
+            errs.append(model / (flops / (r["tflops"] * 1e12)) - 1)
+    assert len(errs) > 50
+    assert sum(abs(e) for e in errs) / len(errs) < 0.08
+    assert abs(sum(errs) / len(errs)) < 0.04  # no bias on the shapes that count
+
+
+def test_fp8_casts_and_weight_casts_by_stack(gpt3: Model) -> None:
+    from stallscope.plan import load_system
+
+    h100 = load_system("dgx-h100")
+    s = Strategy(tp=4, pp=8, dp=1, micro_batch=1, global_batch=8, precision="fp8")
+    te = costs(gpt3, s.with_(stack="nemo-24"), h100)
+    assert te.layer is not None
+    f, b = dict(te.layer.f_parts)["fp8_cast"], dict(te.layer.b_parts)["fp8_cast"]
+    assert 0 < f < b  # forward: the projection's input only; backward: four output gradients
+    assert te.weight_cast_layer > 0
+    kept = costs(gpt3, s.with_(stack={"preset": "nemo-24", "fp8_params": True}), h100)
+    assert kept.weight_cast_layer == 0 and kept.opt_layer < te.opt_layer
+    dyn = costs(gpt3, s.with_(stack={"preset": "nemo-24", "fp8_recipe": "dynamic"}), h100)
+    assert dyn.layer is not None and dict(dyn.layer.f_parts)["fp8_cast"] > 3 * f
+    assert dyn.weight_cast_layer == pytest.approx(8 * te.weight_cast_layer)  # every micro-batch
+    bf16 = costs(gpt3, s.with_(precision="bf16"), h100)
+    assert bf16.layer is not None and dict(bf16.layer.f_parts)["fp8_cast"] == 0.0

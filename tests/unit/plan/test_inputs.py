@@ -84,16 +84,15 @@ def test_presets_and_the_nearest_names() -> None:
         load_system("dgx-z100")
 
 
+def _tflops(n: int, rate: float, fixed: float) -> float:
+    """TFLOP/s of an n^3 GEMM at ``rate`` plus ``fixed`` s: the device model's GEMM."""
+    return 2 * n**3 / (2 * n**3 / rate + fixed) / 1e12
+
+
 def test_efficiency_table_calibrates_the_device() -> None:
     rows = [
-        {
-            "op": "gemm",
-            "m": n,
-            "n": n,
-            "k": n,
-            "dtype": "bf16",
-            "tflops": 2 * n**3 / (2 * n**3 / 250e12 + 4e-6) / 1e12,
-        }
+        {"op": "gemm", "m": n, "n": n, "k": n, "dtype": "bf16"}
+        | {"tflops": _tflops(n, 250e12, 4e-6)}
         for n in (512, 1024, 2048, 4096, 8192)
     ]
     rows.append(
@@ -122,7 +121,7 @@ def test_efficiency_table_calibrates_the_device() -> None:
 
 def test_the_measured_tables_layout_calibrates_per_precision() -> None:
     def t(n: int, rate: float) -> float:  # TFLOP/s of an n^3 GEMM at `rate` plus 3 us
-        return 2 * n**3 / (2 * n**3 / rate + 3e-6) / 1e12
+        return _tflops(n, rate, 3e-6)
 
     table = {
         "format": "stallscope.device_efficiency",
@@ -156,7 +155,33 @@ def test_a_table_applies_to_its_die_family(tmp_path: Path, monkeypatch: pytest.M
     folder = tmp_path / "predict" / "data" / "efficiency"
     folder.mkdir(parents=True)
     (folder / "H200.json").write_text("{}")
-    monkeypatch.setattr(_cluster, "__file__", str(tmp_path / "plan" / "_cluster.py"))
+    monkeypatch.setattr(_cluster, "_TABLES", folder)
     assert _cluster._shipped_table("H100-SXM") == folder / "H200.json"
     assert _cluster._shipped_table("H200-SXM") == folder / "H200.json"
     assert _cluster._shipped_table("A100-SXM4-80GB") is None
+
+
+def test_measured_layers_add_what_the_kernel_sum_misses() -> None:
+    from stallscope.plan import Strategy
+    from stallscope.plan._costs import costs
+    from stallscope.plan._layer_fit import modelled_layer_s
+
+    table = {"gemm": [{"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 250.0}]}
+    plain = load_system(DGX_A100 | {"efficiency_table": table})
+    base = plain.device  # what the kernel sums give once the table's GEMM rate is in
+    shapes = [(1024, 16, 2048, 4), (4096, 32, 2048, 1), (8192, 64, 2048, 1)]
+    rows = []
+    for (h, heads, seq, mb), ratio in zip(shapes, (1.1, 1.25, 1.4), strict=True):
+        r = {"op": "layer", "hidden": h, "heads": heads, "seq": seq, "micro_batch": mb}
+        t = modelled_layer_s(base, r) * ratio
+        rows.append(r | {"dtype": "bf16", "fwd_seconds": t / 3, "bwd_seconds": 2 * t / 3})
+    s = load_system(DGX_A100 | {"efficiency_table": table | {"layers": rows}})
+    assert s.device.layer_factor == pytest.approx(1.25)  # the median ratio
+    assert plain.device.layer_factor == 1.0
+    m = load_model({"layers": 4, "hidden": 4096, "heads": 32, "seq_len": 2048, "vocab": 32000})
+    st = Strategy(global_batch=1)
+    with_gap, without = costs(m, st, s), costs(m, st, plain)
+    assert with_gap.f_comp == pytest.approx(1.25 * without.f_comp)
+    assert with_gap.layer is not None
+    assert dict(with_gap.layer.f_parts)["measured_gap"] == pytest.approx(0.25 * without.f_comp)
+    assert "median measured / modelled layer time over 3 layers" in s.device.basis["layer"]

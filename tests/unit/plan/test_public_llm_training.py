@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from stallscope.plan import model, system
+from stallscope.plan import load_stack, model, stack_names, system
 from stallscope.predict import device
 from tests.unit.plan.conftest import (
     llm_foundry_flops_per_token,
@@ -24,7 +24,7 @@ DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 KEYS = {
     "id", "model", "seq_len", "precision", "tp", "pp", "cp", "ep", "dp", "virtual_stages",
     "micro_batch", "global_batch", "recompute", "sequence_parallel", "zero_stage", "gpu", "gpus",
-    "gpus_per_node", "system", "interconnect", "result", "source", "notes",
+    "gpus_per_node", "system", "interconnect", "result", "source", "notes", "stack",
 }  # fmt: skip
 OPTIONAL = {"params", "mfu_basis"}
 RESULTS = {
@@ -79,6 +79,11 @@ def test_entry_schema(e: dict[str, Any]) -> None:
     vp = e["virtual_stages"]
     assert vp is None or (isinstance(vp, int) and m.layers % (e["pp"] * vp) == 0)
     assert e["interconnect"] and isinstance(e["notes"], str)
+    st = load_stack(e["stack"])  # a known preset, known fields
+    assert st.name and e["stack"]["preset"] in stack_names()
+    if "source" in e["stack"]:
+        ssrc = e["stack"]["source"]
+        assert ssrc["url"].startswith("https://") and DATE.match(ssrc["date"]) and ssrc["where"]
     src = e["source"]
     assert src["url"].startswith("https://") and DATE.match(src["date"]) and src["where"]
     result = e["result"]

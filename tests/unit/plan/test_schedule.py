@@ -85,6 +85,30 @@ def test_dp_gradients_overlap_the_last_backward() -> None:
     assert cols["network"] == 1_500
 
 
+def test_blocking_gradients_follow_the_whole_backward() -> None:
+    sch = build(_shape(1, 2, 1, nl=4, dp_overlap=True, dp_blocking=True))
+    g = sch.graph
+    g.duration[:] = sch.durations({"f": 1e-6, "b": 2e-6, "dp_layer": 1.5e-6})
+    t = g.run()
+    # Megatron-LM's 2021 DDP: all 4 layers' gradients reduced after the backward, on the
+    # compute stream: none of the 6 us hides
+    assert t.makespan == 24_000 + 4 * 1_500
+    assert attribute(t, 0, t.makespan)["network"] == 4 * 1_500
+
+
+@pytest.mark.parametrize(("p", "m", "v"), [(2, 4, 1), (4, 8, 2)])
+def test_blocking_gradients_run_after_the_stages_last_backward(p: int, m: int, v: int) -> None:
+    sch = build(_shape(p, m, v, nl=2, dp_overlap=True, dp_blocking=True))
+    g = sch.graph
+    g.duration[:] = sch.durations({"f": 1e-6, "b": 2e-6, "dp_layer": 1e-6})
+    t = g.run()
+    free = build(_shape(p, m, v, nl=2))
+    free.graph.duration[:] = free.durations({"f": 1e-6, "b": 2e-6})
+    # each stage's reduction follows all its backwards: it delays no other stage's work, so the
+    # step grows by one stage's reduction (2 layers x v chunks x 1 us) exactly
+    assert t.makespan == free.graph.run().makespan + 2 * v * 1_000
+
+
 def test_zero3_gathers_hide_behind_compute_but_the_first() -> None:
     sch = build(_shape(1, 1, 1, nl=4, zero3=True))
     g = sch.graph
@@ -105,6 +129,9 @@ def test_zero3_gathers_hide_behind_compute_but_the_first() -> None:
         (8, 16, 4, 1, {"dp_overlap": True, "tied": True, "param_gather": True}),
         (4, 8, 2, 2, {"p2p_blocking": True, "dp_overlap": True}),
         (3, 5, 1, 3, {"p2p_blocking": True, "zero3": True}),
+        (4, 8, 2, 2, {"dp_overlap": True, "dp_blocking": True, "tied": True}),
+        (1, 4, 1, 8, {"dp_overlap": True, "dp_blocking": True, "p2p_blocking": True}),
+        (2, 4, 1, 4, {"zero3": True, "dp_blocking": True, "tied": True}),
     ],
 )
 @pytest.mark.parametrize("detail", [False, True])

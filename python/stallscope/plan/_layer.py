@@ -1,0 +1,163 @@
+"""What one transformer layer's compute costs one GPU for one micro-batch, part by part.
+
+Per layer under tensor parallelism t (Megatron's column / row split), T = micro-batch x seq_len /
+cp tokens, GEMMs (m x k) @ (k x n):
+
+* ``gemm_qkv`` (T, h, (h + 2 kv_h) / t); ``gemm_proj`` (T, h / t, h); ``gemm_fc1`` (T, h, f / t,
+  twice with a gated FFN); ``gemm_fc2`` (T, f / t, h). Backward: the data gradient and the
+  weight gradient of each, the same FLOPs each (m, n, k permuted).
+* ``attention``: the stack's fused kernel at its published rate (``_attention``), or the
+  unfused batched GEMMs plus the s x s softmax, mask and dropout as memory-bound kernels.
+* ``elementwise``: two norms, two residual adds (with dropout), the FFN activation; per-token
+  work divided by t with sequence parallelism; backward moves twice the bytes.
+* ``fp8_cast`` (FP8 only): the casts of GEMM inputs to FP8 with their transposes that no other
+  kernel does on the way (``fp8_casts``).
+* ``recompute`` (backward only): full recompute repeats the forward; selective the attention
+  core (nothing with flash attention, which recomputes it anyway).
+* ``measured_gap``: what a measured layer on the device takes beyond the kernel sum
+  (``_layer_fit``; zero without a measured table).
+
+Every part is in seconds; ``LayerCost.forward`` and ``.backward`` sum them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from stallscope.plan._cluster import Cluster
+from stallscope.plan._model import Model
+from stallscope.plan._strategy import Strategy, fused_attention
+
+ACT_BYTES: Final = 2  # activations travel and are stored in 16 bit
+#: The parts of a layer, in the order the breakdown lists them.
+LAYER_PARTS: Final = (
+    "gemm_qkv",
+    "gemm_proj",
+    "gemm_fc1",
+    "gemm_fc2",
+    "attention",
+    "elementwise",
+    "fp8_cast",
+    "recompute",
+    "measured_gap",
+)
+GEMM_PARTS: Final = ("gemm_qkv", "gemm_proj", "gemm_fc1", "gemm_fc2")
+#: Bytes per element of an FP8 cast with its transpose (read 16 bit, write FP8 and its
+#: transpose: Hopper's FP8 GEMMs take only the TN layout, so the backward needs both).
+CAST_BYTES: Final = 4
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Seconds of one layer's compute on one GPU for one micro-batch, by part."""
+
+    f_parts: tuple[tuple[str, float], ...]
+    b_parts: tuple[tuple[str, float], ...]
+
+    @property
+    def forward(self) -> float:
+        return sum(v for _, v in self.f_parts)
+
+    @property
+    def backward(self) -> float:
+        return sum(v for _, v in self.b_parts)
+
+
+def gemm_fwd_bwd(system: Cluster, m: int, k: int, n: int, prec: str) -> tuple[float, float]:
+    """Seconds of an (m x k) @ (k x n) GEMM forward and of its two backward GEMMs."""
+    d = system.device
+    return d.gemm_s(m, n, k, prec), d.gemm_s(m, k, n, prec) + d.gemm_s(k, n, m, prec)
+
+
+def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
+    """The compute of one transformer layer (see the module doc)."""
+    d = system.device
+    t, b, seq, h = s.tp, s.micro_batch, model.seq_len, model.hidden
+    tokens = b * seq // s.cp  # context parallelism: this GPU's share of each sequence
+    f = model.ffn_hidden
+    prec = s.precision
+    r = 1.0 / t if s.sequence_parallel else 1.0  # share of per-token work on each TP rank
+
+    shapes = {
+        "gemm_qkv": (tokens, h, (h + 2 * model.kv_hidden) // t),
+        "gemm_proj": (tokens, h // t, h),
+        "gemm_fc1": (tokens, h, (2 if model.gated_ffn else 1) * f // t),
+        "gemm_fc2": (tokens, f // t, h),
+    }
+    fwd: dict[str, float] = {}
+    bwd: dict[str, float] = {}
+    for name, (m_, k_, n_) in shapes.items():
+        fwd[name], bwd[name] = gemm_fwd_bwd(system, m_, k_, n_, prec)
+
+    heads = model.heads // t
+    if fused_attention(model, s):
+        kernel = s.software.attention
+        att_f, att_b = d.attention_s(b, heads, seq, model.head_dim, True, prec, kernel)
+        # with context parallelism each GPU holds seq / cp queries against every key
+        att_f, att_b = att_f / s.cp, att_b / s.cp
+        core_f = 0.0  # selective recompute has nothing left to recompute
+    else:
+        bh = b * heads
+        qk_f, qk_b = gemm_fwd_bwd(system, bh * seq, model.head_dim, seq, prec)
+        av_f, av_b = gemm_fwd_bwd(system, bh * seq, seq, model.head_dim, prec)
+        scores = bh * seq * seq * ACT_BYTES
+        # fused scale-mask-softmax (read + write), dropout (read + write + 1-byte mask)
+        soft_f = d.memory_s(2 * scores + (2 * scores + scores / 2 if model.dropout else 0), 2)
+        att_f = qk_f + av_f + soft_f
+        att_b = qk_b + av_b + 2 * soft_f
+        core_f = att_f
+    fwd["attention"], bwd["attention"] = att_f, att_b
+
+    mask = 0.5 if model.dropout else 0.0  # a 1-byte mask per 2-byte element
+    tok = tokens * h * ACT_BYTES * r
+    act = (3 if model.gated_ffn else 2) * tokens * f // t * ACT_BYTES
+    ew_bytes = 2 * tok + (3 + mask) * tok + 2 * tok + (3 + mask) * tok + act
+    fwd["elementwise"] = d.memory_s(ew_bytes, 5)
+    bwd["elementwise"] = d.memory_s(2 * ew_bytes, 10)
+    fwd["fp8_cast"], bwd["fp8_cast"] = fp8_casts(model, s, system, tokens)
+
+    if s.recompute == "full":
+        bwd["recompute"] = sum(fwd.values())
+    elif s.recompute == "selective":
+        bwd["recompute"] = core_f
+    else:
+        bwd["recompute"] = 0.0
+    fwd["recompute"] = 0.0
+    gap = system.device.layer_factor - 1.0  # what a measured layer adds to the kernel sum
+    fwd["measured_gap"] = gap * sum(fwd.values())
+    bwd["measured_gap"] = gap * sum(bwd.values())
+    return LayerCost(
+        tuple((p, fwd[p]) for p in LAYER_PARTS), tuple((p, bwd[p]) for p in LAYER_PARTS)
+    )
+
+
+def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's FP8 casts for one micro-batch.
+
+    Transformer Engine (``fp8_recipe`` delayed) writes the QKV and FFN-up inputs in FP8 from
+    its LayerNorm and the FFN-down input from its activation, so the forward casts only the
+    projection's input; the backward casts each GEMM's output gradient. A dynamic recipe
+    (torchao) casts all four forward inputs and reads each tensor once more for its amax."""
+    if s.precision != "fp8":
+        return 0.0, 0.0
+    d = system.device
+    t, h = s.tp, model.hidden
+    f = (2 if model.gated_ffn else 1) * model.ffn_hidden
+    qkv = h + 2 * model.kv_hidden
+    dynamic = s.software.fp8_recipe == "dynamic"
+    per = CAST_BYTES + (2 if dynamic else 0)
+    fwd_elems = tokens * h / t + (tokens * (2 * h + model.ffn_hidden / t) if dynamic else 0)
+    bwd_elems = tokens * (qkv / t + h + f / t + h)
+    return d.memory_s(per * fwd_elems, 4 if dynamic else 1), d.memory_s(per * bwd_elems, 4)
+
+
+def fp8_weight_casts(model: Model, s: Strategy, system: Cluster, micro_batches: int) -> float:
+    """Seconds per step of casting one layer's weights to FP8 with their transposes: once per
+    step with Transformer Engine's weight cache (none with FP8 weights kept as such), every
+    micro-batch with a dynamic recipe."""
+    st = s.software
+    if s.precision != "fp8" or st.fp8_params:
+        return 0.0
+    per_step = micro_batches if st.fp8_recipe == "dynamic" else 1
+    return per_step * system.device.memory_s(CAST_BYTES * model.layer_params() / s.tp, 4)

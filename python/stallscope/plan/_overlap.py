@@ -1,0 +1,39 @@
+"""Communication that runs beside compute: what of it stays exposed, and what it costs the
+compute it overlaps (SM and memory contention).
+
+* Contention: while an SM-based collective (NCCL, Transformer Engine's userbuffers reduce-scatter)
+  runs beside a kernel, that kernel slows by ``contention()`` (efficiency.json: the measured
+  average slowdown of overlapped compute) for the overlapped time: a collective of c seconds
+  beside compute of x seconds adds contention() x min(c, x).
+* Tensor-parallel overlap (``Stack.tp_overlap``, Transformer Engine's userbuffers): the
+  all-gathers run as ring exchanges chunk by chunk under the GEMMs that consume them, the
+  reduce-scatters in 4 splits under the GEMMs that produce them; what the pass's GEMMs cannot
+  cover, and the last split's reduce-scatter (an eighth of the layer's traffic), is exposed.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from stallscope.plan._gemm import efficiency_defaults
+
+#: Splits of a GEMM whose reduce-scatter userbuffers pipeline (num_splits in the NeMo and
+#: dgxc-benchmarking configurations): the last split's reduce-scatter follows the GEMM.
+TP_SPLITS: Final = 4
+
+
+def contention() -> float:
+    """The compute slowdown while an SM-based collective overlaps it (a fraction)."""
+    return float(efficiency_defaults()["comm_contention"]["value"])
+
+
+def slowed(comm: float, compute: float) -> float:
+    """Seconds the compute loses to a collective of ``comm`` seconds running beside it."""
+    return contention() * min(comm, compute)
+
+
+def tp_exposed(comm: float, gemms: float) -> float:
+    """Seconds of a layer pass's tensor-parallel traffic left exposed under userbuffers
+    overlap: what the pass's GEMMs cannot cover, and the last reduce-scatter split (half the
+    traffic is reduce-scatter)."""
+    return max(0.0, comm - gemms) + comm / (2 * TP_SPLITS)

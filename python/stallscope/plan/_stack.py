@@ -1,0 +1,145 @@
+"""The training software a configuration runs on (``Stack``): which attention kernels, which
+overlaps of communication with compute, how FP8 and fully sharded data parallelism move bytes.
+
+Two jobs with the same model, split and cluster differ by their framework: Megatron-LM of 2021
+reduced the gradients after the backward, Megatron-Core overlaps them with it; NeMo runs
+Transformer Engine's cuDNN attention and hides the tensor-parallel collectives behind the GEMMs
+(userbuffers); llm-foundry of 2023 ran PyTorch FSDP with a Triton flash attention. A
+``Strategy`` names its stack (``Strategy.stack``); the presets, each with its sources, are in
+``plan/data/stacks.json`` (``stacks()``), and a stack may be given as a dict of the fields below
+(``"preset"`` names the one it starts from).
+
+Fields:
+
+* ``attention``: ``unfused`` (batched GEMMs + fused softmax), ``flash2``, ``flash3``, ``cudnn``
+  (Transformer Engine's fused attention), ``flash-triton`` (the 2022 Triton FlashAttention),
+  ``sdpa`` (PyTorch's scaled_dot_product_attention: FlashAttention-2 kernels) or ``auto``
+  (cuDNN on Hopper GPUs, FlashAttention-2 elsewhere); used when the model has flash attention.
+* ``dp_overlap``: gradient collectives behind the last micro-batch's backward (else after it).
+* ``param_gather_overlap``: ZeRO 1-2's weight all-gather behind the next step's forward.
+* ``tp_overlap``: tensor-parallel collectives behind the GEMMs (Transformer Engine userbuffers).
+* ``p2p_overlap``: pipeline sends behind compute (the default of ``Strategy.p2p_overlap`` where
+  the caller leaves it to the stack).
+* ``fp8_params``: FP8 weights kept as such (no weight casts); ``fp8_recipe``: ``delayed``
+  (Transformer Engine: scales from an amax history) or ``dynamic`` (an amax pass before each
+  cast).
+* ``fsdp_param_bytes``, ``fsdp_reduce_bytes``: bytes per parameter of ZeRO-3's all-gather and
+  of the gradient reduction (2 for 16 bit, 4 for fp32).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+import polars as pl
+
+from stallscope.plan._errors import PlanError, listed, nearest_names
+
+ATTENTION: Final = ("unfused", "flash2", "flash3", "cudnn", "flash-triton", "sdpa", "auto")
+FP8_RECIPES: Final = ("delayed", "dynamic")
+#: The stack a configuration runs on when it does not say.
+DEFAULT_STACK: Final = "megatron-core"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A training framework's kernels and overlaps (see the module doc)."""
+
+    name: str
+    attention: str = "auto"
+    dp_overlap: bool = True
+    param_gather_overlap: bool = True
+    tp_overlap: bool = False
+    p2p_overlap: bool = False
+    fp8_params: bool = False
+    fp8_recipe: str = "delayed"
+    fsdp_param_bytes: int = 2
+    fsdp_reduce_bytes: int = 2
+    about: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_FIELDS: Final = {f.name for f in fields(Stack)}
+_INFORMATIVE: Final = frozenset({"source", "sources", "notes", "preset"})
+
+
+@cache
+def _presets() -> dict[str, dict[str, Any]]:
+    doc = json.loads(Path(__file__).with_name("data").joinpath("stacks.json").read_text())
+    return {str(e["name"]): dict(e) for e in doc["stacks"]}
+
+
+def stack_names() -> tuple[str, ...]:
+    """Every preset's name, in file order."""
+    return tuple(_presets())
+
+
+def _check(st: Stack, where: str) -> Stack:
+    if st.attention not in ATTENTION:
+        raise PlanError(f"{where}: attention {st.attention!r} is not one of {listed(ATTENTION)}")
+    if st.fp8_recipe not in FP8_RECIPES:
+        raise PlanError(
+            f"{where}: fp8_recipe {st.fp8_recipe!r} is not one of {listed(FP8_RECIPES)}"
+        )
+    for k in ("fsdp_param_bytes", "fsdp_reduce_bytes"):
+        if getattr(st, k) not in (2, 4):
+            raise PlanError(f"{where}: {k} must be 2 (16 bit) or 4 (fp32), got {getattr(st, k)!r}")
+    for k in ("dp_overlap", "param_gather_overlap", "tp_overlap", "p2p_overlap", "fp8_params"):
+        if not isinstance(getattr(st, k), bool):
+            raise PlanError(f"{where}: {k} must be true or false, got {getattr(st, k)!r}")
+    return st
+
+
+def _from_fields(doc: Mapping[str, Any], where: str, base: Stack | None = None) -> Stack:
+    unknown = [k for k in doc if k not in _FIELDS and k not in _INFORMATIVE]
+    if unknown:
+        hints = "; ".join(
+            f"{u!r} (nearest: {listed(nearest_names(u, _FIELDS, 2))})" for u in unknown
+        )
+        raise PlanError(f"{where}: unknown stack keys {hints}")
+    kw = {k: v for k, v in doc.items() if k in _FIELDS}
+    st = replace(base, **kw) if base is not None else Stack(**{"name": "custom"} | kw)
+    return _check(st, where)
+
+
+@cache
+def stack(name: str) -> Stack:
+    """The preset ``name`` (any case); PlanError with the nearest names when there is none."""
+    table = _presets()
+    key = next((k for k in table if k.lower() == name.strip().lower()), None)
+    if key is None:
+        raise PlanError(
+            f"no software stack {name!r}: choose one of {listed(tuple(table))} (nearest: "
+            f"{listed(nearest_names(name, table, 3))}), or give the stack's fields as a dict"
+        )
+    return _from_fields(table[key], f"stack {key!r} (plan/data/stacks.json)")
+
+
+def load_stack(source: Stack | Mapping[str, Any] | str) -> Stack:
+    """A Stack from a Stack, a preset's name or a dict of fields (``"preset"``: the preset it
+    starts from, else the default stack)."""
+    if isinstance(source, Stack):
+        return source
+    if isinstance(source, str):
+        return stack(source)
+    base = stack(str(source.get("preset", DEFAULT_STACK)))
+    name = str(source.get("name", f"{base.name}+"))
+    return _from_fields(dict(source) | {"name": name}, f"stack {name!r}", base)
+
+
+def stacks() -> pl.DataFrame:
+    """The stack presets: one row per stack, its fields and its source."""
+    rows = []
+    for name, doc in _presets().items():
+        src = doc.get("source", {})
+        rows.append(
+            stack(name).to_dict() | {"source_url": src.get("url", ""), "date": src.get("date", "")}
+        )
+    return pl.DataFrame(rows)
