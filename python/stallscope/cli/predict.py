@@ -42,7 +42,7 @@ def _rates(text: str | None) -> list[float | None]:
     return out
 
 
-@click.command()
+@click.command(short_help="Predict a measured job's step time and stalls on other clusters.")
 @click.argument("run", type=click.Path(path_type=Path), required=False)
 @click.option(
     "--nodes",
@@ -210,10 +210,17 @@ def predict(
         raise click.ClickException(e.advice("--compute-scale RATIO")) from None
     except PredictError as e:
         raise click.ClickException(str(e)) from None
-    if save_profile is not None:
-        prof.save(save_profile)
-    if json_path is not None:
-        json_path.write_bytes(orjson.dumps(as_json(prof, pred), option=orjson.OPT_INDENT_2) + b"\n")
+    from stallscope.cli._paths import output_file, write_error
+
+    try:
+        if save_profile is not None:
+            prof.save(output_file(save_profile))
+        if json_path is not None:
+            output_file(json_path).write_bytes(
+                orjson.dumps(as_json(prof, pred), option=orjson.OPT_INDENT_2) + b"\n"
+            )
+    except OSError as e:
+        raise write_error(Path(e.filename or "the output"), e) from None
     print_prediction(run, prof, pred)
     if save_profile is not None:
         click.echo(f"profile written to {save_profile}")

@@ -17,7 +17,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for arg in values for v in arg.split(",") if v.strip()]
 
 
-@click.command()
+@click.command(short_help="The cheapest cloud setup that finishes a measured job in time.")
 @click.argument("run", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--steps", type=float, help="Work: optimizer steps of the global batch.")
 @click.option("--samples", type=float, help="Work: samples (needs --batch-size).")
@@ -192,8 +192,10 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
     if o["json_file"] is not None:
         write_json(rec, o["json_file"], run)
     if o["plot"] is not None:
+        from stallscope.cli._paths import output_file
         from stallscope.report import pareto_plot
 
+        output_file(o["plot"])
         try:
             pareto_plot(
                 rec.candidates,
