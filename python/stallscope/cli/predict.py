@@ -67,6 +67,12 @@ def _rates(text: str | None) -> list[float | None]:
     "`stallscope catalog links`); a list sweeps. Overrides --rate.",
 )
 @click.option(
+    "--measured-network",
+    default=None,
+    help="The network between the measured run's nodes, from the link table (e.g. ib-hdr): "
+    "prices its collectives when their sizes must be estimated from their times.",
+)
+@click.option(
     "--calibration",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -117,6 +123,7 @@ def predict(
     ranks_per_node: str | None,
     rate: str | None,
     network: str | None,
+    measured_network: str | None,
     calibration: Path | None,
     device: str | None,
     compute_scale: float | None,
@@ -180,6 +187,8 @@ def predict(
             warnings.simplefilter("ignore", PredictWarning)  # shown with the table instead
             prof = profile_of(run)
         m = prof.measured
+        if measured_network:
+            m.network = measured_network
         node_list = _ints(nodes, "--nodes") if nodes else [m.nodes]
         networks = [v.strip() for v in network.split(",")] if network else [None]
         per_list = (

@@ -94,6 +94,12 @@ def _split(values: tuple[str, ...]) -> list[str]:
 )
 @click.option("--mix", is_flag=True, help="Also try two instance types in one job.")
 @click.option(
+    "--measured-network",
+    metavar="NAME",
+    help="The network between the measured run's nodes, from the link table (e.g. ib-hdr): "
+    "prices its collectives when their sizes must be estimated from their times.",
+)
+@click.option(
     "--measured-device",
     metavar="GPU",
     help="For a run on CPU threads: the GPU its compute times stand for.",
@@ -147,6 +153,7 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
             predictor = predictor_for(
                 list(run),
                 measured_device=o["measured_device"],
+                measured_network=o["measured_network"],
                 precision=o["precision"],
                 compute_scales=_ratios(o["compute_scales"]),
             )
