@@ -36,6 +36,12 @@ class AnalyzeError(StallscopeError):
     launch, a configuration that failed, a run without step markers."""
 
 
+class ReportError(StallscopeError):
+    """A report or a figure could not be made: matplotlib is missing, a file type it does not
+    write, a frame without a column it needs, a calibration file that cannot be read, an output
+    path that cannot be written."""
+
+
 class StallscopeWarning(UserWarning):
     """Something was skipped or is incomplete, and the result may be too (a missing rank, dropped
     events, rows of an imported trace that could not be used)."""

@@ -10,6 +10,7 @@ from stallscope.analysis.hta._launch import launch_stats, launch_stats_summary
 from stallscope.analysis.hta._overlap import comm_comp_overlap
 from stallscope.analysis.hta._queue import queue_length, queue_length_summary
 from stallscope.analysis.hta._temporal import temporal_breakdown
+from stallscope.analysis.stall._meanings import STALL_MEANINGS, stall_legend
 from stallscope.analysis.stall._streaming import StreamedRun, stream_run
 from stallscope.analysis.stall._summary import stall_run_summary, stall_summary
 from stallscope.analysis.stall._table import (
@@ -32,6 +33,7 @@ __all__ = [
 __all__ += [
     "STALL_CATEGORIES",
     "STALL_COLUMNS",
+    "STALL_MEANINGS",
     "comm_comp_overlap",
     "idle_time_breakdown",
     "kernel_breakdown",
@@ -41,6 +43,7 @@ __all__ += [
     "queue_length",
     "queue_length_summary",
     "stall_intervals",
+    "stall_legend",
     "stall_run_summary",
     "stall_summary",
     "stall_table",

@@ -53,17 +53,29 @@ def loader(
     """Yield from `batches` (a DataLoader, any iterable), recording each wait for the next item
     as a ``data_wait`` event: the data stall of the step that waits. With `mark_steps`, a step
     boundary is marked where each wait begins, so each step starts by fetching its batch (then
-    do not call stallscope.step() yourself); the end of the data marks no step."""
+    do not call stallscope.step() yourself), and the last step ends where the loop ends: when
+    it asks for a batch past the end of the data, or stops iterating (break, islice; the
+    loader's teardown, e.g. a DataLoader joining its worker processes, is then in no step)."""
+    from stallscope.capture import _trace
+
     wait = region(name, category, KIND_ID["data_wait"])
     it = iter(batches)
     now = _core.now_ns
-    while True:
-        began = now()
-        with wait:
-            try:
-                item = next(it)
-            except StopIteration:
-                return
-        if mark_steps:
-            step(began)
-        yield item
+    marked_in: _trace.Trace | None = None  # the trace this loader marked steps in
+    end_at: int | None = None
+    try:
+        while True:
+            began = now()
+            with wait:
+                try:
+                    item = next(it)
+                except StopIteration:
+                    end_at = began  # the last step ended when it asked for one more batch
+                    return
+            if mark_steps:
+                step(began)
+                marked_in = _trace.active()
+            yield item
+    finally:
+        if marked_in is not None and marked_in is _trace.active():
+            marked_in.end_steps(now() if end_at is None else end_at)

@@ -258,6 +258,7 @@ def status() -> tuple[bool, str]:
 # -- the backend ----------------------------------------------------------------------------------
 class CuptiBackend:
     name = "cupti"
+    device = True  # stops before the last step's end is taken (Trace.stop)
 
     def available(self) -> tuple[bool, str]:
         return status()

@@ -13,6 +13,8 @@ A backend module defines ``BACKEND``, an object with:
   run.json), never the trace.
 - ``on_stop(trace) -> dict | None``: called while recording is still on, before the final drain
   (flush device buffers here).
+- ``device`` (optional, default False): the backend records device activity; its on_stop runs
+  before the trace takes the end of the last step, the others' after.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 BACKEND_MODULES: dict[str, str] = {}
 BACKEND_MODULES["torch_dist"] = "stallscope.torch._backend"  # collectives, clock sync
 BACKEND_MODULES["cupti"] = "stallscope.capture._cupti"  # GPU activity through CUPTI
+BACKEND_MODULES["auto_steps"] = "stallscope.torch._steps"  # steps of unchanged programs
 
 
 class Backend(Protocol):

@@ -139,6 +139,10 @@ class Trace:
         self._prev_capture: Any = None  # the capture signal's handler before ours
         self._started = False
         self._stopped = False
+        self._steps_ended_at = 0  # the step index whose end is marked (0: none)
+        # How the steps were found (run.json ``step_source``): set by a step-finding backend
+        # (stallscope profile), else explicit markers or none, decided at stop.
+        self.step_source: dict[str, Any] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> Trace:
@@ -194,8 +198,12 @@ class Trace:
         self._run_backends("on_start")
         return self
 
-    def _run_backends(self, method: str) -> None:
+    def _run_backends(self, method: str, device: bool | None = None) -> None:
+        """Call `method` of each backend (`device`: only those that do / do not record device
+        activity, their ``device`` attribute; None: all)."""
         for b in self._backends:
+            if device is not None and bool(getattr(b, "device", False)) != device:
+                continue
             if self.backend_info.get(b.name, {}).get("error"):
                 continue  # failed at start: stays off
             try:
@@ -230,22 +238,20 @@ class Trace:
         global _active
         if not self._started or self._stopped:
             return self.path
-        self._run_backends("on_stop")
+        # Device backends first (CUPTI flushes the GPU's completed activity): the last step holds
+        # the GPU work it launched. It ends here, not after the other backends' stop work (the
+        # clock sample at stop is a collective: it waits for every rank, tens of ms) nor after
+        # the file writes.
+        self._run_backends("on_stop", device=True)
+        last_step_end = _core.now_ns()
+        self._run_backends("on_stop", device=False)
         with _active_lock:
             if self._stopped:
                 return self.path
-            # Close the last step, so every step marked before stop() has an end.
-            now = _core.now_ns()
-            if _core.step_index() > 0:
-                _core.record(
-                    2,
-                    0,
-                    _step_name_id,
-                    now,
-                    now,
-                    correlation=_core.step_index() + 1,
-                    lane=_core.current_lane(),
-                )
+            self.end_steps(last_step_end)  # every step marked before stop() gets an end
+            if self.step_source is None:
+                marked = _core.step_index() > 0
+                self.step_source = {"source": "stallscope.step" if marked else "none"}
             _core.set_recording(False)
             self._stopped = True
             _active = None
@@ -257,6 +263,24 @@ class Trace:
             finally:
                 self._write_metadata(status="stopped")
         return self.path
+
+    def end_steps(self, at_ns: int) -> None:
+        """End the last step marked so far at `at_ns` (process clock, ns): what runs after it,
+        until the next step(), belongs to no step (teardown after the last step, say). A no-op
+        when no step was marked or the last one already has its end."""
+        index = _core.step_index()
+        if index == 0 or self._steps_ended_at == index or not self.recording:
+            return
+        # An instant marker after the last one closes its window and opens none.
+        _core.record(
+            2, 0, _step_name_id, at_ns, at_ns, correlation=index + 1, lane=_core.current_lane()
+        )
+        self._steps_ended_at = index
+
+    def steps_ended(self) -> None:
+        """Say that the last step marker recorded ends the last step (markers placed at the ends
+        of steps): stop() adds no end after it."""
+        self._steps_ended_at = _core.step_index()
 
     def __enter__(self) -> Trace:
         return self.start()
@@ -301,6 +325,7 @@ class Trace:
                 backends=self.backend_info,
                 file=self.path.name if self.path else None,
                 steps=_core.step_index(),
+                step_source=self.step_source or {},
                 monotonic_ns=mono,
                 realtime_ns=real,
                 continuous=None if cont is None else cont.stats(),
@@ -376,6 +401,13 @@ def stop() -> Path | None:
 def active() -> Trace | None:
     """The trace recording in this process, if any."""
     return _active
+
+
+def end_steps(at_ns: int | None = None) -> None:
+    """End the last step of the recording trace at `at_ns` (now when None); see Trace.end_steps."""
+    t = _active
+    if t is not None:
+        t.end_steps(_core.now_ns() if at_ns is None else at_ns)
 
 
 def _after_fork_in_child() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -54,22 +55,83 @@ def load_summary_rows(path: Path) -> tuple[pl.DataFrame | None, list[str]]:
     return rows, [str(w.message) for w in caught]
 
 
-def load_events(path: Path) -> tuple[pl.DataFrame, str, list[str]]:
-    """(events, kind of source, warnings) of `path`: stallscope.load for a run directory,
-    stallscope.import_kineto for Kineto traces. The warnings raised while loading (a missing
-    rank, rows dropped and why) are returned for the verb to show its way, not printed by
-    Python's warning machinery. Errors become ClickExceptions naming the fix."""
+@dataclass
+class Loaded:
+    """A run as a verb reads it: its events and what to say about them."""
+
+    path: Path
+    events: pl.DataFrame
+    source: str  # "native" (a run directory) or "kineto" (profiler traces)
+    notes: list[str]  # warnings raised while loading, a line each
+    world_size: int | None = None
+    coverage: str | None = None  # "3 of 16 ranks' traces (ranks 0-2)" for part of a job
+    steps_found: list[str] = field(default_factory=list)  # how the steps were found, in words
+
+    @property
+    def ranks(self) -> list[int]:
+        if not self.events.height:
+            return []
+        return sorted(int(r) for r in self.events["rank"].drop_nulls().unique().to_list())
+
+
+def load_run(path: Path) -> Loaded:
+    """`path` read: stallscope.load for a run directory, stallscope.read_kineto for Kineto
+    traces. The warnings raised while loading (a missing rank, rows dropped and why) are
+    returned for the verb to show its way, not printed by Python's warning machinery. Errors
+    become ClickExceptions naming the fix."""
     import stallscope
+    from stallscope._utils.text import ranks_text
     from stallscope.exceptions import StallscopeError
 
     kind = describe(path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            events = stallscope.load(path) if kind == "native" else stallscope.import_kineto(path)
+            if kind == "native":
+                events = stallscope.load(path)
+                info = stallscope.run_info(path)
+                world, coverage, found = info.world_size, info.coverage, steps_found(info)
+            else:
+                imp = stallscope.read_kineto(path)
+                events, world = imp.events, imp.world_size
+                have = sorted(imp.ranks)
+                coverage = None
+                if world and len(have) < world:
+                    coverage = f"{len(have)} of {world} ranks' traces ({ranks_text(have)})"
+                found = [_steps_found_text(None, imported=True)]
         except StallscopeError as e:
             raise click.ClickException(str(e)) from None
-    return events, kind, [str(w.message) for w in caught]
+    notes = [str(w.message) for w in caught]
+    return Loaded(path, events, kind, notes, world, coverage, found)
+
+
+def _steps_found_text(source: object, imported: bool = False) -> str:
+    from stallscope.io._load import describe_step_source
+
+    return describe_step_source(source, imported) or "marked in the trace"
+
+
+def steps_found(info: object) -> list[str]:
+    """How each process's steps were found, one line per distinct way (with its ranks when the
+    ways differ)."""
+    from stallscope._utils.text import ranks_text
+    from stallscope.io._load import RunInfo
+
+    assert isinstance(info, RunInfo)
+    by: dict[str, list[int]] = {}
+    for p in info.processes.values():
+        text = _steps_found_text(p.get("step_source"), imported=p.get("source") == "kineto")
+        rank = p.get("rank")
+        by.setdefault(text, []).extend([rank] if isinstance(rank, int) else [])
+    if len(by) <= 1:
+        return list(by)
+    return [f"{t} ({ranks_text(r)})" for t, r in by.items()]
+
+
+def load_events(path: Path) -> tuple[pl.DataFrame, str, list[str]]:
+    """(events, kind of source, warnings) of `path` (see load_run)."""
+    run = load_run(path)
+    return run.events, run.source, run.notes
 
 
 def echo_warnings(notes: list[str]) -> None:

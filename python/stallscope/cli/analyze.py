@@ -60,7 +60,10 @@ _STALL_LABELS = {
 }
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    short_help="Measure stalls by running a job several ways and subtracting.",
+)
 @click.option(
     "--json",
     "json_path",
@@ -133,6 +136,7 @@ _STALL_LABELS = {
     help="Leave a part of the method out.",
 )
 @click.option(
+    "-o",
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
@@ -181,11 +185,14 @@ def analyze(
     The script's contract: wrap its loader in stallscope.data.synthetic(loader) (or read
     STALLSCOPE_DATA=synthetic|real and STALLSCOPE_STEPS and mark steps itself), and declare
     its dataset's files with stallscope.data.dataset_files(...). See docs/analyze.md."""
+    from stallscope.cli._paths import output_file, write_error
     from stallscope.cli.render import print_frame
     from stallscope.differential import Settings, entry_of, result_json
     from stallscope.differential import analyze as run_method
     from stallscope.exceptions import AnalyzeError, StallscopeError
 
+    if json_path is not None:
+        output_file(json_path)  # before the runs: a bad path fails now, not after minutes
     try:
         entry = entry_of(command)
         settings = Settings(
@@ -236,10 +243,13 @@ def analyze(
     for n in result.notes:
         click.echo(f"note: {n}")
     if json_path is not None:
-        json_path.write_bytes(
-            orjson.dumps(
-                result_json(result), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+        try:
+            json_path.write_bytes(
+                orjson.dumps(
+                    result_json(result), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+                )
             )
-        )
+        except OSError as e:
+            raise write_error(json_path, e) from None
         click.echo(f"wrote {json_path}", err=True)
     sys.stdout.flush()

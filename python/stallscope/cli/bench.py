@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 
-@click.group()
+@click.group(short_help="Micro-benchmarks: collectives' bandwidth and alpha-beta fits.")
 def bench() -> None:
     """Micro-benchmarks of the machine stallscope models (communication, ...)."""
 
@@ -127,7 +127,7 @@ def fits_table(fits: Any) -> Any:
     )
 
 
-@bench.command("comm")
+@bench.command("comm", short_help="Collectives: time, algbw, busbw per size (nccl-tests).")
 @click.option(
     "-c",
     "--collective",
@@ -225,9 +225,13 @@ def comm(
     """Collective bandwidth with nccl-tests semantics (time, algbw, busbw per size)."""
     import orjson
 
+    from stallscope.cli._paths import output_file, write_error
     from stallscope.cli.render import print_frame
     from stallscope.comm import COLLECTIVES, SweepConfig, launch_local, run_worker
 
+    for f in (json_out, calibrate):
+        if f is not None:
+            output_file(f)  # before the sweep: a bad path fails now, not after minutes
     cal = calibrate is not None
     try:
         min_b = _bytes_or_zero(min_bytes_per_size, 5 << 20 if cal else 0)
@@ -301,7 +305,10 @@ def comm(
         click.echo(note, err=True)
     fail = [r for r in report["results"] if r.get("check_error") not in (None, 0.0)]
     if json_out is not None:
-        json_out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        try:
+            json_out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        except OSError as e:
+            raise write_error(json_out, e) from None
         click.echo(f"results: {json_out}")
     if calibrate is not None:
         from stallscope.comm import write_calibration
@@ -310,6 +317,8 @@ def comm(
             fits = write_calibration(calibrate, report, min_fit_bytes)
         except ValueError as e:
             raise click.ClickException(str(e)) from None
+        except OSError as e:
+            raise write_error(calibrate, e) from None
         print_frame(
             fits_table(fits),
             title=f"alpha-beta fits (sizes >= {_human(min_fit_bytes)})",

@@ -58,7 +58,7 @@ def _done(run: Path, capture_id: str, stems: list[str]) -> list[str]:
     return [s for s in stems if got.get(s, {}).get("status") == "stopped"]
 
 
-@click.command()
+@click.command(short_help="Keep the full events of the next K steps of a continuous trace.")
 @click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
     "--steps", "-k", type=click.IntRange(1, 1_000_000), required=True, help="Steps to keep."

@@ -35,7 +35,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for arg in values for v in arg.split(",") if v.strip()]
 
 
-@click.command()
+@click.command(short_help="GPU cloud instances: prices, bandwidths, sources.")
 @click.option(
     "--gpu",
     "gpus",
@@ -120,7 +120,12 @@ def _write_json(rows: pl.DataFrame, out: Path) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
-    out.write_bytes(data)
+    from stallscope.cli._paths import output_file, write_error
+
+    try:
+        output_file(out).write_bytes(data)
+    except OSError as e:
+        raise write_error(out, e) from None
     click.echo(f"wrote {rows.height} row(s) to {out}", err=True)
 
 

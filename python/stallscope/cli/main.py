@@ -21,7 +21,7 @@ from stallscope.cli.testbed import testbed
 from stallscope.cli.top import top
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="stallscope")
 def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""

@@ -62,13 +62,15 @@ def _write_json(doc: Any, path: Path | None) -> None:
     if path is None or str(path) == "-":
         sys.stdout.buffer.write(data)
         return
+    from stallscope.cli._paths import output_file
+
     try:
-        path.write_bytes(data)
+        output_file(path).write_bytes(data)
     except OSError as e:
         raise click.ClickException(f"cannot write {path}: {e}") from None
 
 
-@click.command("plan")
+@click.command("plan", short_help="Rank every parallel layout of a model on a system by step time.")
 @model_system_options
 @click.option("--gpus", type=click.IntRange(1), required=True, help="GPUs of the job.")
 @click.option(
@@ -156,7 +158,9 @@ def plan(
     )
 
 
-@click.command("whatif")
+@click.command(
+    "whatif", short_help="The best layout's step time as one figure of the system scales."
+)
 @model_system_options
 @click.option("--gpus", type=click.IntRange(1), required=True, help="GPUs of the job.")
 @click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step.")
@@ -209,6 +213,9 @@ def whatif(
         space = Space(precision=precision, stack=stack_arg(stack))
         table = whatif_table(m, s, gpus, parsed, global_batch, space)
         if plot_path is not None:
+            from stallscope.cli._paths import output_file
+
+            output_file(plot_path)
             plot_whatif(table, plot_path, f"{m.name} on {gpus} x {s.device.name}")
     if json_path is not None:
         _write_json(

@@ -42,7 +42,7 @@ def _rates(text: str | None) -> list[float | None]:
     return out
 
 
-@click.command()
+@click.command(short_help="Predict a measured job's step time and stalls on other clusters.")
 @click.argument("run", type=click.Path(path_type=Path), required=False)
 @click.option(
     "--nodes",
@@ -65,6 +65,12 @@ def _rates(text: str | None) -> list[float | None]:
     default=None,
     help="The network between nodes, from the link table (ib-ndr, aws-efa-p4d, ethernet-100g...; "
     "`stallscope catalog links`); a list sweeps. Overrides --rate.",
+)
+@click.option(
+    "--measured-network",
+    default=None,
+    help="The network between the measured run's nodes, from the link table (e.g. ib-hdr): "
+    "prices its collectives when their sizes must be estimated from their times.",
 )
 @click.option(
     "--calibration",
@@ -117,6 +123,7 @@ def predict(
     ranks_per_node: str | None,
     rate: str | None,
     network: str | None,
+    measured_network: str | None,
     calibration: Path | None,
     device: str | None,
     compute_scale: float | None,
@@ -180,6 +187,8 @@ def predict(
             warnings.simplefilter("ignore", PredictWarning)  # shown with the table instead
             prof = profile_of(run)
         m = prof.measured
+        if measured_network:
+            m.network = measured_network
         node_list = _ints(nodes, "--nodes") if nodes else [m.nodes]
         networks = [v.strip() for v in network.split(",")] if network else [None]
         per_list = (
@@ -210,10 +219,17 @@ def predict(
         raise click.ClickException(e.advice("--compute-scale RATIO")) from None
     except PredictError as e:
         raise click.ClickException(str(e)) from None
-    if save_profile is not None:
-        prof.save(save_profile)
-    if json_path is not None:
-        json_path.write_bytes(orjson.dumps(as_json(prof, pred), option=orjson.OPT_INDENT_2) + b"\n")
+    from stallscope.cli._paths import output_file, write_error
+
+    try:
+        if save_profile is not None:
+            prof.save(output_file(save_profile))
+        if json_path is not None:
+            output_file(json_path).write_bytes(
+                orjson.dumps(as_json(prof, pred), option=orjson.OPT_INDENT_2) + b"\n"
+            )
+    except OSError as e:
+        raise write_error(Path(e.filename or "the output"), e) from None
     print_prediction(run, prof, pred)
     if save_profile is not None:
         click.echo(f"profile written to {save_profile}")

@@ -17,7 +17,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for arg in values for v in arg.split(",") if v.strip()]
 
 
-@click.command()
+@click.command(short_help="The cheapest cloud setup that finishes a measured job in time.")
 @click.argument("run", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--steps", type=float, help="Work: optimizer steps of the global batch.")
 @click.option("--samples", type=float, help="Work: samples (needs --batch-size).")
@@ -94,6 +94,12 @@ def _split(values: tuple[str, ...]) -> list[str]:
 )
 @click.option("--mix", is_flag=True, help="Also try two instance types in one job.")
 @click.option(
+    "--measured-network",
+    metavar="NAME",
+    help="The network between the measured run's nodes, from the link table (e.g. ib-hdr): "
+    "prices its collectives when their sizes must be estimated from their times.",
+)
+@click.option(
     "--measured-device",
     metavar="GPU",
     help="For a run on CPU threads: the GPU its compute times stand for.",
@@ -147,6 +153,7 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
             predictor = predictor_for(
                 list(run),
                 measured_device=o["measured_device"],
+                measured_network=o["measured_network"],
                 precision=o["precision"],
                 compute_scales=_ratios(o["compute_scales"]),
             )
@@ -192,8 +199,10 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
     if o["json_file"] is not None:
         write_json(rec, o["json_file"], run)
     if o["plot"] is not None:
+        from stallscope.cli._paths import output_file
         from stallscope.report import pareto_plot
 
+        output_file(o["plot"])
         try:
             pareto_plot(
                 rec.candidates,

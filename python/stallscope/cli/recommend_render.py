@@ -145,5 +145,10 @@ def write_json(rec: Recommendation, out: Path, run: Sequence[Path]) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
-    out.write_bytes(data)
+    from stallscope.cli._paths import output_file, write_error
+
+    try:
+        output_file(out).write_bytes(data)
+    except OSError as e:
+        raise write_error(out, e) from None
     click.echo(f"wrote {out}", err=True)

@@ -26,6 +26,29 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
+def legend_lines(categories: list[str] | tuple[str, ...] | None = None) -> list[str]:
+    """What each stall category means, one entry each (all of them, or `categories`), wrapped
+    to the terminal's width under the category's name."""
+    import shutil
+    import textwrap
+
+    from stallscope.analysis import STALL_MEANINGS
+
+    cats = list(STALL_MEANINGS) if categories is None else list(categories)
+    width = max(len(label(c)) for c in cats)
+    columns = max(shutil.get_terminal_size((100, 24)).columns, 60)
+    indent = " " * (width + 4)
+    return [
+        textwrap.fill(
+            STALL_MEANINGS[c],
+            width=columns,
+            initial_indent=f"  {label(c):>{width}}  ",
+            subsequent_indent=indent,
+        )
+        for c in cats
+    ]
+
+
 def print_step_table(table: pl.DataFrame, max_rows: int = 40) -> None:
     """Print the stall table (one row per rank and step) in ms, only the categories that are
     not zero everywhere."""
@@ -61,7 +84,7 @@ def shares_line(whole: pl.DataFrame) -> str:
     return " | ".join(parts)
 
 
-@click.command()
+@click.command(short_help="Stall tables of a run or of profiler traces; --html report.")
 @click.argument("run", type=click.Path(exists=True, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the tables as JSON (ns) for scripts.")
 @click.option(
@@ -77,24 +100,65 @@ def shares_line(whole: pl.DataFrame) -> str:
     help="Also HolisticTraceAnalysis' views of the GPU timeline: temporal breakdown, comm/comp "
     "overlap, idle time by cause, kernel time by type (HTA 0.5.0's numbers).",
 )
-def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the report as one offline HTML file (plots need matplotlib: the report "
+    "extra); missing folders are created.",
+)
+@click.option(
+    "--calibration",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A calibration file (stallscope bench comm --calibrate FILE): the HTML report draws "
+    "its fits over the run's collective bandwidth.",
+)
+def report(
+    run: Path,
+    as_json: bool,
+    max_rows: int,
+    hta: bool,
+    html_out: Path | None,
+    calibration: Path | None,
+) -> None:
     """Where each step's time goes: stall tables per step and rank, per step across ranks,
     and for the whole run. RUN is a run directory or a folder (or file) of PyTorch profiler
     traces."""
     from stallscope.analysis import stall_run_summary, stall_summary, stall_table
-    from stallscope.cli._source import describe, echo_warnings, load_events, load_summary_rows
+    from stallscope.cli._source import describe, echo_warnings, load_run, load_summary_rows
     from stallscope.cli.report_hta import hta_json, hta_views, print_hta
+    from stallscope.cli.report_html import write_html_report
 
+    if calibration is not None and html_out is None:
+        raise click.UsageError(
+            "--calibration is drawn in the HTML report: add --html FILE (or leave it out)"
+        )
+    if html_out is not None:
+        from stallscope.cli._paths import output_file
+
+        output_file(html_out)
     if describe(run) == "summary":  # a continuous trace whose full events are gone
-        _report_summary(run, as_json, max_rows)
+        _report_summary(run, as_json, max_rows, html_out)
         return
-    events, source, notes = load_events(run)
+    loaded = load_run(run)
+    events, source, notes = loaded.events, loaded.source, loaded.notes
     table = stall_table(events)
+    summary, summary_notes = load_summary_rows(run) if source == "native" else (None, [])
+    notes += summary_notes
+    if html_out is not None:
+        if summary is not None and summary["step"].drop_nulls().len():
+            numbers = summary["step"].drop_nulls().to_list()
+            notes.append(
+                f"a continuous trace: this page covers the events kept (the last window and "
+                f"the captures); its per-step summary holds {_count(summary.height, 'rank-step')}"
+                f", steps {min(numbers)}..{max(numbers)} (`stallscope report {run}` prints them)"
+            )
+        written = write_html_report(loaded, html_out, calibration, hta or None)
     across = stall_summary(table)
     whole = stall_run_summary(table)
     views = hta_views(events) if hta else None
-    summary, summary_notes = load_summary_rows(run) if source == "native" else (None, [])
-    notes += summary_notes
     if as_json:
         import orjson
 
@@ -102,7 +166,9 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
             "path": str(run),
             "source": source,
             "events": events.height,
-            "ranks": sorted(int(r) for r in events["rank"].unique().to_list()),
+            "ranks": loaded.ranks,
+            "world_size": loaded.world_size,
+            "steps_found": loaded.steps_found,
             "warnings": notes,
             "steps": table.to_dicts(),
             "across_ranks": across.to_dicts(),
@@ -113,6 +179,8 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
         if summary is not None:
             doc["summary"] = _summary_json(summary)
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        if html_out is not None:
+            click.echo(f"wrote {written}", err=True)
         return
 
     echo_warnings(notes)
@@ -121,13 +189,25 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
         f"{run} ({source}): {_count(events.height, 'event')}, {_count(ranks, 'rank')}, "
         f"{_count(table.height, 'rank-step')}"
     )
+    if loaded.coverage:
+        click.echo(f"ranks: {loaded.coverage}")
+    for line in loaded.steps_found:
+        click.echo(f"steps: {line}")
     if table.height == 0:
         click.echo(
-            "no steps: the run has no step markers (call stallscope.step() each iteration, or "
-            "profile with torch.profiler's schedule so traces carry ProfilerStep#N)"
+            "no steps: the run has no step markers (trace it with `stallscope profile`, which "
+            "finds them; or call stallscope.step() each iteration; or profile with "
+            "torch.profiler's schedule so traces carry ProfilerStep#N)"
         )
     else:
         _print_stalls(table, across, whole, max_rows)
+        if int(table["compute_ns"].sum() or 0) == 0:
+            click.echo(
+                "\nno compute: the run recorded no GPU kernels and no compute regions, so the "
+                "device's work shows as host. Trace it with `stallscope profile` (it records "
+                "forward, backward and optimizer steps), or wrap them in "
+                'stallscope.region("forward", category="compute").'
+            )
     if views is not None:
         click.echo()
         print_hta(views, max_rows)
@@ -139,6 +219,8 @@ def report(run: Path, as_json: bool, max_rows: int, hta: bool) -> None:
             f"captures only): {shares_line(stall_run_summary(_measured(summary)))}"
             + _device_note(summary)
         )
+    if html_out is not None:
+        click.echo(f"\nHTML report: {written}")
 
 
 def _measured(rows: pl.DataFrame) -> pl.DataFrame:
@@ -166,19 +248,24 @@ def _summary_json(summary: pl.DataFrame) -> dict[str, object]:
     }
 
 
-def _report_summary(run: Path, as_json: bool, max_rows: int) -> None:
-    """A run directory whose event files are gone: the tables from its per-step summary."""
+def _report_summary(run: Path, as_json: bool, max_rows: int, html_out: Path | None) -> None:
+    """A run directory whose event files are gone: the tables from its per-step summary (and
+    the HTML report's sections that need only those)."""
     from stallscope.analysis import stall_run_summary, stall_summary
     from stallscope.cli._source import echo_warnings, load_summary_rows
+    from stallscope.cli.report_html import write_summary_html
 
     rows, notes = load_summary_rows(run)
     assert rows is not None
+    written = write_summary_html(run, rows, notes, html_out) if html_out is not None else None
     if as_json:
         import orjson
 
         doc: dict[str, object] = {"path": str(run), "source": "summary", "warnings": notes}
         doc |= _summary_json(rows)
         sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        if written is not None:
+            click.echo(f"wrote {written}", err=True)
         return
     echo_warnings(notes)
     ranks = rows["rank"].n_unique() if rows.height else 0
@@ -189,6 +276,8 @@ def _report_summary(run: Path, as_json: bool, max_rows: int) -> None:
     measured = _measured(rows)
     if measured.height:
         _print_stalls(measured, stall_summary(measured), stall_run_summary(measured), max_rows)
+    if written is not None:
+        click.echo(f"\nHTML report: {written}")
 
 
 def _print_stalls(
@@ -226,3 +315,7 @@ def _print_stalls(
         labels={"total_ms": "total ms", "share_%": "share %", "per_step_ms": "per step ms"},
     )
     click.echo(f"run: {shares_line(whole)}")
+    shown = [c.removesuffix("_ns") for c in cats]
+    click.echo("\nwhat the categories mean (docs/stall-categories.md):")
+    for line in legend_lines(shown if "host_ns" in cats else [*shown, "host"]):
+        click.echo(line)

@@ -8,7 +8,10 @@ from pathlib import Path
 import click
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    short_help="Run a command on emulated machines with shaped links.",
+)
 @click.option("--nodes", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--ranks-per-node", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option(
@@ -92,6 +95,10 @@ def testbed(
             return
         if not command:
             raise click.UsageError("give the command to run after --, e.g. -- python train.py")
+        if logs is not None:
+            from stallscope.cli._paths import output_dir
+
+            output_dir(logs)
         rates: list[str | None] = [
             None if r.strip().lower() == "none" else r.strip() for r in rate.split(",")
         ]

@@ -136,7 +136,7 @@ def render(run: Path, view: dict[str, Any], max_rows: int) -> None:
     )
 
 
-@click.command()
+@click.command(short_help="Watch a running continuous trace: steps/s, stalls, slowest rank.")
 @click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--once", is_flag=True, help="Show the summary once and exit.")
 @click.option(

@@ -14,6 +14,7 @@ import polars as pl
 from stallscope._schema import COLUMNS, SCHEMA
 from stallscope._utils import arrow as _arrow
 from stallscope._utils.gil import fair_gil
+from stallscope._utils.text import ranks_text
 from stallscope.exceptions import RunDirError, StallscopeWarning
 from stallscope.io._run_dir import STEM_RE, event_files
 from stallscope.io._run_json import read_run_json
@@ -33,13 +34,31 @@ class RunInfo:
     drops: dict[str, int] = field(default_factory=dict)  # stem -> events dropped while tracing
     # stem -> {counter: n} of the counters behind `drops` ("ring_full", "cupti.cupti_dropped", ...)
     drop_causes: dict[str, dict[str, int]] = field(default_factory=dict)
+    # every process is an imported PyTorch profiler trace (stallscope import): a trace set may
+    # hold only some ranks of its job, by choice
+    imported: bool = False
+
+    @property
+    def coverage(self) -> str | None:
+        """ "3 of 16 ranks' traces (ranks 0-2)" when the run holds some ranks of its job."""
+        if not self.missing_ranks or not self.world_size:
+            return None
+        what = "ranks' traces" if self.imported else "ranks"
+        return f"{len(self.ranks)} of {self.world_size} {what} ({ranks_text(self.ranks)})"
 
     @property
     def problems(self) -> list[str]:
-        out = [
-            f"rank {r}: no event file (the process died before its first flush, or never traced)"
-            for r in self.missing_ranks
-        ]
+        out = []
+        if self.missing_ranks and self.imported:
+            out.append(
+                f"{self.coverage}: a PyTorch profiler trace set holding part of its job; the "
+                "tables cover these ranks only"
+            )
+        elif self.missing_ranks:
+            out.append(
+                f"{ranks_text(self.missing_ranks)}: no event file (the process died before its "
+                "first flush, or never traced)"
+            )
         out += [
             f"{s}: trace never stopped (process killed?): events up to its last flush only"
             for s in self.unfinished
@@ -54,6 +73,32 @@ class RunInfo:
             if n
         ]
         return out
+
+
+def describe_step_source(source: Any, imported: bool = False) -> str | None:
+    """run.json's ``step_source`` of a process in words (None when it has none: an older run);
+    `imported`: the process is an imported PyTorch profiler trace."""
+    if imported:
+        return "from the ProfilerStep#N ranges of the PyTorch profiler traces"
+    if not isinstance(source, dict):
+        return None
+    kind, by, n = source.get("source"), source.get("by", "?"), source.get("steps")
+    count = f": {n} step{'' if n == 1 else 's'}" if isinstance(n, int) else ""
+    if kind == "optimizer":
+        first = source.get("first_step", "")
+        return f"found from the optimizer's steps (the end of {by} ends each step; {first}){count}"
+    if kind == "profiler":
+        return f"found from torch.profiler's steps ({by} ends each step){count}"
+    if kind == "forward":
+        return f"found from the model's forward ({by} starts each step){count}"
+    if kind == "stallscope.step":
+        return "marked by the program (stallscope.step() or loader(mark_steps=True))"
+    if kind == "none":
+        return (
+            "none found: no optimizer step, torch.profiler step or model forward ran while "
+            "tracing (mark them with stallscope.step())"
+        )
+    return str(kind)
 
 
 # What each drop counter of run.json means, and what to do about it.
@@ -99,7 +144,8 @@ def run_info(run_dir: str | os.PathLike[str]) -> RunInfo:
     unfinished = sorted(s for s, p in procs.items() if p.get("status") == "running")
     causes = {s: c for s, p in procs.items() if (c := _drop_causes(p))}
     drops = {s: sum(c.values()) for s, c in causes.items()}
-    return RunInfo(d, procs, files, world, ranks, missing, unfinished, drops, causes)
+    imported = bool(procs) and all(p.get("source") == "kineto" for p in procs.values())
+    return RunInfo(d, procs, files, world, ranks, missing, unfinished, drops, causes, imported)
 
 
 def _drop_causes(entry: dict[str, Any]) -> dict[str, int]:

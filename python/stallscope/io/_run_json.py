@@ -133,12 +133,15 @@ def stopped(
     backends: Mapping[str, Any],
     file: str | None,
     steps: int,
+    step_source: Mapping[str, Any],
     monotonic_ns: int,
     realtime_ns: int,
     continuous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What a trace adds when it stops: drop counts per cause, what was written (and for a
-    continuous trace its window, summary and captures: `continuous`)."""
+    """What a trace adds when it stops: drop counts per cause, what was written, how the steps
+    were found (``step_source``: ``source`` is "stallscope.step" for the program's own markers,
+    "none", or what `stallscope profile` found them by, with its details), and for a
+    continuous trace its window, summary and captures (`continuous`)."""
     extra: dict[str, Any] = {} if continuous is None else {"continuous": dict(continuous)}
     return extra | {
         "status": "stopped",
@@ -153,6 +156,7 @@ def stopped(
         "backends": dict(backends),
         "file": file,
         "steps": steps,
+        "step_source": dict(step_source),
     }
 
 

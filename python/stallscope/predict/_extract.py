@@ -110,7 +110,9 @@ def _from_kineto(paths: list[Path], label: str) -> Profile:
     try:
         imp = stallscope.read_kineto(paths if len(paths) > 1 else paths[0])
     except StallscopeError as e:
-        raise PredictError(f"{label}: {e}") from None
+        # The importer's messages start with the path already.
+        said = str(e)
+        raise PredictError(said if said.startswith(label) else f"{label}: {said}") from None
     return build_profile(imp.events, meta_of_kineto(imp), "kineto", label)
 
 

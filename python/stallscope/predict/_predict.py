@@ -137,6 +137,19 @@ class Predictor:
         prof, m = self.prof, self.prof.measured
         out: dict[Key, tuple[str, float, int]] = {}
         estimated = False
+        unsized = [b.measured_ns > 0 and b.bytes <= 0 for b in prof.buckets] + [
+            c.measured_ns > 0 and nccl_tests_bytes(op_of(c.name), c.bytes, c.group_size) <= 0
+            for c in prof.collectives
+        ]
+        if m.nodes > 1 and comm.inter is None and any(unsized):
+            raise PredictError(
+                f"the measured run spans {m.nodes} nodes and {sum(unsized)} of its collectives "
+                "record no payload size, so their sizes are estimated from their measured times "
+                "on the measured cluster's network, which the profile does not name: give it "
+                "(`--measured-network NAME`, a link-table name such as ib-hdr; `stallscope "
+                "catalog links` lists them), set measured.network in a saved profile (-o), or "
+                "give a calibration of the measured cluster"
+            )
         for k, b in enumerate(prof.buckets):
             n = float(b.bytes)
             if n <= 0 and b.measured_ns > 0:
@@ -260,7 +273,7 @@ class Predictor:
             "ranks_per_node": t.ranks_per_node,
             "ranks": t.ranks,
             "rate_bps": t.rate_bps,
-            "network": t.network,
+            "network": self.tiers.network_of(t),
             "device": t.device or m.device,
             "strategy": t.strategy,
             "accumulation": t.accumulation,

@@ -18,6 +18,7 @@ File layout (``format`` = "stallscope.predict.profile", ``version`` = 1)::
                  "ranks": [int], "steps_total": int, "steps_used": int, "warmup_rule": str},
       "measured": {"ranks": int, "nodes": int, "ranks_per_node": int, "backend": str,
                    "device": str, "link_rate_bps": float | null,
+                   "network": str | null,  # the link table's name of the network between nodes
                    "precision": "fp32" | "tf32" | "fp16" | "bf16" | "fp8" | null,
                    "step_ns": float, "step_spread_ns": float, "step_median_ns": float,
                    "rank_skew_ns": float, "stalls_ns": {column: ns}},
@@ -126,6 +127,9 @@ class Measured:
     step_median_ns: float = 0.0  # their median
     rank_skew_ns: float = 0.0  # per step the longest rank's time less the shortest's (mean)
     link_rate_bps: float | None = None
+    # The measured cluster's network between nodes, a link-table name (e.g. "ib-hdr"): prices
+    # the measured collectives when their payload sizes must be estimated from their times.
+    network: str | None = None
     precision: str | None = None  # of the matrix kernels (most of their time), GPU runs
     stalls_ns: dict[str, float] = field(default_factory=dict)
 
@@ -188,6 +192,7 @@ class Profile:
                 "backend": m.backend,
                 "device": m.device,
                 "link_rate_bps": m.link_rate_bps,
+                "network": m.network,
                 "precision": m.precision,
                 "step_ns": m.step_ns,
                 "step_spread_ns": m.step_spread_ns,
@@ -263,6 +268,7 @@ class Profile:
             step_median_ns=m.num("step_median_ns", 0.0),
             rank_skew_ns=m.num("rank_skew_ns", 0.0),
             link_rate_bps=m.opt_num("link_rate_bps"),
+            network=m.get("network", str, None) if m.doc.get("network") else None,
             precision=m.get("precision", str, None) if m.doc.get("precision") else None,
             stalls_ns={str(k): float(v) for k, v in m.get("stalls_ns", dict, {}).items()},
         )

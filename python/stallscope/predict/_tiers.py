@@ -183,7 +183,7 @@ class Tiers:
         self.cal_mtu = int(link_doc["mtu"]) if link_doc.get("mtu") else None
         self._cache: dict[Key, CommModel] = {}
         self._used: dict[Key, None] = {}
-        self.base = self.for_target(None, None, None)
+        self.base = self.for_target(None, prof.measured.network, None)
 
     def _intra(self, dev: str | None, given: float | None = None) -> Tier | None:
         if given is not None:
@@ -248,8 +248,15 @@ class Tiers:
             self._cache[key] = got
         return got
 
+    def network_of(self, t: Target) -> str | None:
+        """The link-table network ``t`` is priced on: its own, else the measured run's when
+        nothing else (a rate, a bandwidth, a calibration) names the link across nodes."""
+        if t.network is not None or t.rate_bps is not None or t.inter_node_gbps is not None:
+            return t.network
+        return self.prof.measured.network if self.cal_inter is None else None
+
     def target(self, t: Target) -> CommModel:
-        key = (t.device, t.network, t.rate_bps, t.intra_node_GBps, t.inter_node_gbps)
+        key = (t.device, self.network_of(t), t.rate_bps, t.intra_node_GBps, t.inter_node_gbps)
         self._used.setdefault(key, None)
         return self.for_target(*key)
 

@@ -268,14 +268,18 @@ def predictor_for(
     measured_device: str | None = None,
     precision: str = "fp32",
     compute_scales: Mapping[str, float] | None = None,
+    measured_network: str | None = None,
 ) -> ProfilePredictor:
     """A predictor of the measured job ``run``: a run directory, Kineto traces (a folder, a
     file or several), a saved profile file, or a `stallscope.predict.Profile`.
     ``compute_scales``: per GPU, a measured ratio of compute time on it to the run's (wins over
-    the device model)."""
+    the device model). ``measured_network``: the link-table name of the measured cluster's
+    network (needed when a multi-node run's collectives lack payload sizes)."""
     if isinstance(run, Profile):
         profile = run
     else:
         paths = [run] if isinstance(run, (str, Path)) else list(run)
         profile = profile_of(paths[0] if len(paths) == 1 else paths)
+    if measured_network:
+        profile.measured.network = measured_network
     return ProfilePredictor(profile, measured_device, precision, compute_scales)

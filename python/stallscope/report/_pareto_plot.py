@@ -8,15 +8,10 @@ from typing import Any, Final
 
 import polars as pl
 
-from stallscope.exceptions import StallscopeError
+from stallscope.exceptions import ReportError
 
 FORMATS: Final = (".svg", ".png")
 _NEEDED: Final = ("config", "market", "hours", "cost", "pareto", "mix")
-
-
-class ReportError(StallscopeError):
-    """A figure could not be drawn: matplotlib is missing, the file type is not one it
-    writes, or the frame lacks a column it needs."""
 
 
 def _pyplot() -> Any:

@@ -1,5 +1,6 @@
 """DDP gradient buckets, timed through a comm-hook wrapper: bucket index, bytes, start and end
-of its all-reduce (kind ``bucket``, category comm, correlation = bucket index).
+of its all-reduce (kind ``bucket``, category comm, correlation = bucket index; the end is when the
+hook's future completes, taken in a link chained to it).
 
 DDP takes one comm hook per model, registered once. stallscope wraps the hook the user registers
 (DistributedDataParallel.register_comm_hook is patched), and a model with no hook of its own gets
@@ -55,16 +56,20 @@ def _timed(hook: Callable[..., Any], group_size: int) -> Callable[..., Any]:
                 ids = (intern(f"bucket{idx}"), intern(format_detail(detail)))
                 _ids[(idx, facts)] = ids
 
-            def done(_f: Any) -> None:
+            def done(f: Any) -> Any:
                 with contextlib.suppress(Exception):
                     _core.record_event(
                         _BUCKET, _COMM, ids[0], t0, _core.now_ns(), idx, nbytes, lane, ids[1]
                     )
+                return f.value()  # the hook's result, or its error, passed on
 
-            fut.add_done_callback(done)
+            # A link of the chain DDP waits on, not a callback beside it: DDP sees the bucket
+            # done only after its end is taken. (A done callback runs after the future's waiters
+            # are woken; it then waited for the GIL while the training thread went on, and the
+            # end came up to several ms late, over the next step's forward.)
+            return fut.then(done)
         except Exception:  # a tracing problem never breaks training
-            pass
-        return fut
+            return fut
 
     timed.__stallscope_timed__ = True  # type: ignore[attr-defined]
     return timed

@@ -79,6 +79,23 @@ def build(cfg: WorkloadConfig) -> tuple[Any, Any, Any, Any]:
     return model, opt, nn.CrossEntropyLoss(), loader
 
 
+PROGRESS_ENV = "STALLSCOPE_DEMO_PROGRESS"  # a file rank 0 rewrites with "done total" per step
+
+
+def _progress(done: int, total: int) -> None:
+    """Tell `stallscope demo` how far training is (rank 0; never raises)."""
+    path = os.environ.get(PROGRESS_ENV)
+    if not path or os.environ.get("RANK", "0") != "0":
+        return
+    try:
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{done} {total}\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def train(
     cfg: WorkloadConfig, model: Any, opt: Any, loss_fn: Any, loader: Any, traced: bool = True
 ) -> list[float]:
@@ -101,6 +118,7 @@ def train(
         now = time.perf_counter()
         times.append(now - t_prev)
         t_prev = now
+        _progress(len(times), cfg.steps)
     return times
 
 

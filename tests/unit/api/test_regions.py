@@ -121,3 +121,41 @@ def test_loader_records_each_wait_and_marks_steps(tmp_path: Path) -> None:
         windows.iter_rows(named=True), waits.head(5).iter_rows(named=True), strict=True
     ):
         assert w["start_ns"] <= d["start_ns"] <= d["end_ns"] <= w["end_ns"]
+
+
+def test_loader_ends_the_last_step_before_its_teardown(tmp_path: Path) -> None:
+    import time
+
+    class Slow:
+        """An iterable whose iterator takes 50 ms to shut down (a DataLoader joining workers)."""
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            try:
+                yield from range(10)
+            finally:
+                time.sleep(0.05)
+
+    with stallscope.trace(tmp_path):
+        for i, _ in enumerate(stallscope.loader(Slow(), mark_steps=True)):
+            time.sleep(0.001)
+            if i == 2:
+                break  # the loader is closed here, its teardown follows
+        time.sleep(0.05)  # more work before stop: in no step either
+    windows = stallscope.analysis.step_windows(_load(tmp_path))
+    assert windows["step"].to_list() == [1, 2, 3]
+    assert (windows["step_ns"] < 30_000_000).all(), windows
+
+
+def test_loader_ends_the_last_step_where_the_data_ends(tmp_path: Path) -> None:
+    import time
+
+    with stallscope.trace(tmp_path):
+        for _ in stallscope.loader(range(3), mark_steps=True):
+            time.sleep(0.001)
+        time.sleep(0.05)
+    ev = _load(tmp_path)
+    windows = stallscope.analysis.step_windows(ev)
+    last_wait = ev.filter(pl.col("kind") == "data_wait")["start_ns"].max()
+    # The wait that found no batch ends it (the step ends as the wait's region is entered)
+    assert 0 <= last_wait - windows["end_ns"].max() < 1_000_000
+    assert (windows["step_ns"] < 30_000_000).all(), windows

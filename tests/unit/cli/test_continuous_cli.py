@@ -75,6 +75,26 @@ def test_report_adds_the_summary_and_reads_it_alone(run_dir: Path, tmp_path: Pat
     assert doc["source"] == "summary" and len(doc["steps"]) == 40
 
 
+def test_html_report_of_a_continuous_trace(run_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the HTML report's plots need matplotlib")
+    page = tmp_path / "full.html"
+    res = CliRunner().invoke(cli, ["report", str(run_dir), "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    assert "its per-step summary holds 40 rank-steps, steps 1..40" in page.read_text()
+    # the event files gone: the stall bars come from the summary; the timeline says why not
+    bare = tmp_path / "bare"
+    (bare / "summary").mkdir(parents=True)
+    for p in (run_dir / "summary").iterdir():
+        (bare / "summary" / p.name).write_bytes(p.read_bytes())
+    page = tmp_path / "bare.html"
+    res = CliRunner().invoke(cli, ["report", str(bare), "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    assert f"HTML report: {page}" in res.output
+    text = page.read_text()
+    assert "1 rank ran 40 steps" in text and "per-step summary of a continuous trace" in text
+    assert "<svg" in text and "no step intervals were given" in text
+
+
 def test_capture_needs_a_running_continuous_trace(run_dir: Path, tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["capture", str(run_dir), "--steps", "3"])
     assert res.exit_code != 0 and "no traced process is running" in res.output
@@ -150,3 +170,7 @@ def test_top_and_report_take_shares_from_steps_with_device_events(
     res = CliRunner().invoke(cli, ["report", str(run)])
     assert res.exit_code == 0, res.output
     assert "(shares of the 20 of 40 rank-steps with device events)" in res.output
+    html = tmp_path / "report.html"
+    res = CliRunner().invoke(cli, ["report", str(run), "--html", str(html)])
+    assert res.exit_code == 0, res.output
+    assert "device events in 20 of 40 rank-steps" in html.read_text()

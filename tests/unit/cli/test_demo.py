@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import stallscope
-from stallscope.analysis import STALL_COLUMNS
+from stallscope.analysis import STALL_COLUMNS, STALL_MEANINGS
 
 
 def printed_table(stdout: str) -> list[dict[str, float]]:
@@ -85,16 +85,42 @@ def test_cli_rejects_a_bad_flag_with_usage() -> None:
 
 
 @pytest.mark.torch
-def test_demo_default_is_two_rank_ddp_with_matched_all_reduces(tmp_path: Path) -> None:
+def test_demo_two_rank_ddp_over_loopback_tells_the_story(tmp_path: Path) -> None:
     out = tmp_path / "ddp"
     p = subprocess.run(
-        [sys.executable, "-m", "stallscope.cli.main", "demo", "--steps", "4", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "stallscope.cli.main",
+            "demo",
+            "--steps",
+            "4",
+            "--network",
+            "loopback",
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "2-rank DDP" in p.stdout
+    assert "[1/5] capture: 2-rank DDP (gloo) on this machine, over loopback" in p.stdout
+    assert "step 4/4" in p.stdout  # the progress of the training, step by step
+    assert "[2/5] stall table" in p.stdout
+    # the look ahead, with the predictor and the recommender this stallscope has
+    assert "[3/5] prediction: the same job on 4 and 8 nodes, each linked at 500mbit" in p.stdout
+    assert "4 nodes x 1 rank(s): step " in p.stdout and "8 nodes x 1 rank(s): step " in p.stdout
+    assert "[4/5] recommendation: 100,000 steps of this job in the cloud" in p.stdout
+    assert "100,000 steps within 24h (the demo's CPU compute standing for a T4's): " in p.stdout
+    # the legend: every category, in one line of the package's one definition each
+    flat = " ".join(p.stdout.split())
+    for category, meaning in STALL_MEANINGS.items():
+        assert f"{category.replace('_', ' ')} {meaning}" in flat
+    assert f"[5/5] HTML report {out / 'report.html'}" in flat
+    page = (out / "report.html").read_text()
+    for sid in ("stalls", "timeline", "bandwidth", "stragglers", "prediction", "pareto"):
+        assert f'data-section="{sid}">' in page, sid  # present, with data
     ev = stallscope.load(out)
     assert sorted(ev["rank"].unique().to_list()) == [0, 1]
     assert ev.filter(pl.col("kind") == "bucket").height > 0
@@ -127,7 +153,29 @@ def test_demo_default_is_two_rank_ddp_with_matched_all_reduces(tmp_path: Path) -
         assert (got["rank"], got["step"]) == (want["rank"], want["step"])
         assert got["total"] == pytest.approx(want["step_ns"] / 1e6, abs=0.006)
     assert sum(r.get("sync wait", 0) + r.get("interconnect", 0) for r in printed) > 0
-    shares = next(line for line in p.stdout.splitlines() if line.startswith("run: "))
+    shares = next(line for line in p.stdout.splitlines() if line.strip().startswith("run: "))
     assert "compute " in shares and "data " in shares and "host " in shares
     comm_pct = float(shares.split("comm ")[1].split("%")[0])
     assert comm_pct > 0
+
+
+@pytest.mark.torch
+@pytest.mark.netns
+def test_demo_on_the_test_bed_shows_network_time(tmp_path: Path) -> None:
+    out = tmp_path / "tb"
+    p = subprocess.run(
+        [sys.executable, "-m", "stallscope.cli.main", "demo", "--steps", "4", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "on 2 emulated nodes, each node's link shaped to 500mbit" in p.stdout
+    table = stallscope.stall_table(stallscope.load(out))
+    assert table.height == 8
+    assert (table.group_by("rank").agg(pl.col("network_ns").sum())["network_ns"] > 0).all()
+    assert table["interconnect_ns"].sum() == 0  # the ranks are on different emulated nodes
+    # the last step ends before teardown: its host time is like the others'
+    host = table.sort("rank", "step").group_by("rank").agg(pl.col("host_ns"))
+    for times in host["host_ns"].to_list():
+        assert times[-1] < 20 * max(sorted(times)[len(times) // 2], 1_000_000)

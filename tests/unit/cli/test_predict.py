@@ -122,3 +122,16 @@ def test_a_device_without_figures_names_predicts_option() -> None:
         cli, ["predict", str(h200), "--device", "A10G", "--compute-scale", "2.5"]
     )
     assert res.exit_code == 0, res.output
+
+
+def test_measured_network_prices_a_multi_node_trace_set() -> None:
+    """The A100 16-rank set spans 2 nodes and its collectives carry no sizes: without the
+    measured network the error names the option; with it every node count predicts."""
+    a100 = Path(__file__).resolve().parents[2] / "data" / "kineto" / "hta_a100_rank0_of16"
+    args = ["predict", str(a100), "--nodes", "1,4", "--ranks-per-node", "8"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 1 and "--measured-network" in res.output
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(cli, [*args, "--measured-network", "ib-hdr"])
+    assert res.exit_code == 0, res.output
+    assert "1 x 8, ib-hdr" in res.stdout and "4 x 8, ib-hdr" in res.stdout

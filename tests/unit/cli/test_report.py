@@ -110,11 +110,11 @@ def test_report_kineto_folder_uses_the_importer(
     (tmp_path / "rank0.json").write_text("{}")
     seen: list[Path] = []
 
-    def fake(path: Path) -> pl.DataFrame:
+    def fake(path: Path) -> stallscope.KinetoImport:
         seen.append(Path(path))
-        return _fake_kineto_events()
+        return stallscope.KinetoImport(_fake_kineto_events(), {})
 
-    monkeypatch.setattr(stallscope, "import_kineto", fake, raising=False)
+    monkeypatch.setattr(stallscope, "read_kineto", fake, raising=False)
     res = CliRunner().invoke(cli, ["report", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
     assert seen == [tmp_path]
@@ -165,7 +165,12 @@ def test_report_numbers_are_whole_in_80_columns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "rank0.json").write_text("{}")
-    monkeypatch.setattr(stallscope, "import_kineto", lambda p: _wide_events(), raising=False)
+    monkeypatch.setattr(
+        stallscope,
+        "read_kineto",
+        lambda p: stallscope.KinetoImport(_wide_events(), {}),
+        raising=False,
+    )
     res = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["report", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "…" not in res.output  # rich's mark of a cut cell
@@ -271,3 +276,48 @@ def test_report_hta_on_a_run_without_gpu_kernels(run_dir: Path) -> None:
     assert "no GPU kernels in this run" in res.output
     doc = orjson.loads(CliRunner().invoke(cli, ["report", str(run_dir), "--hta", "--json"]).stdout)
     assert doc["hta"]["temporal_breakdown"] == []
+
+
+def test_report_says_how_steps_were_found_and_what_categories_mean(run_dir: Path) -> None:
+    res = CliRunner().invoke(cli, ["report", str(run_dir)])
+    assert res.exit_code == 0, res.output
+    assert "steps: marked by the program (stallscope.step() or loader(mark_steps=True))" in (
+        res.output
+    )
+    assert "what the categories mean" in res.output
+    flat = " ".join(res.output.split())
+    assert f"compute {stallscope.analysis.STALL_MEANINGS['compute']}" in flat
+    doc = orjson.loads(CliRunner().invoke(cli, ["report", str(run_dir), "--json"]).stdout)
+    assert doc["steps_found"] == [
+        "marked by the program (stallscope.step() or loader(mark_steps=True))"
+    ]
+
+
+def test_report_on_part_of_a_jobs_traces_says_it_once(tmp_path: Path) -> None:
+    from stallscope.io import _run_json as run_json
+
+    run = tmp_path / "imported"
+    with stallscope.trace(run, rank=0, world_size=16):
+        for _ in stallscope.loader(range(2), mark_steps=True):
+            time.sleep(0.001)
+    # as `stallscope import` writes it: one rank's trace of a 16-rank job
+    run_json.update_process(run, "rank-00000", {"source": "kineto", "step_source": None})
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    warnings = [line for line in res.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: {run}: 1 of 16 ranks' traces (rank 0): a PyTorch profiler trace set holding "
+        "part of its job; the tables cover these ranks only"
+    ]
+    assert "ranks: 1 of 16 ranks' traces (rank 0)" in res.output
+
+
+def test_report_says_why_compute_is_zero(tmp_path: Path) -> None:
+    run = tmp_path / "markers-only"
+    with stallscope.trace(run):
+        for _ in stallscope.loader(range(3), mark_steps=True):
+            time.sleep(0.002)  # work in no compute region
+    res = CliRunner().invoke(cli, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    assert "no compute: the run recorded no GPU kernels and no compute regions" in res.output
+    assert "stallscope profile" in res.output

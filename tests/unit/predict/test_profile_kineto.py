@@ -86,3 +86,27 @@ def test_the_pg509_a100_set_predicts_without_editing_the_profile(kineto_data: Pa
     same, other = pred.frame.iter_rows(named=True)
     assert same["compute_ns"] == pytest.approx(p.measured.stalls_ns["compute_ns"], rel=1e-6)
     assert other["compute_ns"] < same["compute_ns"]  # an H100 computes faster
+
+
+def test_a_multi_node_run_without_sizes_needs_its_own_network(kineto_data: Path) -> None:
+    """The A100 16-rank set's collectives carry no sizes: they are sized from their times on
+    the measured network, which must be named; once named it also prices the targets."""
+    p = sp.profile_of(kineto_data / "hta_a100_rank0_of16")
+    assert p.measured.nodes == 2 and p.measured.network is None
+    with pytest.raises(sp.PredictError, match="--measured-network"):
+        sp.predict(p, sp.Target(1, 8))
+    p.measured.network = "ib-hdr"
+    again = sp.Profile.from_dict(orjson.loads(orjson.dumps(p.to_dict())))
+    assert again.measured.network == "ib-hdr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sp.PredictWarning)
+        frame = sp.predict(
+            again, [sp.Target(1, 8), sp.Target(2, 8), sp.Target(2, 8, network="ib-ndr")]
+        )
+    one, two, ndr = frame.iter_rows(named=True)
+    assert one["network_ns"] == 0 and two["network_ns"] > 0  # 2 nodes pay the network
+    assert two["network"] == "ib-hdr" and ndr["network"] == "ib-ndr"
+    assert ndr["network_ns"] < two["network_ns"]  # NDR is twice HDR's rate
+    p.measured.network = "ib-nope"
+    with pytest.raises(sp.PredictError, match="ib-nope"):
+        sp.predict(p, sp.Target(1, 8))

@@ -95,3 +95,70 @@ def test_pool_exhaustion_is_counted_not_silent(tmp_path: Path) -> None:
     assert drops["no_thread_slot"] > 0
     assert recorded + drops["no_thread_slot"] == (_core.max_threads() + 3) * 10
     assert t.events_written == recorded
+
+
+def test_the_last_step_ends_before_the_backends_stop_work(tmp_path: Path) -> None:
+    import time
+
+    class SlowStop:
+        """A capture backend whose stop takes 50 ms (the clock sample at stop waits for every
+        rank)."""
+
+        name = "slow_stop"
+
+        def on_start(self, trace: object) -> None:
+            return None
+
+        def on_stop(self, trace: object) -> None:
+            time.sleep(0.05)
+
+    t = stallscope.trace(tmp_path)
+    t._backends.append(SlowStop())
+    with t:
+        for _ in range(2):
+            stallscope.step()
+            time.sleep(0.001)
+    windows = stallscope.analysis.step_windows(stallscope.load(tmp_path))
+    assert windows["step"].to_list() == [1, 2]
+    assert windows["step_ns"].max() < 30_000_000, windows
+    entry = json.loads((tmp_path / "run.json").read_text())["processes"]["rank-00000"]
+    assert entry["step_source"] == {"source": "stallscope.step"}
+
+
+def test_end_steps_leaves_teardown_out(tmp_path: Path) -> None:
+    import time
+
+    with stallscope.trace(tmp_path) as t:
+        stallscope.step()
+        time.sleep(0.001)
+        t.end_steps(_core.now_ns())
+        time.sleep(0.03)  # teardown
+    windows = stallscope.analysis.step_windows(stallscope.load(tmp_path))
+    assert windows.height == 1 and windows["step_ns"][0] < 20_000_000
+
+
+def test_device_backends_stop_inside_the_last_step(tmp_path: Path) -> None:
+    import time
+
+    order: list[str] = []
+
+    class Backend:
+        def __init__(self, name: str, device: bool) -> None:
+            self.name, self.device = name, device
+
+        def on_start(self, trace: object) -> None:
+            return None
+
+        def on_stop(self, trace: object) -> None:
+            order.append(self.name)
+            time.sleep(0.03)
+
+    t = stallscope.trace(tmp_path)
+    t._backends += [Backend("clock", False), Backend("gpu", True)]
+    with t:
+        stallscope.step()
+        began = _core.now_ns()
+    windows = stallscope.analysis.step_windows(stallscope.load(tmp_path))
+    assert order == ["gpu", "clock"]  # the device's records first
+    # the last step holds the device backend's flush (30 ms), not the other's stop work
+    assert 25_000_000 < windows["end_ns"][0] - began < 55_000_000, windows
