@@ -7,11 +7,16 @@ their prices, each with its source and date), spot interruption rates, and the r
     rec.pareto                 # hours against cost: the configurations nothing beats on both
 
 `recommend(...)` returns `recommendation(...).candidates`, the frame of every configuration.
-The function is `stallscope.recommend.recommend`: `stallscope.recommend` itself is this
-package, so no top-level name shadows it. docs/recommend.md has the method and its limits.
+The package itself is callable as that function: `stallscope.recommend(run, steps=...,
+time_budget=...)` is `stallscope.recommend.recommend(...)`, so the name stays the package (no
+top-level function shadows it). docs/recommend.md has the method and its limits.
 """
 
 from __future__ import annotations
+
+import sys
+import types
+from typing import Any
 
 from stallscope.recommend._catalog import (
     CATALOG_COLUMNS,
@@ -52,3 +57,13 @@ __all__ = [
     "recommendation",
     "shipped_catalog_path",
 ]
+
+
+class _CallablePackage(types.ModuleType):
+    """This package, callable as `recommend` (the frame of every configuration)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return recommend(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -71,6 +71,12 @@ def test_cheapest_within_a_time_budget_with_its_reason(shipped: pl.DataFrame) ->
     assert rec.pareto["hours"].is_sorted() and rec.pareto["cost"].is_sorted(descending=True)
     frame = recommend(FakePredictor(), steps=2_000_000, time_budget=24.0, catalog=shipped)
     assert frame.equals(rec.candidates)
+    import stallscope
+
+    called = stallscope.recommend(  # type: ignore[operator]  # the package is callable
+        FakePredictor(), steps=2_000_000, time_budget=24.0, catalog=shipped
+    )
+    assert called.equals(frame)
 
 
 def test_fastest_within_a_cost_budget(shipped: pl.DataFrame) -> None:
