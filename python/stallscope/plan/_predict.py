@@ -145,10 +145,9 @@ def _category(shape: Shape) -> list[str]:
     return [cat[n] for n in SLOTS]
 
 
-def native_schedule(shape: Shape) -> Schedule:
-    """``_schedule.build(shape)`` built natively (tests hold the two equal): a Graph whose
-    labels are the slot names."""
-    a = _core.pipeline_graph(
+def native_graph(shape: Shape) -> dict[str, Any]:
+    """The native pipeline graph's arrays of ``shape`` (``_core.pipeline_graph``)."""
+    return _core.pipeline_graph(
         shape.pp,
         shape.micro_batches,
         shape.interleave,
@@ -161,6 +160,12 @@ def native_schedule(shape: Shape) -> Schedule:
         shape.p2p_blocking,
         shape.dp_blocking,
     )
+
+
+def native_schedule(shape: Shape) -> Schedule:
+    """``_schedule.build(shape)`` built natively (tests hold the two equal): a Graph whose
+    labels are the slot names."""
+    a = native_graph(shape)
     names = ["compute", "send", "dp", *(("zero_ag", "zero_rs") if shape.zero3 else ())]
     cats = _category(shape)
     slot = a["slot"].tolist()

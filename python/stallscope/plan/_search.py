@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from stallscope import _core
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._costs import costs, model_flops
 from stallscope.plan._errors import PlanError, divisors
@@ -32,6 +31,7 @@ from stallscope.plan._model import Model
 from stallscope.plan._predict import (
     STALL_COLUMNS,
     Prediction,
+    native_graph,
     predict_strategy,
     shape_of,
     slot_values,
@@ -118,19 +118,7 @@ def candidates(
 def compiled_schedule(shape: Shape) -> tuple[CompiledGraph, np.ndarray, np.ndarray]:
     """The schedule graph of ``shape`` built natively (the same tasks as ``_schedule.build``),
     with each task's slot and multiplier."""
-    a = _core.pipeline_graph(
-        shape.pp,
-        shape.micro_batches,
-        shape.interleave,
-        shape.layers_per_chunk,
-        shape.zero3,
-        shape.dp_overlap,
-        shape.tied,
-        shape.param_gather,
-        shape.detail,
-        shape.p2p_blocking,
-        shape.dp_blocking,
-    )
+    a = native_graph(shape)
     cg = CompiledGraph.from_arrays(
         a["stream"],
         len(a["stream_class"]),
