@@ -30,19 +30,7 @@ import pyarrow as pa
 
 from stallscope.analysis.stall._exposed import local_parts
 from stallscope.io._summary_files import DEVICE_COLUMNS, SummaryWriter
-
-_STALL = (
-    "compute_ns",
-    "memcpy_ns",
-    "sync_wait_ns",
-    "network_ns",
-    "interconnect_ns",
-    "data_fetch_ns",
-    "data_prep_ns",
-    "data_ns",
-    "host_ns",
-)
-
+from stallscope.io._summary_files import STALL_COLUMNS as _STALL
 
 _KEPT = ("collective", "p2p", "bucket", "step")
 

@@ -31,7 +31,9 @@ import polars as pl
 SUMMARY_DIR: Final = "summary"
 FILE_RE: Final = re.compile(r"^(rank-\d{5,}(?:\.pid-\d+)?)\.(\d{6,})\.(jsonl|parquet)$")
 
-_STALL: Final = (
+#: The stall table's columns, in its order (analysis.stall.STALL_COLUMNS; a test holds them
+#: equal): the summary is written here, below the analysis layer.
+STALL_COLUMNS: Final = (
     "compute_ns",
     "memcpy_ns",
     "sync_wait_ns",
@@ -48,7 +50,7 @@ ROW_SCHEMA: Final[dict[str, pl.DataType]] = {
     "start_ns": pl.Int64(),  # the rank's own clock (CLOCK_MONOTONIC), as in its event files
     "end_ns": pl.Int64(),
     "step_ns": pl.Int64(),
-    **{c: pl.Int64() for c in _STALL},
+    **{c: pl.Int64() for c in STALL_COLUMNS},
     "events": pl.Int64(),  # events of the rank that overlap the step
     "exp_start": pl.List(pl.Int64()),  # exposed communication: start, end, network (else
     "exp_end": pl.List(pl.Int64()),  # interconnect), ns on the rank's clock

@@ -27,11 +27,13 @@ from stallscope.analysis.stall._exposed import ARRIVALS_SCHEMA, EXPOSED_SCHEMA, 
 from stallscope.exceptions import RunDirError, StallscopeWarning
 from stallscope.io._load import Clock, clock_offsets
 from stallscope.io._run_json import read_run_json
-from stallscope.io._summary_files import DEVICE_COLUMNS, ROW_SCHEMA, read_rows, summary_dir
-
-STALL_COLUMNS = tuple(
-    c for c in ROW_SCHEMA if c.endswith("_ns") and c not in ("start_ns", "end_ns", "step_ns")
+from stallscope.io._summary_files import (
+    DEVICE_COLUMNS,
+    STALL_COLUMNS,
+    read_rows,
+    summary_dir,
 )
+
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
     "step": pl.Int64(),

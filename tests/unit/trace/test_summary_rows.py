@@ -122,3 +122,10 @@ def test_an_arrival_right_at_a_step_marker_is_kept(tmp_path: Path) -> None:
     want = stall_table(ev).sort("rank", "start_ns")
     assert_frame_equal(got.select(_COLS), want.select(_COLS), check_dtypes=False)
     assert int(got.filter(pl.col("rank") == 0)["sync_wait_ns"].sum()) == 50
+
+
+def test_summary_columns_are_the_stall_tables() -> None:
+    from stallscope.analysis import STALL_COLUMNS
+    from stallscope.io._summary_files import STALL_COLUMNS as SUMMARY_COLUMNS
+
+    assert SUMMARY_COLUMNS == STALL_COLUMNS
