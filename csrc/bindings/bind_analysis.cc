@@ -1,4 +1,5 @@
-// Bindings of the analysis kernels (csrc/analysis/): HTA's rows of an events frame.
+// Bindings of the analysis kernels (csrc/analysis/): HTA's rows of an events frame, and the
+// rank-local stall table's sweep.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "analysis/hta_rows.h"
+#include "analysis/stall_sweep.h"
 #include "bindings/arrow_column.h"
 
 namespace py = pybind11;
@@ -81,6 +83,78 @@ py::dict hta_rows(const In<uint8_t>& kind, const In<int32_t>& rank, const In<int
   return out;
 }
 
+// rank, t_a, o_a, slope
+using ClockFact = std::tuple<int32_t, int64_t, int64_t, double>;
+
+template <typename T>
+const T* column_of(const In<T>& a, size_t n, const char* what) {
+  if (a.ndim() != 1 || static_cast<size_t>(a.size()) != n) {
+    throw py::value_error(std::string("stall_sweep: ") + what + " has the wrong length");
+  }
+  return a.data();
+}
+
+py::dict stall_sweep(const In<uint8_t>& kind, const In<uint8_t>& category,
+                     const In<int32_t>& rank, const In<int64_t>& start, const In<int64_t>& end,
+                     const In<int32_t>& lane, const In<int64_t>& corr,
+                     const std::optional<In<uint8_t>>& corr_null, const In<int8_t>& labels_cpu,
+                     const In<int8_t>& labels_gpu, const In<uint8_t>& gpu_kind, size_t n_codes,
+                     uint8_t step_kind, uint8_t bucket_kind, const In<int64_t>& comm_row,
+                     const In<int32_t>& comm_nnodes, const In<uint8_t>& comm_async,
+                     const In<uint8_t>& comm_last, const std::vector<ClockFact>& clocks, bool gpu,
+                     const std::vector<int32_t>& multi) {
+  analysis::StallSweepIn in;
+  in.n = static_cast<size_t>(kind.size());
+  in.kind = column_of(kind, in.n, "kind");
+  in.category = column_of(category, in.n, "category");
+  in.rank = column_of(rank, in.n, "rank");
+  in.start = column_of(start, in.n, "start");
+  in.end = column_of(end, in.n, "end");
+  in.lane = column_of(lane, in.n, "lane");
+  in.corr = column_of(corr, in.n, "correlation");
+  if (corr_null) in.corr_null = column_of(*corr_null, in.n, "corr_null");
+  in.n_kinds = static_cast<size_t>(gpu_kind.size());
+  in.n_codes = n_codes;
+  const size_t table = in.n_kinds * n_codes;
+  in.labels_cpu = column_of(labels_cpu, table, "labels_cpu");
+  in.labels_gpu = column_of(labels_gpu, table, "labels_gpu");
+  in.gpu_kind = gpu_kind.data();
+  in.step_kind = step_kind;
+  in.bucket_kind = bucket_kind;
+  in.n_comm = static_cast<size_t>(comm_row.size());
+  in.comm_row = column_of(comm_row, in.n_comm, "comm_row");
+  in.comm_nnodes = column_of(comm_nnodes, in.n_comm, "comm_nnodes");
+  in.comm_async = column_of(comm_async, in.n_comm, "comm_async");
+  in.comm_last = column_of(comm_last, in.n_comm, "comm_last");
+  for (const auto& [r, t_a, o_a, slope] : clocks) in.clocks.push_back({r, t_a, o_a, slope});
+  in.gpu = gpu;
+  in.multi = multi;
+  analysis::StallSweepOut o;
+  {
+    py::gil_scoped_release nogil;
+    o = analysis::stall_sweep(in);  // std::invalid_argument reaches Python as ValueError
+  }
+  py::dict out;
+  out["gpu"] = o.gpu;
+  out["multi"] = owned_array(std::move(o.multi));
+  out["ranks"] = owned_array(std::move(o.ranks));
+  out["windows"] = o.windows;
+  out["rank"] = owned_array(std::move(o.rank));
+  out["step"] = owned_array(std::move(o.step));
+  out["step_null"] = owned_array(std::move(o.step_null)).attr("view")("bool");
+  out["start"] = owned_array(std::move(o.start));
+  out["end"] = owned_array(std::move(o.end));
+  py::list sums;
+  for (auto& s : o.sums) sums.append(owned_array(std::move(s)));
+  out["sums"] = sums;
+  out["x_rank"] = owned_array(std::move(o.x_rank));
+  out["x_step_start"] = owned_array(std::move(o.x_step_start));
+  out["x_start"] = owned_array(std::move(o.x_start));
+  out["x_end"] = owned_array(std::move(o.x_end));
+  out["x_network"] = owned_array(std::move(o.x_network)).attr("view")("bool");
+  return out;
+}
+
 }  // namespace
 
 void bind_analysis(py::module_& m) {
@@ -91,6 +165,16 @@ void bind_analysis(py::module_& m) {
         "HTA's rows of an events frame's columns (csrc/analysis/hta_rows.h): a dict of NumPy "
         "arrays row, rank, kind, name, stream, correlation, is_gpu, ts, end, runtime; gpu_only: "
         "only the rows with a stream.");
+  m.def("stall_sweep", &stall_sweep, py::arg("kind"), py::arg("category"), py::arg("rank"),
+        py::arg("start"), py::arg("end"), py::arg("lane"), py::arg("correlation"),
+        py::arg("corr_null"), py::arg("labels_cpu"), py::arg("labels_gpu"), py::arg("gpu_kind"),
+        py::arg("n_codes"), py::arg("step_kind"), py::arg("bucket_kind"), py::arg("comm_row"),
+        py::arg("comm_nnodes"), py::arg("comm_async"), py::arg("comm_last"), py::arg("clocks"),
+        py::arg("gpu"), py::arg("multi"),
+        "The rank-local stall table of an events frame's columns (csrc/analysis/stall_sweep.h): "
+        "a dict with gpu, multi, ranks, windows, the table's rank, step, step_null, start, end "
+        "and sums (8 arrays, ns per category), and the exposed communication x_rank, "
+        "x_step_start, x_start, x_end, x_network.");
 }
 
 }  // namespace stallscope::bindings

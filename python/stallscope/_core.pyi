@@ -240,6 +240,29 @@ def hta_rows(
     include_last_step: bool,
     gpu_only: bool = False,
 ) -> dict[str, npt.NDArray[Any]]: ...
+def stall_sweep(
+    kind: npt.NDArray[np.uint8],
+    category: npt.NDArray[np.uint8],
+    rank: npt.NDArray[np.int32],
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    lane: npt.NDArray[np.int32],
+    correlation: npt.NDArray[np.int64],
+    corr_null: npt.NDArray[np.uint8] | None,
+    labels_cpu: npt.NDArray[np.int8],
+    labels_gpu: npt.NDArray[np.int8],
+    gpu_kind: npt.NDArray[np.uint8],
+    n_codes: int,
+    step_kind: int,
+    bucket_kind: int,
+    comm_row: npt.NDArray[np.int64],
+    comm_nnodes: npt.NDArray[np.int32],
+    comm_async: npt.NDArray[np.uint8],
+    comm_last: npt.NDArray[np.uint8],
+    clocks: list[tuple[int, int, int, float]],
+    gpu: bool,
+    multi: list[int],
+) -> dict[str, Any]: ...
 
 # predictor: the engine's run, natively (csrc/predict/)
 def engine_run(
