@@ -95,40 +95,58 @@ uint32_t StringCoder::by_view(const uint8_t* view, const ArrowArray& array, int6
 }
 
 void StringCoder::add(std::string_view format, const ArrowArray& array, uint32_t* out) {
-  const int64_t n = array.length;
+  code_rows(format, array, nullptr, static_cast<size_t>(array.length), out);
+  rows_ += array.length;
+}
+
+void StringCoder::add_rows(std::string_view format, const ArrowArray& array, const int64_t* rows,
+                           size_t k, uint32_t* out) {
+  for (size_t j = 0; j < k; ++j) {
+    if (rows[j] < 0 || rows[j] >= array.length) {
+      throw std::invalid_argument("string_codes: a row outside its chunk");
+    }
+  }
+  code_rows(format, array, rows, k, out);
+  rows_ += array.length;
+}
+
+void StringCoder::code_rows(std::string_view format, const ArrowArray& array, const int64_t* rows,
+                            size_t k, uint32_t* out) {
+  auto row = [&](size_t j) -> int64_t { return rows ? rows[j] : static_cast<int64_t>(j); };
   if (format == "vu") {
     const auto* views = static_cast<const uint8_t*>(array.buffers[1]) + 16 * array.offset;
-    for (int64_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < k; ++j) {
+      const int64_t i = row(j);
       if (!valid(array, i)) {
-        out[i] = by_content(std::string_view(), rows_ + i);
+        out[j] = by_content(std::string_view(), rows_ + i);
       } else if (by_views_) {
-        out[i] = by_view(views + 16 * i, array, rows_ + i);
+        out[j] = by_view(views + 16 * i, array, rows_ + i);
       } else {
-        out[i] = by_content(view_string(views + 16 * i, array), rows_ + i);
+        out[j] = by_content(view_string(views + 16 * i, array), rows_ + i);
       }
     }
   } else if (format == "u" || format == "U") {
     const bool wide = format == "U";
     const char* data = static_cast<const char*>(array.buffers[2]);
     auto at = [&](int64_t i) -> int64_t {
-      const int64_t k = array.offset + i;
-      return wide ? static_cast<const int64_t*>(array.buffers[1])[k]
-                  : static_cast<const int32_t*>(array.buffers[1])[k];
+      const int64_t x = array.offset + i;
+      return wide ? static_cast<const int64_t*>(array.buffers[1])[x]
+                  : static_cast<const int32_t*>(array.buffers[1])[x];
     };
-    for (int64_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < k; ++j) {
+      const int64_t i = row(j);
       std::string_view s;
       if (valid(array, i)) {
         const int64_t lo = at(i);
         s = std::string_view(data + lo, static_cast<size_t>(at(i + 1) - lo));
       }
-      out[i] = by_content(s, rows_ + i);
+      out[j] = by_content(s, rows_ + i);
     }
   } else {
     throw std::invalid_argument(
         "string_codes: expected a string column (Arrow format vu, u or U), got format " +
         std::string(format));
   }
-  rows_ += n;
 }
 
 }  // namespace stallscope::arrow

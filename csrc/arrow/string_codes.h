@@ -20,6 +20,10 @@ class StringCoder {
   // Codes one chunk (array.length rows) into out[0 .. array.length). format: "vu" (UTF-8 view),
   // "u" or "U" (UTF-8 with 32- / 64-bit offsets); std::invalid_argument for any other.
   void add(std::string_view format, const ArrowArray& array, uint32_t* out);
+  // Codes only the chunk's rows rows[0 .. k) (positions in the chunk) into out[0 .. k); the
+  // chunk still counts all of its rows.
+  void add_rows(std::string_view format, const ArrowArray& array, const int64_t* rows, size_t k,
+                uint32_t* out);
 
   // code -> the row (counted over all chunks added) where it first appears
   const std::vector<int64_t>& first_rows() const { return first_rows_; }
@@ -34,6 +38,8 @@ class StringCoder {
   };
   static constexpr uint32_t kEmpty = UINT32_MAX;
 
+  void code_rows(std::string_view format, const ArrowArray& array, const int64_t* rows, size_t k,
+                 uint32_t* out);
   uint32_t by_content(std::string_view s, int64_t row);
   uint32_t by_view(const uint8_t* view, const ArrowArray& array, int64_t row);
   void grow();

@@ -241,6 +241,60 @@ py::tuple string_codes(const py::object& column) {
   return py::make_tuple(codes, first_rows, values);
 }
 
+// (rows int64, codes uint32, values list[str]) of a string column's rows whose kind code is
+// marked in `kinds`: string_codes of those rows only, the others never read.
+py::tuple string_codes_where(const py::object& column,
+                             const py::array_t<uint8_t, py::array::c_style>& kind,
+                             const py::array_t<uint8_t, py::array::c_style>& kinds) {
+  const auto n = static_cast<size_t>(py::len(column));
+  if (kind.ndim() != 1 || static_cast<size_t>(kind.size()) != n) {
+    throw py::value_error("string_codes_where: kind has the wrong length");
+  }
+  const uint8_t* k = kind.data();
+  const uint8_t* mark = kinds.data();
+  const auto n_kinds = static_cast<size_t>(kinds.size());
+  std::vector<int64_t> rows;
+  {
+    py::gil_scoped_release nogil;
+    for (size_t i = 0; i < n; ++i) {
+      if (k[i] < n_kinds && mark[k[i]]) rows.push_back(static_cast<int64_t>(i));
+    }
+  }
+  py::object cap;
+  ArrowArrayStream* stream = column_stream(column, &cap, "string_codes_where");
+  const std::string format = stream_type(stream, "string_codes_where").format;
+  HeldChunks chunks;
+  std::vector<uint32_t> codes(rows.size());
+  std::vector<int64_t> local;
+  arrow::StringCoder coder;
+  size_t done = 0, j = 0;
+  while (const ArrowArray* next = chunks.next(stream, "string_codes_where")) {
+    const auto len = static_cast<size_t>(next->length);
+    if (done + len > n) {
+      throw std::runtime_error("string_codes_where: more rows than the column holds");
+    }
+    local.clear();
+    const size_t j0 = j;
+    for (; j < rows.size() && static_cast<size_t>(rows[j]) < done + len; ++j) {
+      local.push_back(rows[j] - static_cast<int64_t>(done));
+    }
+    {
+      py::gil_scoped_release nogil;
+      coder.add_rows(format, *next, local.data(), local.size(), codes.data() + j0);
+    }
+    done += len;
+  }
+  if (done != n) throw std::runtime_error("string_codes_where: fewer rows than the column holds");
+  py::list values(coder.values().size());
+  size_t i = 0;
+  for (std::string_view v : coder.values()) {
+    PyObject* str = PyUnicode_DecodeUTF8(v.data(), static_cast<py::ssize_t>(v.size()), "strict");
+    if (str == nullptr) throw py::error_already_set();
+    PyList_SET_ITEM(values.ptr(), static_cast<py::ssize_t>(i++), str);
+  }
+  return py::make_tuple(owned_array(std::move(rows)), owned_array(std::move(codes)), values);
+}
+
 // The indices of a dictionary column (a Polars Enum or Categorical: its physical codes) as a
 // NumPy array, `null_code` where null: uint8 when `categories` <= 256, else uint32. Read
 // through the Arrow C stream: no Polars query, whose first use costs a fresh process ~3 ms.
@@ -350,6 +404,11 @@ void bind_arrow(py::module_& m) {
         "Series): equal strings share a code, codes count from 0 in order of first appearance, "
         "null counts as \"\"; first_rows[code] is the row where the code first appears, "
         "values[code] its string.");
+  m.def("string_codes_where", &string_codes_where, py::arg("column"), py::arg("kind"),
+        py::arg("kinds"),
+        "(rows int64, codes uint32, values list[str]): string_codes of the rows of a string "
+        "column whose kind code (uint8 per row) is marked in `kinds` (uint8 per kind code); "
+        "the other rows are not read.");
 }
 
 }  // namespace stallscope::bindings

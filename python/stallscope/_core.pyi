@@ -223,6 +223,9 @@ def column_key(column: object) -> tuple[str | int, ...] | None: ...
 def string_codes(
     column: object,
 ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64], list[str]]: ...
+def string_codes_where(
+    column: object, kind: npt.NDArray[np.uint8], kinds: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32], list[str]]: ...
 def hta_rows(
     kind: npt.NDArray[np.uint8],
     rank: npt.NDArray[np.int32],

@@ -179,7 +179,15 @@ def match_collectives(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     sync_wait_ns (this rank's time before the last member arrived, clipped to its interval),
     transfer_ns (the rest), complete (every member of the group was seen).
 
-    Times must be on one clock (load() aligns them when the run measured offsets)."""
+    Times must be on one clock (load() aligns them when the run measured offsets). A
+    DataFrame in the event schema is matched on its columns in NumPy (_collective_columns.py);
+    the Polars query here is the reference, and takes the rest."""
+    if isinstance(events, pl.DataFrame):
+        from stallscope.analysis._collective_columns import match_columns
+
+        got = match_columns(events)
+        if got is not None:
+            return got[0]
     comm = events.lazy().filter(pl.col("kind").is_in(["collective", "p2p"])).collect()
     inst = pl.Series("_inst", instances(comm).instance)
     c = collectives(comm).with_columns(pl.lit(inst)).filter(pl.col("_inst") >= 0)
@@ -221,8 +229,14 @@ def stragglers(
     per rank; see analysis.step_windows). Times must be on one clock (load() aligns them).
     `matched`: match_collectives(events), when the caller has it already (it is not computed
     again)."""
+    from stallscope.analysis._collective_columns import stragglers_columns
     from stallscope.analysis._steps import assign_steps, step_windows
 
+    if isinstance(events, pl.DataFrame):  # on the columns where it applies: the same result
+        m = match_collectives(events) if matched is None else matched
+        got = stragglers_columns(events, m)
+        if got is not None:
+            return got
     ev = events.lazy()
     m = match_collectives(ev) if matched is None else matched
     schema = {

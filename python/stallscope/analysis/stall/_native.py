@@ -66,11 +66,10 @@ def conformed(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     return df
 
 
-def _facts(detail: pl.Series, coll: Array) -> tuple[Array, Array, Array]:
-    """Per comm row: nnodes (1 when not said; parsed on collective / p2p rows only, as the
-    reference does), async=1 and last=1 flags; each distinct detail parsed once."""
-    got = _core.string_codes(detail)  # a null detail reads as "", which says nothing either
-    codes, distinct = got[0].astype(np.int64), got[2]
+def _facts(codes: Array, distinct: list[str], coll: Array) -> tuple[Array, Array, Array]:
+    """Per comm row (its detail's code into `distinct`; `coll`: the collective / p2p rows):
+    nnodes (1 when not said; parsed on collective / p2p rows only, as the reference does),
+    async=1 and last=1 flags; each distinct detail parsed once."""
     nn_text = [detail_value(d, "nnodes") for d in distinct]
     nn_coll = np.zeros(len(distinct), bool)  # the distinct values seen on collective rows
     nn_coll[np.unique(codes[coll])] = True
@@ -102,13 +101,10 @@ def sweep(
     category = _arrow.enum_codes(df["category"], _NULL_CAT)
     corr_s = df["correlation"]
     corr_null = corr_s.is_null().to_numpy().view(np.uint8) if corr_s.null_count() else None
-    comm_row = np.flatnonzero(_COMM_KIND[kind])
-    if comm_row.size:
-        detail = df["detail"].gather(_arrow.series(comm_row))
-        nnodes, asyn, last = _facts(detail, _COLL_KIND[kind[comm_row]])
-    else:
-        nnodes = np.zeros(0, np.int32)
-        asyn = last = np.zeros(0, np.uint8)
+    # the comm rows and their details' codes (a null detail reads as "": it says nothing
+    # either), the other rows' details never read
+    comm_row, codes, distinct = _core.string_codes_where(df["detail"], kind, _COMM_KIND)
+    nnodes, asyn, last = _facts(codes.astype(np.intp), distinct, _COLL_KIND[kind[comm_row]])
     out = _core.stall_sweep(
         kind.astype(np.uint8, copy=False),
         category.astype(np.uint8, copy=False),

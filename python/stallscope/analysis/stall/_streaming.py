@@ -10,6 +10,14 @@ batch's events plus the small parts of every batch.
 One rule of the table is run-wide: a run is a GPU run when any rank has GPU activity. Batches
 without GPU activity in a run with some are read again as part of a GPU run (in a real GPU run
 every rank has GPU activity, so this costs nothing there).
+
+How: the rank-local parts come from the C++ sweep (`_native.sweep`, csrc/analysis/
+stall_sweep.cc), which also moves each rank's times onto rank 0's clock, so a batch is read
+as the files hold it and never copied to be aligned; only its step markers and collectives
+are aligned, in NumPy. Two worker threads each take a batch at a time: one reads (Polars,
+without the GIL) while the other sweeps (C++, without the GIL). Files that are not in the
+native writer's schema, or hold rows of ranks outside their name, are read file by file,
+aligned by `file_frames`, and swept the same way.
 """
 
 from __future__ import annotations
@@ -18,24 +26,31 @@ import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import polars as pl
 
 from stallscope._schema import conform
 from stallscope._utils.cpus import usable_cpus
 from stallscope._utils.gil import fair_gil
-from stallscope.analysis.stall._exposed import LocalParts, local_parts, split_sync_wait
-from stallscope.analysis.stall._sources import COMM_KINDS, NEEDED
+from stallscope.analysis.stall._exposed import LocalParts, _arrivals, split_sync_wait
+from stallscope.analysis.stall._native import conformed, sweep
+from stallscope.analysis.stall._sources import NEEDED
 from stallscope.exceptions import StallscopeWarning
 from stallscope.io._load import (
+    Clock,
     NotNativeError,
     RunInfo,
     align_eager,
+    clock_offsets,
     file_frames,
     run_info,
     scan_native,
 )
 from stallscope.io._run_dir import STEM_RE
+
+Array = np.ndarray[Any, Any]
 
 SYNC_KINDS = ("step", "collective", "p2p")
 """The kinds kept whole by `stream_run` (the rows match_collectives and stragglers read)."""
@@ -79,17 +94,19 @@ class _Reader:
         self.slow = False
         self._frames: list[tuple[int | None, pl.LazyFrame]] | None = None
 
-    def frame(self, stems: list[str]) -> pl.DataFrame:
+    def frame(self, stems: list[str]) -> tuple[pl.DataFrame, bool]:
+        """The batch's events, and whether they come from the one scan of a batch in the
+        native schema (then unaligned: the sweep aligns them; their ranks still to be checked)
+        or file by file (aligned already)."""
         if not self.slow:
             try:
-                df = _select(scan_native(self.info, stems)).collect()
+                return _select(scan_native(self.info, stems), native=True).collect(), True
             except (NotNativeError, pl.exceptions.PolarsError, OSError):
-                return self._by_file(stems)
-            named = {int(m.group(1)) for s in stems if (m := STEM_RE.match(s))}
-            if not set(df["rank"].unique().drop_nulls().to_list()) <= named:
-                raise _ForeignRanksError
-            return align_eager(df, self.info) if self.align_clocks else df
-        return self._by_file(stems)
+                return self._by_file(stems), False
+        return self._by_file(stems), False
+
+    def named(self, stems: list[str]) -> set[int]:
+        return {int(m.group(1)) for s in stems if (m := STEM_RE.match(s))}
 
     def _by_file(self, stems: list[str]) -> pl.DataFrame:
         """The batch's events from files read one by one (each cast on its own; a bad one is
@@ -108,16 +125,11 @@ class _Reader:
         return self._frames
 
 
-def _select(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """The table's columns, with names, details and sizes of the comm rows and step markers
-    only (null / 0 on the others, which the table does not read)."""
-    lf = conform(lf)
-    kept = pl.col("kind").is_in((*COMM_KINDS, "step"))
-    return lf.select(
-        *NEEDED,
-        *(pl.when(kept).then(pl.col(c)).alias(c) for c in ("name", "detail")),
-        bytes=pl.when(kept).then(pl.col("bytes")).otherwise(pl.lit(0, pl.Int64)),
-    )
+def _select(lf: pl.LazyFrame, native: bool = False) -> pl.LazyFrame:
+    """The columns the table and the step markers and collectives need (names, details and
+    sizes are read on every row: taking them apart costs more than the decoding); `native`:
+    `lf` is in the event schema already (no cast to plan)."""
+    return (lf if native else conform(lf)).select(*NEEDED, "name", "detail", "bytes")
 
 
 def _sync_rows(df: pl.DataFrame) -> pl.DataFrame:
@@ -153,12 +165,16 @@ def stream_run(
 
 
 def _stream(reader: _Reader, batches: list[list[str]], workers: int) -> StreamedRun:
-    """Every batch's parts (`workers` batches at a time: NumPy and Polars let go of the GIL
-    in their loops), then the cross-rank split."""
+    """Every batch's parts (`workers` batches at a time: the reads and the sweeps let go of
+    the GIL), then the cross-rank split."""
+    clocks = clock_offsets(reader.info.processes) if reader.align_clocks else {}
 
     def one(stems: list[str], gpu: bool) -> tuple[LocalParts, pl.DataFrame]:
-        df = reader.frame(stems)
-        return local_parts(df, gpu=gpu), _sync_rows(df)
+        df, scanned = reader.frame(stems)
+        parts, ranks, sync = _parts(df, gpu, clocks if scanned else None, reader.info)
+        if scanned and not set(ranks.tolist()) <= reader.named(stems):
+            raise _ForeignRanksError
+        return parts, sync
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stallscope-batch") as pool:
         done = list(pool.map(one, batches, [False] * len(batches)))
@@ -175,6 +191,21 @@ def _stream(reader: _Reader, batches: list[list[str]], workers: int) -> Streamed
     out = split_sync_wait(table, exposed, arrivals)
     sync_events = pl.concat([s for _, s in done])
     return StreamedRun(out, sync_events, reads)
+
+
+def _parts(
+    df: pl.DataFrame, gpu: bool, clocks: dict[int, Clock] | None, info: RunInfo
+) -> tuple[LocalParts, Array, pl.DataFrame]:
+    """A batch's local parts, the ranks of its rows, and its step markers and collectives
+    (`clocks`: the batch is on each rank's own clock: the sweep aligns it, and the rows kept
+    are aligned here)."""
+    swept = sweep(conformed(df), gpu=gpu, clocks=clocks)
+    sync = _sync_rows(df)
+    if clocks:
+        sync = align_eager(sync, info)
+    parts = swept.parts
+    parts.arrivals = _arrivals(sync.drop_nulls(("rank", "kind", "start_ns", "end_ns")))
+    return parts, swept.ranks, sync
 
 
 def stall_table_run(
