@@ -12,6 +12,7 @@
 
 #include "analysis/hta_rows.h"
 #include "analysis/stall_sweep.h"
+#include "analysis/sync_split.h"
 #include "bindings/arrow_column.h"
 
 namespace py = pybind11;
@@ -89,7 +90,7 @@ using ClockFact = std::tuple<int32_t, int64_t, int64_t, double>;
 template <typename T>
 const T* column_of(const In<T>& a, size_t n, const char* what) {
   if (a.ndim() != 1 || static_cast<size_t>(a.size()) != n) {
-    throw py::value_error(std::string("stall_sweep: ") + what + " has the wrong length");
+    throw py::value_error(std::string("stall table: ") + what + " has the wrong length");
   }
   return a.data();
 }
@@ -155,6 +156,33 @@ py::dict stall_sweep(const In<uint8_t>& kind, const In<uint8_t>& category,
   return out;
 }
 
+py::tuple sync_split(const In<int32_t>& row_rank, const In<int64_t>& row_start,
+                     const In<int64_t>& row_end, const In<int32_t>& x_rank,
+                     const In<int64_t>& x_start, const In<int64_t>& x_end,
+                     const In<uint8_t>& x_network, const In<int32_t>& w_rank,
+                     const In<int64_t>& w_start, const In<int64_t>& w_end) {
+  analysis::SyncSplitIn in;
+  in.n_rows = static_cast<size_t>(row_rank.size());
+  in.row_rank = column_of(row_rank, in.n_rows, "row_rank");
+  in.row_start = column_of(row_start, in.n_rows, "row_start");
+  in.row_end = column_of(row_end, in.n_rows, "row_end");
+  in.n_exposed = static_cast<size_t>(x_rank.size());
+  in.x_rank = column_of(x_rank, in.n_exposed, "x_rank");
+  in.x_start = column_of(x_start, in.n_exposed, "x_start");
+  in.x_end = column_of(x_end, in.n_exposed, "x_end");
+  in.x_network = column_of(x_network, in.n_exposed, "x_network");
+  in.n_waits = static_cast<size_t>(w_rank.size());
+  in.w_rank = column_of(w_rank, in.n_waits, "w_rank");
+  in.w_start = column_of(w_start, in.n_waits, "w_start");
+  in.w_end = column_of(w_end, in.n_waits, "w_end");
+  analysis::SyncSplitOut o;
+  {
+    py::gil_scoped_release nogil;
+    o = analysis::sync_split(in);
+  }
+  return py::make_tuple(owned_array(std::move(o.network)), owned_array(std::move(o.interconnect)));
+}
+
 }  // namespace
 
 void bind_analysis(py::module_& m) {
@@ -175,6 +203,11 @@ void bind_analysis(py::module_& m) {
         "a dict with gpu, multi, ranks, windows, the table's rank, step, step_null, start, end "
         "and sums (8 arrays, ns per category), and the exposed communication x_rank, "
         "x_step_start, x_start, x_end, x_network.");
+  m.def("sync_split", &sync_split, py::arg("row_rank"), py::arg("row_start"),
+        py::arg("row_end"), py::arg("x_rank"), py::arg("x_start"), py::arg("x_end"),
+        py::arg("x_network"), py::arg("w_rank"), py::arg("w_start"), py::arg("w_end"),
+        "(network, interconnect): per table row, the ns of its exposed communication inside "
+        "the rank's waits (csrc/analysis/sync_split.h).");
 }
 
 }  // namespace stallscope::bindings

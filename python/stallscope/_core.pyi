@@ -267,6 +267,19 @@ def stall_sweep(
     multi: list[int],
 ) -> dict[str, Any]: ...
 
+def sync_split(
+    row_rank: npt.NDArray[np.int32],
+    row_start: npt.NDArray[np.int64],
+    row_end: npt.NDArray[np.int64],
+    x_rank: npt.NDArray[np.int32],
+    x_start: npt.NDArray[np.int64],
+    x_end: npt.NDArray[np.int64],
+    x_network: npt.NDArray[np.uint8],
+    w_rank: npt.NDArray[np.int32],
+    w_start: npt.NDArray[np.int64],
+    w_end: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
+
 # predictor: the engine's run, natively (csrc/predict/)
 def engine_run(
     order: npt.NDArray[np.int32],

@@ -30,6 +30,7 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
+from stallscope import _core
 from stallscope._schema import detail_value
 from stallscope._utils import arrow as _arrow
 from stallscope.analysis.stall._intervals import Union
@@ -171,13 +172,102 @@ def waits(arrivals: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+Waits = tuple[Array, Array, Array]  # rank (int32), start_ns, end_ns
+
+
+def wait_arrays(arrivals: pl.DataFrame) -> Waits:
+    """`waits` as arrays: the instances numbered from the keys' codes and one sort."""
+    from stallscope.analysis._collective_columns import _dense, _order
+
+    none = np.zeros(0, np.int64)
+    if arrivals.height == 0:
+        return none.astype(np.int32), none, none
+    key = _core.string_codes(arrivals["key"])[0].astype(np.int64)
+    seq_s = arrivals["seq"]
+    seq_null = seq_s.is_null().to_numpy() if seq_s.null_count() else np.zeros(seq_s.len(), bool)
+    seq, seq_b = _dense(_arrow.int_values(seq_s, np.int64, 0))
+    start = arrivals["start_ns"].to_numpy()
+    end = arrivals["end_ns"].to_numpy()
+    keys = [(key, int(key.max()) + 1), ((~seq_null).astype(np.int64), 2), (seq, seq_b)]
+    order = _order(keys)
+    if order is None:
+        w = waits(arrivals)
+        return w["rank"].to_numpy(), w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+    heads = np.zeros(order.size, bool)
+    heads[0] = True
+    for k, _ in keys:
+        ks = k[order]
+        heads[1:] |= ks[1:] != ks[:-1]
+    at = np.flatnonzero(heads)
+    inst = np.empty(order.size, np.int64)
+    inst[order] = np.cumsum(heads) - 1
+    last = np.maximum.reduceat(start[order], at)[inst]
+    wait_end = np.maximum(np.minimum(last, end), start)
+    keep = wait_end > start
+    rank = arrivals["rank"].to_numpy()[keep].astype(np.int32)
+    return rank, start[keep], wait_end[keep]
+
+
+def check_timeline(ranks: list[Array], starts: list[Array], ends: list[Array]) -> None:
+    """split_sync_wait's condition: every rank's times laid end to end fit one int64
+    timeline (ValueError naming the problem otherwise)."""
+    lo = min(int(a.min()) for a in starts if a.size)
+    hi = max(int(a.max()) for a in ends if a.size)
+    span = hi - lo + 1
+    top = max(int(r.max()) for r in ranks if r.size)
+    if min(int(r.min()) for r in ranks if r.size) < 0 or (top + 1) * span >= 2**62:
+        raise ValueError(
+            f"ranks up to {top} over {span} ns do not fit one int64 timeline; ranks must be "
+            "non-negative and the run shorter than 2**62 / ranks ns"
+        )
+
+
+def moved(table: pl.DataFrame, x: tuple[Array, Array, Array, Array], w: Waits) -> pl.DataFrame:
+    """`table` with the exposed communication `x` (rank, start, end, network) inside the
+    waits `w` moved to sync_wait_ns (csrc/analysis/sync_split.cc)."""
+    net, icx = _core.sync_split(
+        table["rank"].to_numpy(),
+        table["start_ns"].to_numpy(),
+        table["end_ns"].to_numpy(),
+        x[0],
+        x[1],
+        x[2],
+        x[3].view(np.uint8),
+        *w,
+    )
+    return table.with_columns(
+        sync_wait_ns=table["sync_wait_ns"] + _arrow.series(net + icx),
+        network_ns=table["network_ns"] - _arrow.series(net),
+        interconnect_ns=table["interconnect_ns"] - _arrow.series(icx),
+    )
+
+
 def split_sync_wait(
     table: pl.DataFrame, exposed: pl.DataFrame, arrivals: pl.DataFrame
 ) -> pl.DataFrame:
     """`table` (local rows of any ranks) with sync wait split off: per row, the exposed
     communication inside the rank's waits (from `arrivals` of every rank, matched across
     ranks) moves from network_ns / interconnect_ns to sync_wait_ns (the module docstring).
-    Times must be on one clock.
+    Times must be on one clock. In one C++ pass per rank (`moved`); `split_sync_wait_numpy`
+    is the reference."""
+    if table.height == 0 or exposed.height == 0 or arrivals.height == 0:
+        return table
+    w = wait_arrays(arrivals)
+    if w[0].size == 0:
+        return table
+    x = tuple(exposed[c].to_numpy() for c in ("rank", "start_ns", "end_ns", "network"))
+    check_timeline(
+        [x[0], w[0], table["rank"].to_numpy()],
+        [x[1], table["start_ns"].to_numpy()],
+        [x[2], table["end_ns"].to_numpy()],
+    )
+    return moved(table, (x[0], x[1], x[2], x[3]), w)
+
+
+def split_sync_wait_numpy(
+    table: pl.DataFrame, exposed: pl.DataFrame, arrivals: pl.DataFrame
+) -> pl.DataFrame:
+    """split_sync_wait in NumPy on one timeline (the reference).
 
     How: ranks laid end to end on one timeline; the union of each rank's waits, cut at the
     boundaries of its steps; for each piece, the exposed time inside it from the cumulative

@@ -50,6 +50,7 @@ class Swept:
 
     parts: LocalParts  # arrivals empty: the caller's (from the comm rows, aligned)
     ranks: Array  # the ranks of the rows, sorted
+    exposed: tuple[Array, Array, Array, Array]  # parts.exposed's rank, start, end, network
 
 
 def conformed(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
@@ -94,9 +95,11 @@ def sweep(
     gpu: bool = False,
     multi: Sequence[int] | Array | None = None,
     clocks: dict[int, Clock] | None = None,
+    exposed_frame: bool = True,
 ) -> Swept:
     """The local table and exposed communication of `df` (`conformed`'s frame; times on each
-    rank's clock, moved onto rank 0's by `clocks` when given, as load() moves them)."""
+    rank's clock, moved onto rank 0's by `clocks` when given, as load() moves them). Without
+    `exposed_frame`, parts.exposed is left empty: the arrays are in Swept.exposed."""
     kind = _arrow.enum_codes(df["kind"])
     category = _arrow.enum_codes(df["category"], _NULL_CAT)
     corr_s = df["correlation"]
@@ -130,12 +133,13 @@ def sweep(
     )
     parts = LocalParts(
         _table(out),
-        _exposed(out),
+        _exposed(out) if exposed_frame else pl.DataFrame(schema=EXPOSED_SCHEMA),
         _arrivals(None),
         bool(out["gpu"]),
         np.asarray(out["multi"], np.int32) if out["windows"] else _given(multi),
     )
-    return Swept(parts, out["ranks"])
+    x = (out["x_rank"], out["x_step_start"], out["x_start"], out["x_end"], out["x_network"])
+    return Swept(parts, out["ranks"], (x[0], x[2], x[3], x[4]))
 
 
 def _given(multi: Sequence[int] | Array | None) -> Array:

@@ -34,7 +34,13 @@ import polars as pl
 from stallscope._schema import conform
 from stallscope._utils.cpus import usable_cpus
 from stallscope._utils.gil import fair_gil
-from stallscope.analysis.stall._exposed import LocalParts, _arrivals, split_sync_wait
+from stallscope.analysis.stall._exposed import (
+    LocalParts,
+    _arrivals,
+    check_timeline,
+    moved,
+    wait_arrays,
+)
 from stallscope.analysis.stall._native import conformed, sweep
 from stallscope.analysis.stall._sources import NEEDED
 from stallscope.exceptions import StallscopeWarning
@@ -164,48 +170,67 @@ def stream_run(
         return _stream(reader, _batches(info, ranks_per_batch), workers)
 
 
+@dataclass
+class _Batch:
+    """A batch's part: its local table, exposed communication (rank, start, end, network) and
+    arrivals, its step markers and collectives."""
+
+    parts: LocalParts
+    exposed: tuple[Array, Array, Array, Array]
+    sync: pl.DataFrame
+
+
 def _stream(reader: _Reader, batches: list[list[str]], workers: int) -> StreamedRun:
     """Every batch's parts (`workers` batches at a time: the reads and the sweeps let go of
-    the GIL), then the cross-rank split."""
+    the GIL), then the cross-rank split: the waits from every rank's arrivals, then each
+    batch's sync wait (in C++, `workers` batches at a time)."""
     clocks = clock_offsets(reader.info.processes) if reader.align_clocks else {}
 
-    def one(stems: list[str], gpu: bool) -> tuple[LocalParts, pl.DataFrame]:
+    def one(stems: list[str], gpu: bool) -> _Batch:
         df, scanned = reader.frame(stems)
-        parts, ranks, sync = _parts(df, gpu, clocks if scanned else None, reader.info)
+        batch, ranks = _parts(df, gpu, clocks if scanned else None, reader.info)
         if scanned and not set(ranks.tolist()) <= reader.named(stems):
             raise _ForeignRanksError
-        return parts, sync
+        return batch
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stallscope-batch") as pool:
         done = list(pool.map(one, batches, [False] * len(batches)))
         reads = len(batches)
-        if any(p.gpu for p, _ in done):  # a GPU run: batches read as CPU runs, again
-            again = [i for i, (p, _) in enumerate(done) if not p.gpu]
+        if any(b.parts.gpu for b in done):  # a GPU run: batches read as CPU runs, again
+            again = [i for i, b in enumerate(done) if not b.parts.gpu]
             redo = pool.map(one, [batches[i] for i in again], [True] * len(again))
-            for i, (parts, _) in zip(again, redo, strict=True):
-                done[i] = (parts, done[i][1])
+            for i, b in zip(again, redo, strict=True):
+                b.sync = done[i].sync
+                done[i] = b
             reads += len(again)
-    table = pl.concat([p.table for p, _ in done])
-    exposed = pl.concat([p.exposed for p, _ in done])
-    arrivals = pl.concat([p.arrivals for p, _ in done])
-    out = split_sync_wait(table, exposed, arrivals)
-    sync_events = pl.concat([s for _, s in done])
-    return StreamedRun(out, sync_events, reads)
+        tables = [b.parts.table for b in done]
+        arrivals = pl.concat([b.parts.arrivals for b in done])
+        exposed = [b.exposed for b in done]
+        if arrivals.height and any(x[0].size for x in exposed) and any(t.height for t in tables):
+            w = wait_arrays(arrivals)
+            if w[0].size:
+                check_timeline(
+                    [*(x[0] for x in exposed), w[0], *(t["rank"].to_numpy() for t in tables)],
+                    [*(x[1] for x in exposed), *(t["start_ns"].to_numpy() for t in tables)],
+                    [*(x[2] for x in exposed), *(t["end_ns"].to_numpy() for t in tables)],
+                )
+                tables = list(pool.map(lambda t, x: moved(t, x, w), tables, exposed))
+    sync_events = pl.concat([b.sync for b in done])
+    return StreamedRun(pl.concat(tables), sync_events, reads)
 
 
 def _parts(
     df: pl.DataFrame, gpu: bool, clocks: dict[int, Clock] | None, info: RunInfo
-) -> tuple[LocalParts, Array, pl.DataFrame]:
-    """A batch's local parts, the ranks of its rows, and its step markers and collectives
-    (`clocks`: the batch is on each rank's own clock: the sweep aligns it, and the rows kept
-    are aligned here)."""
-    swept = sweep(conformed(df), gpu=gpu, clocks=clocks)
+) -> tuple[_Batch, Array]:
+    """A batch's part and the ranks of its rows (`clocks`: the batch is on each rank's own
+    clock: the sweep aligns it, and the rows kept are aligned here)."""
+    swept = sweep(conformed(df), gpu=gpu, clocks=clocks, exposed_frame=False)
     sync = _sync_rows(df)
     if clocks:
         sync = align_eager(sync, info)
     parts = swept.parts
     parts.arrivals = _arrivals(sync.drop_nulls(("rank", "kind", "start_ns", "end_ns")))
-    return parts, swept.ranks, sync
+    return _Batch(parts, swept.exposed, sync), swept.ranks
 
 
 def stall_table_run(
