@@ -222,11 +222,11 @@ class Sweeper {
   // active over it; per window, compute = |U ∩ window|, and each segment's length outside U
   // goes to its label. Comm segments' parts outside U are the exposed communication.
   void categories(int32_t rank) {
+    // starts, then ends, then window bounds: each in few sorted runs (rows come by lane, in
+    // the order they ended)
     edges_.clear();
-    for (const Rest& r : rest_) {
-      edges_.push_back({r.s, r.label, 1});
-      edges_.push_back({r.e, r.label, -1});
-    }
+    for (const Rest& r : rest_) edges_.push_back({r.s, r.label, 1});
+    for (const Rest& r : rest_) edges_.push_back({r.e, r.label, -1});
     for (const SweepWindow& w : win_) {
       edges_.push_back({w.s, -1, 0});
       edges_.push_back({w.e, -1, 0});

@@ -266,7 +266,6 @@ def stall_sweep(
     gpu: bool,
     multi: list[int],
 ) -> dict[str, Any]: ...
-
 def sync_split(
     row_rank: npt.NDArray[np.int32],
     row_start: npt.NDArray[np.int64],

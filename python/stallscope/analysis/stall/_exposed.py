@@ -120,7 +120,8 @@ def _arrivals(comm: pl.DataFrame | None) -> pl.DataFrame:
     """The collective and p2p rows that can be matched (their detail names a group): rank,
     key, seq, start_ns, end_ns, group_size. The key is what match_collectives matches on
     besides the sequence number: the group, and for kind collective the operation's name (a
-    null name is an operation of its own). Details are parsed once per distinct value."""
+    null name is an operation of its own; p2p rows count as the name "", as there). Details
+    are parsed once per distinct value."""
     if comm is None or comm.height == 0:
         return pl.DataFrame(schema=ARRIVALS_SCHEMA)
     rows = comm.filter(pl.col("kind").is_in(("collective", "p2p")))
@@ -139,7 +140,7 @@ def _arrivals(comm: pl.DataFrame | None) -> pl.DataFrame:
     op = (
         pl.when(pl.col("kind") == "collective")
         .then(pl.when(name.is_null()).then(pl.lit("n")).otherwise(pl.lit("c") + name))
-        .otherwise(pl.lit("p"))
+        .otherwise(pl.lit("c"))
     )
     return (
         rows.join(facts, on="detail", how="left", nulls_equal=True, maintain_order="left")
@@ -301,9 +302,10 @@ def split_sync_wait_numpy(
     ws, we = (flat(wr, np.clip(x, lo, hi)) for x in wt)
     real = we > ws
     wa, wb = Union(ws[real], we[real]).merged()
-    # the steps on the timeline, sorted (a rank's steps are disjoint: their ends sort too)
+    # the steps on the timeline, sorted by start, then end (a rank's steps are disjoint but
+    # for empty ones, which may share a start with the next: ends then sort too)
     ta, tb = flat(tr, ts), flat(tr, te)
-    order = np.argsort(ta, kind="stable")
+    order = np.lexsort((tb, ta))
     row, pa, pb = _pieces(wa, wb, ta[order], tb[order])
     got = _covered(flat(er, es), flat(er, ee), exposed["network"].to_numpy(), pa, pb)
     moved_net = np.zeros(table.height, np.int64)

@@ -204,7 +204,7 @@ def _stream(reader: _Reader, batches: list[list[str]], workers: int) -> Streamed
                 done[i] = b
             reads += len(again)
         tables = [b.parts.table for b in done]
-        arrivals = pl.concat([b.parts.arrivals for b in done])
+        arrivals = pl.concat([b.parts.arrivals for b in done], rechunk=True)
         exposed = [b.exposed for b in done]
         if arrivals.height and any(x[0].size for x in exposed) and any(t.height for t in tables):
             w = wait_arrays(arrivals)
@@ -215,7 +215,8 @@ def _stream(reader: _Reader, batches: list[list[str]], workers: int) -> Streamed
                     [*(x[2] for x in exposed), *(t["end_ns"].to_numpy() for t in tables)],
                 )
                 tables = list(pool.map(lambda t, x: moved(t, x, w), tables, exposed))
-    sync_events = pl.concat([b.sync for b in done])
+    # one chunk: gathers on a frame of thousands of chunks (a batch's row groups) are slow
+    sync_events = pl.concat([b.sync for b in done], rechunk=True)
     return StreamedRun(pl.concat(tables), sync_events, reads)
 
 
