@@ -82,8 +82,8 @@ struct Edge {
 void cpu_compute(const std::vector<SweepRegion>& regions, const std::vector<SweepComm>& comm,
                  const std::vector<SweepWindow>& windows,
                  std::vector<std::pair<int64_t, int64_t>>& out) {
-  const std::vector<SweepRegion> blocked = comm.empty() ? std::vector<SweepRegion>{}
-                                                        : blocked_spans(comm, windows);
+  const std::vector<SweepRegion> blocked =
+      comm.empty() ? std::vector<SweepRegion>{} : blocked_spans(comm, windows);
   std::vector<int32_t> lanes;
   for (const SweepRegion& b : blocked) lanes.push_back(b.lane);
   std::sort(lanes.begin(), lanes.end());

@@ -42,9 +42,8 @@ class Merged {
     s_.clear();
     e_.clear();
     cum_.clear();
-    run_sort(iv, buf_, runs_, [](const Interval& a, const Interval& b) {
-      return a.first < b.first;
-    });
+    run_sort(iv, buf_, runs_,
+             [](const Interval& a, const Interval& b) { return a.first < b.first; });
     for (const Interval& x : iv) {
       if (!s_.empty() && x.first <= e_.back()) {
         e_.back() = std::max(e_.back(), x.second);
@@ -111,8 +110,7 @@ class Sweeper {
       : in_(in), gpu_(gpu), labels_(gpu ? in.labels_gpu : in.labels_cpu), out_(out) {}
 
   // One rank's rows and its comm entries (indices into in.comm_*).
-  void rank(int32_t rank, const RowSet& rows, const uint32_t* comm, size_t n_comm,
-            bool multi_in) {
+  void rank(int32_t rank, const RowSet& rows, const uint32_t* comm, size_t n_comm, bool multi_in) {
     gather(rank, rows);
     bool multi = multi_in;
     comm_.clear();
@@ -257,8 +255,7 @@ class Sweeper {
       while (wp < open_.size() && win_[open_[wp]].e <= t) ++wp;
       if (wp == open_.size() || win_[open_[wp]].s > t) continue;
       const size_t w = open_[wp];
-      sums_[w * kStallLabels + static_cast<size_t>(label)] +=
-          (nxt - t) - at_segment.inside(t, nxt);
+      sums_[w * kStallLabels + static_cast<size_t>(label)] += (nxt - t) - at_segment.inside(t, nxt);
       if (label == kLabelNetwork || label == kLabelInterconnect) {
         const uint8_t net = label == kLabelNetwork;
         const int64_t ws = win_[w].s;

@@ -35,12 +35,12 @@ struct StallSweepIn {
   const int32_t* rank = nullptr;
   const int64_t* start = nullptr;  // ns, on the rank's clock
   const int64_t* end = nullptr;
-  const int32_t* lane = nullptr;         // a null lane as 0
-  const int64_t* corr = nullptr;         // a null correlation as 0
-  const uint8_t* corr_null = nullptr;    // 1 where the correlation is null; nullptr: none
-  const int8_t* labels_cpu = nullptr;    // label by kind * n_codes + category (CPU runs)
-  const int8_t* labels_gpu = nullptr;    // the same for GPU runs
-  const uint8_t* gpu_kind = nullptr;     // per kind code: GPU activity
+  const int32_t* lane = nullptr;       // a null lane as 0
+  const int64_t* corr = nullptr;       // a null correlation as 0
+  const uint8_t* corr_null = nullptr;  // 1 where the correlation is null; nullptr: none
+  const int8_t* labels_cpu = nullptr;  // label by kind * n_codes + category (CPU runs)
+  const int8_t* labels_gpu = nullptr;  // the same for GPU runs
+  const uint8_t* gpu_kind = nullptr;   // per kind code: GPU activity
   size_t n_kinds = 0;
   size_t n_codes = 0;
   uint8_t step_kind = 0;
@@ -57,10 +57,10 @@ struct StallSweepIn {
 };
 
 struct StallSweepOut {
-  bool gpu = false;             // taken as a GPU run
-  std::vector<int32_t> multi;   // ranks with a collective spanning nodes (and `multi`), sorted
-  std::vector<int32_t> ranks;   // the ranks of the rows, sorted
-  size_t windows = 0;           // step windows over all ranks
+  bool gpu = false;            // taken as a GPU run
+  std::vector<int32_t> multi;  // ranks with a collective spanning nodes (and `multi`), sorted
+  std::vector<int32_t> ranks;  // the ranks of the rows, sorted
+  size_t windows = 0;          // step windows over all ranks
   // The local table, a row per window: sorted by rank, then step (a null step first).
   std::vector<int32_t> rank;
   std::vector<int64_t> step;  // 0 where null

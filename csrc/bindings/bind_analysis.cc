@@ -95,12 +95,12 @@ const T* column_of(const In<T>& a, size_t n, const char* what) {
   return a.data();
 }
 
-py::dict stall_sweep(const In<uint8_t>& kind, const In<uint8_t>& category,
-                     const In<int32_t>& rank, const In<int64_t>& start, const In<int64_t>& end,
-                     const In<int32_t>& lane, const In<int64_t>& corr,
-                     const std::optional<In<uint8_t>>& corr_null, const In<int8_t>& labels_cpu,
-                     const In<int8_t>& labels_gpu, const In<uint8_t>& gpu_kind, size_t n_codes,
-                     uint8_t step_kind, uint8_t bucket_kind, const In<int64_t>& comm_row,
+py::dict stall_sweep(const In<uint8_t>& kind, const In<uint8_t>& category, const In<int32_t>& rank,
+                     const In<int64_t>& start, const In<int64_t>& end, const In<int32_t>& lane,
+                     const In<int64_t>& corr, const std::optional<In<uint8_t>>& corr_null,
+                     const In<int8_t>& labels_cpu, const In<int8_t>& labels_gpu,
+                     const In<uint8_t>& gpu_kind, size_t n_codes, uint8_t step_kind,
+                     uint8_t bucket_kind, const In<int64_t>& comm_row,
                      const In<int32_t>& comm_nnodes, const In<uint8_t>& comm_async,
                      const In<uint8_t>& comm_last, const std::vector<ClockFact>& clocks, bool gpu,
                      const std::vector<int32_t>& multi) {
@@ -203,9 +203,9 @@ void bind_analysis(py::module_& m) {
         "a dict with gpu, multi, ranks, windows, the table's rank, step, step_null, start, end "
         "and sums (8 arrays, ns per category), and the exposed communication x_rank, "
         "x_step_start, x_start, x_end, x_network.");
-  m.def("sync_split", &sync_split, py::arg("row_rank"), py::arg("row_start"),
-        py::arg("row_end"), py::arg("x_rank"), py::arg("x_start"), py::arg("x_end"),
-        py::arg("x_network"), py::arg("w_rank"), py::arg("w_start"), py::arg("w_end"),
+  m.def("sync_split", &sync_split, py::arg("row_rank"), py::arg("row_start"), py::arg("row_end"),
+        py::arg("x_rank"), py::arg("x_start"), py::arg("x_end"), py::arg("x_network"),
+        py::arg("w_rank"), py::arg("w_start"), py::arg("w_end"),
         "(network, interconnect): per table row, the ns of its exposed communication inside "
         "the rank's waits (csrc/analysis/sync_split.h).");
 }
