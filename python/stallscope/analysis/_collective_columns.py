@@ -47,24 +47,44 @@ _COLL, _P2P = KIND_ID["collective"], KIND_ID["p2p"]
 _LIMIT: Final = 1 << 62  # combined keys stay below this
 
 
-def _order(keys: list[tuple[Array, int]]) -> Array | None:
-    """The order sorting the rows by `keys` (each: non-negative int64 values and their bound;
-    the first key the primary), then by row: one sort of a combined int64 key (unique, so an
-    unstable sort is stable). None when the bounds multiplied do not fit."""
-    n = keys[0][0].size
-    total = n
+def _combine(keys: list[tuple[Array, int]], rows: int = 0) -> Array | None:
+    """The keys (each: non-negative int64 values and their bound; the first the primary) as
+    one int64 per row, ordered as the keys are, times `rows`; None when the bounds multiplied
+    (and `rows`) do not fit."""
+    total = max(rows, 1)
     for _, bound in keys:
         total *= max(bound, 1)
         if total >= _LIMIT:
             return None
-    combined = np.zeros(n, np.int64)
+    combined = np.zeros(keys[0][0].size, np.int64)
     for k, bound in keys:
         combined *= max(bound, 1)
         combined += k
-    combined *= max(n, 1)
+    if rows > 1:
+        combined *= rows
+    return combined
+
+
+def _order(keys: list[tuple[Array, int]]) -> Array | None:
+    """The order sorting the rows by `keys` (`_combine`), then by row: one sort of a combined
+    int64 key (unique, so an unstable sort is stable). None when it does not fit."""
+    n = keys[0][0].size
+    combined = _combine(keys, max(n, 1))
+    if combined is None:
+        return None
     combined += np.arange(n, dtype=np.int64)
     out: Array = np.argsort(combined)
     return out
+
+
+_NUMPY: Final = {pl.Int32: np.int32, pl.Int64: np.int64, pl.UInt32: np.uint32, pl.Boolean: bool}
+
+
+def _col(values: Array, name: str, dtype: Any) -> pl.Series:
+    """A column over the array's own memory (Polars shares a contiguous NumPy array; these
+    are never written again): no copy of the millions of rows."""
+    a = np.ascontiguousarray(values, dtype=_NUMPY[dtype])
+    return pl.Series(name, a, dtype=dtype)
 
 
 def _dense(v: Array) -> tuple[Array, int]:
@@ -99,9 +119,11 @@ class _Keys:
         self.groups = names
         self.group = np.array([-1 if g is None else at[g] for g in groups], np.int64)[dcodes]
 
+        by_code = pl.Series("", dcodes)  # uint32 codes: the gather positions, shared
+
         def ints(key: str) -> pl.Series:  # parse_detail's strict Int32 cast, per distinct value
             s = pl.Series([detail_value(d, key) for d in details], dtype=pl.String)
-            return s.cast(pl.Int32).gather(_arrow.series(dcodes.astype(np.int64)))
+            return s.cast(pl.Int32).gather(by_code)
 
         self.group_size = ints("group_size")
         self.nnodes = ints("nnodes")
@@ -127,31 +149,42 @@ def match_columns(events: pl.DataFrame) -> tuple[pl.DataFrame, Array] | None:
         return None
     k = _Keys(comm)
     keep = np.flatnonzero(k.group >= 0)
-    rank = comm["rank"].to_numpy()[keep]
-    group, op, seq_null = k.group[keep], k.op[keep], k.seq_null[keep]
-    seq, seq_b = _dense(k.seq[keep])
+    whole = keep.size == comm.height  # every row has a group: no copies to take
+
+    def rows(a: Array) -> Array:
+        return a if whole else a[keep]
+
+    rank = rows(comm["rank"].to_numpy())
+    group, op, seq_null = rows(k.group), rows(k.op), rows(k.seq_null)
+    seq, seq_b = _dense(rows(k.seq))
     rank_d, rank_b = _dense(rank)
-    # by instance, then rank: the instances' facts
-    inst_keys = [
-        (group, len(k.groups)),
-        (op, len(k.names) + 2),
-        ((~seq_null).astype(np.int64), 2),
-        (seq, seq_b),
-    ]
-    by_inst = _order([*inst_keys, (rank_d, rank_b)])
-    if by_inst is None:
-        return None
-    start = comm["start_ns"].to_numpy()[keep]
-    end = comm["end_ns"].to_numpy()[keep]
     n = keep.size
-    heads = np.zeros(n, bool)
+    name = rows(k.name)
+    nsq = (~seq_null).astype(np.int64)
+    # the output's order: group, seq, name (nulls first), rank
+    out_keys = [(group, len(k.groups)), (nsq, 2), (seq, seq_b), (name + 1, len(k.names) + 1)]
+    single = not (rows(k.kind) == _P2P).any()  # collectives only: the operation is the name
+    inst_keys = out_keys
+    if not single:
+        inst_keys = [(group, len(k.groups)), (op, len(k.names) + 2), (nsq, 2), (seq, seq_b)]
+    # by instance, then rank: the instances' facts (and the output's order, when single)
+    inst_key = _combine(inst_keys)
+    bound = int(inst_key.max()) + 1 if inst_key is not None and n else 1
+    sort_key = None if inst_key is None else _combine([(inst_key, bound), (rank_d, rank_b)], n)
+    if inst_key is None or sort_key is None:
+        return None
+    sort_key += np.arange(n, dtype=np.int64)
+    by_inst = np.argsort(sort_key)
+    del sort_key
+    start = rows(comm["start_ns"].to_numpy())
+    end = rows(comm["end_ns"].to_numpy())
+    ks = inst_key[by_inst]
+    heads = np.empty(n, bool)
     if n:
         heads[0] = True
-        for key, _ in inst_keys:
-            ks = key[by_inst]
-            heads[1:] |= ks[1:] != ks[:-1]
-    inst = np.empty(n, np.int64)
-    inst[by_inst] = np.cumsum(heads) - 1
+        np.not_equal(ks[1:], ks[:-1], out=heads[1:])
+    del ks
+    inst_sorted = np.cumsum(heads) - 1
     at = np.flatnonzero(heads)
     s_sorted = start[by_inst]
     last = np.maximum.reduceat(s_sorted, at) if n else s_sorted
@@ -161,47 +194,46 @@ def match_columns(events: pl.DataFrame) -> tuple[pl.DataFrame, Array] | None:
     if n:
         new_rank[1:] |= r_sorted[1:] != r_sorted[:-1]
     members = np.add.reduceat(new_rank.astype(np.int64), at) if n else new_rank.astype(np.int64)
-    last_i, first_i, members_i = last[inst], first[inst], members[inst]
-    wait = np.maximum(np.minimum(last_i, end) - start, 0)
-    transfer = np.maximum(end - start - wait, 0)
-    # the output's order: group, seq, name (nulls first), rank
-    name = k.name[keep]
-    out_order = _order(
-        [
-            (group, len(k.groups)),
-            ((~seq_null).astype(np.int64), 2),
-            (seq, seq_b),
-            (name + 1, len(k.names) + 1),
-            (rank_d, rank_b),
-        ]
-    )
-    if out_order is None:
-        return None
-    o = keep[out_order]
-    size = k.group_size.gather(_arrow.series(o))
+    if single:  # the rows in the instances' order are the output's
+        out_order, inst_o = by_inst, inst_sorted
+        start_o, end_o, rank_o = s_sorted, end[by_inst], r_sorted
+    else:
+        inst = np.empty(n, np.int64)
+        inst[by_inst] = inst_sorted
+        got = _order([*out_keys, (rank_d, rank_b)])
+        if got is None:
+            return None
+        out_order = got
+        inst_o = inst[out_order]
+        start_o, end_o, rank_o = start[out_order], end[out_order], rank[out_order]
+    last_o, first_o, members_o = last[inst_o], first[inst_o], members[inst_o]
+    wait = np.maximum(np.minimum(last_o, end_o) - start_o, 0)
+    transfer = np.maximum(end_o - start_o - wait, 0)
+    o = out_order if whole else keep[out_order]
+    at_o = pl.Series("", o.astype(np.uint32))  # gather positions, made once
+    size = k.group_size.gather(at_o)
     size_v = _arrow.int_values(size, np.int64, 0)
-    members_o = members_i[out_order]
     complete = size.is_null().to_numpy() | (members_o >= size_v)
     cols = [
-        _arrow.series(rank[out_order], "rank", pl.Int32),
+        _col(rank_o, "rank", pl.Int32),
         _arrow.strings(k.names, name[out_order], "name"),
-        comm["correlation"].gather(_arrow.series(o)).alias("seq"),
+        comm["correlation"].gather(at_o).alias("seq"),
         _arrow.strings(k.groups, group[out_order], "group"),
         size.alias("group_size"),
-        k.nnodes.gather(_arrow.series(o)).alias("nnodes"),
-        _arrow.series(start[out_order], "start_ns", pl.Int64),
-        _arrow.series(end[out_order], "end_ns", pl.Int64),
-        comm["bytes"].gather(_arrow.series(o)).alias("bytes"),
+        k.nnodes.gather(at_o).alias("nnodes"),
+        _col(start_o, "start_ns", pl.Int64),
+        _col(end_o, "end_ns", pl.Int64),
+        comm["bytes"].gather(at_o).alias("bytes"),
         _arrow.enum(k.kind[o], KIND.categories.to_list(), KIND, "kind"),
-        _arrow.series(last_i[out_order], "last_arrival_ns", pl.Int64),
-        _arrow.series(members_o, "members", pl.Int32),
-        _arrow.series((last_i - first_i)[out_order], "skew_ns", pl.Int64),
-        _arrow.series(wait[out_order], "sync_wait_ns", pl.Int64),
-        _arrow.series(transfer[out_order], "transfer_ns", pl.Int64),
-        _arrow.series(complete, "complete", pl.Boolean),
+        _col(last_o, "last_arrival_ns", pl.Int64),
+        _col(members_o, "members", pl.Int32),
+        _col(last_o - first_o, "skew_ns", pl.Int64),
+        _col(wait, "sync_wait_ns", pl.Int64),
+        _col(transfer, "transfer_ns", pl.Int64),
+        _col(complete, "complete", pl.Boolean),
     ]
     out = _arrow.frame_of(cols)
-    instance = inst[out_order]
+    instance = inst_o
     _INSTANCES[id(out)] = (weakref.ref(out), instance)
     weakref.finalize(out, _INSTANCES.pop, id(out), None)
     return out, instance
@@ -318,12 +350,12 @@ def stragglers_columns(events: pl.DataFrame, matched: pl.DataFrame) -> pl.DataFr
     top_g = np.repeat(top, np.diff(np.append(step_heads, at.size)))
     return _arrow.frame_of(
         [
-            _arrow.series(g_step, "step", pl.Int64),
-            _arrow.series(rk[at], "rank", pl.Int32),
-            _arrow.series(count, "collectives", pl.UInt32),
-            _arrow.series(total(late), "late_ns", pl.Int64),
-            _arrow.series(total(is_last), "last_arrivals", pl.UInt32),
-            _arrow.series(caused_g, "caused_wait_ns", pl.Int64),
-            _arrow.series((caused_g == top_g) & (top_g > 0), "straggler", pl.Boolean),
+            _col(g_step, "step", pl.Int64),
+            _col(rk[at], "rank", pl.Int32),
+            _col(count, "collectives", pl.UInt32),
+            _col(total(late), "late_ns", pl.Int64),
+            _col(total(is_last), "last_arrivals", pl.UInt32),
+            _col(caused_g, "caused_wait_ns", pl.Int64),
+            _col((caused_g == top_g) & (top_g > 0), "straggler", pl.Boolean),
         ]
     )
