@@ -68,7 +68,7 @@ step() {  # step NAME LIMIT CMD...: run unless LIMIT is 0
 step device_model "${DEVICE_MODEL_LIMIT:-170}" "$PY" bench/gpu_device_model.py \
   --budget-s "${DEVICE_MODEL_BUDGET:-120}"
 if [ -f bench/gpu_overhead.py ]; then
-  step overhead "${OVERHEAD_LIMIT:-130}" "$PY" bench/gpu_overhead.py ${OVERHEAD_ARGS:---quick}
+  step overhead "${OVERHEAD_LIMIT:-200}" "$PY" bench/gpu_overhead.py ${OVERHEAD_ARGS:---quick}
 fi
 step cupti_validation "${CUPTI_LIMIT:-90}" "$PY" bench/gpu_cupti_validation.py \
   --steps "${CUPTI_STEPS:-20}" --warmup 5 --reps "${CUPTI_REPS:-2}"

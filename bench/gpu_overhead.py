@@ -7,8 +7,12 @@ mode) against no tracing and against torch.profiler, interleaved.
 
 Workloads (bf16 autocast on the GPU, AdamW, a step = forward + backward + optimizer):
 ``transformer``: a stack of pre-norm encoder blocks (d_model 1024, 16 heads, 8 layers, batch 8 x
-1,024 tokens: about 20-40 ms a step on an H100); ``resnet``: a ResNet-18 (basic blocks, channels
-last, batch 64 at 224 x 224: about 20-40 ms). On the CPU both are tiny.
+1,024 tokens); ``resnet``: a ResNet-18 (basic blocks, channels last, batch 64 at 224 x 224). Both
+are launch-bound (on an H200: 22 and 9.5 ms a step, ~560 kernels each; the host's launch rate
+sets the step, so any per-launch cost shows in full): the worst case for kernel tracing.
+``transformer_wide`` (d_model 2048, 4 layers, 8 x 2,048 tokens) and ``resnet_b256`` (batch 256)
+are GPU-bound: the host runs ahead of the device, as in most training, and per-launch costs
+hide behind kernels. On the CPU all are tiny.
 
 Modes: ``off`` (untraced), ``stallscope`` (stallscope.trace(), default backends: CUPTI on a
 GPU), ``continuous`` (the same in mode="continuous", its defaults: device events in one step in
@@ -80,9 +84,11 @@ TARGETS = {
 }
 
 
-def transformer(torch: Any, device: str) -> tuple[Any, Callable[[], Any]]:
+def transformer(
+    torch: Any, device: str, shape: tuple[int, int, int, int, int] = (1024, 16, 8, 8, 1024)
+) -> tuple[Any, Callable[[], Any]]:
     big = device == "cuda"
-    d, heads, layers, batch, seq = (1024, 16, 8, 8, 1024) if big else (64, 4, 2, 4, 32)
+    d, heads, layers, batch, seq = shape if big else (64, 4, 2, 4, 32)
     layer = torch.nn.TransformerEncoderLayer(
         d, heads, 4 * d, dropout=0.0, batch_first=True, norm_first=True
     )
@@ -91,10 +97,10 @@ def transformer(torch: Any, device: str) -> tuple[Any, Callable[[], Any]]:
     return model, lambda: model(x).float().pow(2).mean()
 
 
-def resnet(torch: Any, device: str) -> tuple[Any, Callable[[], Any]]:
+def resnet(torch: Any, device: str, batch_gpu: int = 64) -> tuple[Any, Callable[[], Any]]:
     nn = torch.nn
     big = device == "cuda"
-    width, batch, size = (64, 64, 224) if big else (8, 4, 32)
+    width, batch, size = (64, batch_gpu, 224) if big else (8, 4, 32)
 
     class Block(nn.Module):  # type: ignore[misc]
         def __init__(self, cin: int, cout: int, stride: int) -> None:
@@ -134,7 +140,23 @@ def resnet(torch: Any, device: str) -> tuple[Any, Callable[[], Any]]:
     return model, lambda: torch.nn.functional.cross_entropy(model(x).float(), y)
 
 
-WORKLOADS = {"transformer": transformer, "resnet": resnet}
+def transformer_wide(torch: Any, device: str) -> tuple[Any, Callable[[], Any]]:
+    """GPU-bound: d_model 2048, 4 layers, 8 x 2,048 tokens (~20 TFLOP a step, ~280 kernels of
+    ~100 us each on an H100: the host runs ahead of the device, as in most training)."""
+    return transformer(torch, device, (2048, 16, 4, 8, 2048))
+
+
+def resnet_b256(torch: Any, device: str) -> tuple[Any, Callable[[], Any]]:
+    """GPU-bound: the ResNet-18 at batch 256 (4x the launch-bound one's work, the same kernels)."""
+    return resnet(torch, device, 256)
+
+
+WORKLOADS = {
+    "transformer": transformer,
+    "resnet": resnet,
+    "transformer_wide": transformer_wide,
+    "resnet_b256": resnet_b256,
+}
 
 
 class Runner:
@@ -363,7 +385,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--steps", type=int, default=None, help="timed steps per repeat")
     ap.add_argument("--warmup", type=int, default=3, help="steps before the timed ones, per repeat")
-    ap.add_argument("--workloads", default="transformer,resnet")
+    ap.add_argument("--workloads", default="transformer,resnet,transformer_wide,resnet_b256")
     ap.add_argument(
         "--duty-every",
         type=int,

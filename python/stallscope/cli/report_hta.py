@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from stallscope.analysis.hta._idle import CATEGORIES as IDLE_CAUSES
+from stallscope.analysis.hta._idle import idle_by_cause
 from stallscope.cli.render import MS, label
 
 
@@ -70,13 +70,8 @@ def print_hta(views: dict[str, pl.DataFrame], max_rows: int) -> None:
     )
     idle = views["idle_time_breakdown"]
     if idle.height:
-        wide = (
-            idle.with_columns(pl.col("idle_time_ns") / MS)
-            .pivot("idle_category", index=["rank", "stream"], values="idle_time_ns")
-            .sort("rank", "stream")
-        )
-        causes = [c for c in IDLE_CAUSES if c in wide.columns]
-        wide = wide.select("rank", "stream", *(pl.col(c).fill_null(0.0) for c in causes))
+        wide = idle_by_cause(idle)
+        causes = wide.columns[2:]
         print_frame(
             wide,
             title="GPU idle time by cause (HTA, ms)",

@@ -222,8 +222,10 @@ def _public_calibration(dev: DeviceModel, t: Mapping[str, Any], where: str) -> D
     source = str(t["source"]["url"])
     measured = str(t["measured_on"])
     if dev.name.upper() == measured.upper():
-        return dev.calibrated(rows, source)
-    fit = build_device(measured, {"matmul_fraction": 0.0}, where).calibrated(rows, source)
+        return dev.calibrated(rows, source, shapes=False)
+    fit = build_device(measured, {"matmul_fraction": 0.0}, where).calibrated(
+        rows, source, shapes=False
+    )
     basis = dict(dev.basis) | {"matmul": f"{fit.basis['matmul']}, measured on {measured}"}
     fractions = dict(fit.matmul_fractions)  # the other precisions: their MAMF ratio, below
     return replace(
@@ -330,6 +332,7 @@ def carried_over(src: DeviceModel, dev: DeviceModel) -> DeviceModel:
             k: (xs, tuple(y * scale for y in ys)) for k, (xs, ys) in src.attention_curves.items()
         },
         layer_factor=src.layer_factor,
+        gemm_shapes=src.gemm_shapes,
         basis={k: v + note for k, v in src.basis.items()},
     )
 

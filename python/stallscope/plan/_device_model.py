@@ -27,6 +27,7 @@ from typing import Any
 from stallscope.plan._attention import resolve, slowdown, table_rates
 from stallscope.plan._errors import PlanError
 from stallscope.plan._gemm import fit_line, waves
+from stallscope.plan._gemm_shapes import ShapeTable
 from stallscope.plan._measured_attention import Curves, curves, rates, sdpa_kernel
 
 ELEMENT_BYTES: dict[str, float] = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
@@ -51,6 +52,8 @@ class DeviceModel:
     attention_measured: str = ""
     attention_curves: Curves = field(default_factory=dict)
     layer_factor: float = 1.0  # measured over modelled layer time (``_layer_fit``)
+    #: measured over modelled GEMM time by shape (``_gemm_shapes``); None without a table
+    gemm_shapes: ShapeTable | None = None
     basis: Mapping[str, str] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
@@ -82,7 +85,10 @@ class DeviceModel:
         flops = 2.0 * m * n * k
         rate = self.peak(precision) * self.fraction(precision) * self.waves(m, n)
         nbytes = (m * k + k * n + m * n) * ELEMENT_BYTES[precision]
-        return max(flops / rate, nbytes / self.hbm_bytes_s) + self.gemm_fixed_s
+        t = max(flops / rate, nbytes / self.hbm_bytes_s) + self.gemm_fixed_s
+        if self.gemm_shapes is not None:  # a measured table's residual at this shape
+            t *= self.gemm_shapes.ratio(m, n, k, precision)
+        return t
 
     def attention_s(
         self,
@@ -123,12 +129,18 @@ class DeviceModel:
         return nbytes / self.hbm_bytes_s + kernels * self.gemm_fixed_s
 
     def calibrated(
-        self, table: Mapping[str, Any] | Iterable[Mapping[str, Any]], source: str
+        self,
+        table: Mapping[str, Any] | Iterable[Mapping[str, Any]],
+        source: str,
+        shapes: bool = True,
     ) -> DeviceModel:
         """This device with its efficiencies fitted to measured rows (see the module doc).
 
         ``table``: rows with an "op" ("gemm", "attention", "copy"), or the measured table's
-        layout (``bench/gpu_device_model.py``): lists under "gemm", "attention", "memory"."""
+        layout (``bench/gpu_device_model.py``): lists under "gemm", "attention", "memory".
+        ``shapes``: keep each GEMM shape's residual over the fit (``_gemm_shapes``); off for
+        a table whose shapes stop below the layer shapes (XLA's public table, dimensions up to
+        4096), where the fit alone extrapolates better."""
         rows = _rows(table)
         gemms = [r for r in rows if r.get("op") == "gemm" and float(r.get("tflops") or 0) > 0]
         dev = self
@@ -167,11 +179,20 @@ class DeviceModel:
                     matmul_fraction=fractions[main],
                     matmul_fractions=fractions,
                     gemm_fixed_s=fixed[main][1],
+                    gemm_shapes=None,
                 )
                 basis["matmul"] = (
                     f"least squares over {len(gemms)} measured GEMMs of {source} "
                     f"({', '.join(f'{p} {f:.3f}' for p, f in fractions.items())})"
                 )
+                if shapes:
+                    timed = [r for r in gemms if str(r.get("dtype", "bf16")) in fractions]
+                    table_ = ShapeTable.of(timed, dev.gemm_s, source)
+                    dev = replace(dev, gemm_shapes=table_)
+                    basis["matmul"] += (
+                        f"; each shape's residual over its measured neighbours in log2 m, n, "
+                        f"k ({len(table_)} rows)"
+                    )
         attn = [r for r in rows if r.get("op") == "attention"]
         if attn:
             peak = self.peak("bf16") / 1e12

@@ -16,6 +16,8 @@ cp tokens, GEMMs (m x k) @ (k x n):
   core (nothing with flash attention, which recomputes it anyway).
 * ``measured_gap``: what a measured layer on the device takes beyond the kernel sum
   (``_layer_fit``; zero without a measured table).
+* ``slowest_gpu``: a synchronous job runs at its slowest GPU's pace; GPUs of one model differ
+  in sustained matmul rate (``slowest_gpu_share``; zero on one GPU).
 
 Every part is in seconds; ``LayerCost.forward`` and ``.backward`` sum them.
 """
@@ -23,9 +25,11 @@ Every part is in seconds; ``LayerCost.forward`` and ``.backward`` sum them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Final
 
 from stallscope.plan._cluster import Cluster
+from stallscope.plan._gemm import efficiency_defaults
 from stallscope.plan._model import Model
 from stallscope.plan._strategy import Strategy, fused_attention
 
@@ -41,6 +45,7 @@ LAYER_PARTS: Final = (
     "fp8_cast",
     "recompute",
     "measured_gap",
+    "slowest_gpu",
 )
 GEMM_PARTS: Final = ("gemm_qkv", "gemm_proj", "gemm_fc1", "gemm_fc2")
 #: Bytes per element of an FP8 cast with its transpose (read 16 bit, write FP8 and its
@@ -127,9 +132,23 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     gap = system.device.layer_factor - 1.0  # what a measured layer adds to the kernel sum
     fwd["measured_gap"] = gap * sum(fwd.values())
     bwd["measured_gap"] = gap * sum(bwd.values())
+    slow = slowest_gpu_share(s.gpus)
+    fwd["slowest_gpu"] = slow * sum(fwd.values())
+    bwd["slowest_gpu"] = slow * sum(bwd.values())
     return LayerCost(
         tuple((p, fwd[p]) for p in LAYER_PARTS), tuple((p, bwd[p]) for p in LAYER_PARTS)
     )
+
+
+def slowest_gpu_share(gpus: int) -> float:
+    """How much longer the slowest of ``gpus`` GPUs takes than the typical one (a fraction):
+    the spread of sustained matmul rates across GPUs (efficiency.json ``gpu_spread``, a
+    standard deviation) times the expected maximum of ``gpus`` standard normals (Blom's
+    approximation). Every step of a synchronous job waits for that GPU."""
+    if gpus <= 1:
+        return 0.0
+    sigma = float(efficiency_defaults()["gpu_spread"]["value"])
+    return sigma * NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
 
 
 def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[float, float]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from stallscope.analysis.hta._idle import idle_by_cause
 from stallscope.report._data import ReportData
 from stallscope.report._html import NoData, Section, figure, table
-from stallscope.report._style import MS, SERIES_COLORS, ms
+from stallscope.report._style import SERIES_COLORS, ms
 
 _SPLIT = (("compute_pct", "compute"), ("non_compute_pct", "non-compute"), ("idle_pct", "idle"))
 
@@ -61,12 +62,7 @@ def render(data: ReportData) -> str | NoData:
     )
     idle = views["idle_time_breakdown"]
     if idle.height:
-        wide = (
-            idle.with_columns(pl.col("idle_time_ns") / MS)
-            .pivot("idle_category", index=["rank", "stream"], values="idle_time_ns")
-            .sort("rank", "stream")
-        )
-        wide = wide.with_columns(pl.col(wide.columns[2:]).fill_null(0.0))
+        wide = idle_by_cause(idle)
         parts.append("<h3>GPU idle time by cause (ms)</h3>")
         parts.append(table(wide, formats={c: (lambda v: f"{v:.3f}") for c in wide.columns[2:]}))
     types = views["kernel_type_breakdown"]

@@ -31,6 +31,8 @@ def test_gpu_overhead_script_runs_on_the_cpu(tmp_path: Path) -> None:
             "--warmup",
             "1",
             "--kinds",
+            "--workloads",
+            "transformer,resnet_b256",  # one launch-bound, one GPU-bound (tiny on the CPU)
             "--out",
             str(out),
         ],
@@ -43,7 +45,7 @@ def test_gpu_overhead_script_runs_on_the_cpu(tmp_path: Path) -> None:
     assert doc["device"].startswith("cpu") and doc["complete"]
     assert not doc["cupti"]["available"] and doc["cupti"]["skipped"]
     assert doc["kinds"]["skipped"]  # no CUDA device: the per-kind costs need one
-    assert set(doc["workloads"]) == {"transformer", "resnet"}
+    assert set(doc["workloads"]) == {"transformer", "resnet_b256"}
     for w in doc["workloads"].values():
         assert set(w["step_ms"]) == {
             "off",

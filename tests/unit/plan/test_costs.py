@@ -149,3 +149,31 @@ def test_fp8_casts_and_weight_casts_by_stack(gpt3: Model) -> None:
     assert dyn.weight_cast_layer == pytest.approx(8 * te.weight_cast_layer)  # every micro-batch
     bf16 = costs(gpt3, s.with_(precision="bf16"), h100)
     assert bf16.layer is not None and dict(bf16.layer.f_parts)["fp8_cast"] == 0.0
+
+
+def test_a_job_waits_for_its_slowest_gpu(gpt3: Model, a100: Cluster) -> None:
+    """Every layer pays the expected lag of the job's slowest GPU: nothing on one GPU, more the
+    more GPUs take part (the spread's standard deviation times the expected maximum of N
+    standard normals)."""
+    from statistics import NormalDist
+
+    from stallscope.plan._gemm import efficiency_defaults
+    from stallscope.plan._layer import slowest_gpu_share
+
+    sigma = float(efficiency_defaults()["gpu_spread"]["value"])
+    assert 0.005 < sigma < 0.05  # a percent or two, as measured across GPUs of one model
+    assert slowest_gpu_share(1) == 0.0
+    shares = [slowest_gpu_share(n) for n in (2, 8, 64, 512, 4096)]
+    assert shares == sorted(shares) and shares[0] > 0
+    # the expected maximum of 8 standard normals is 1.424 (order statistics' tables): Blom's
+    # approximation within 1 %
+    assert slowest_gpu_share(8) == pytest.approx(1.424 * sigma, rel=0.01)
+    assert slowest_gpu_share(64) == pytest.approx(sigma * NormalDist().inv_cdf(63.625 / 64.25))
+    one = Strategy(tp=8, pp=1, dp=1, micro_batch=1, global_batch=8)
+    many = one.with_(dp=64, global_batch=512)
+    c1, c64 = costs(gpt3, one, a100), costs(gpt3, many, a100)
+    assert c1.layer is not None and c64.layer is not None
+    f1, f64 = dict(c1.layer.f_parts), dict(c64.layer.f_parts)
+    rest = sum(v for k, v in f1.items() if k != "slowest_gpu")
+    assert f1["slowest_gpu"] == pytest.approx(slowest_gpu_share(8) * rest)
+    assert f64["slowest_gpu"] == pytest.approx(slowest_gpu_share(512) * rest)

@@ -164,9 +164,20 @@ def test_a_failed_rank_stops_the_others() -> None:
     _assert_gone(tb, res.pids)
 
 
+def _namespaces_of(pid: int) -> list[str]:
+    """The namespaces of the test bed that process `pid` launched (from its state file)."""
+    for path in _net.state_dir().glob("*.json"):
+        try:
+            doc = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue  # being written or removed
+        if doc.get("pid") == pid:
+            return [n for n in doc.get("namespaces", []) if n in list_namespaces()]
+    return []
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_to_the_launcher_removes_everything(sig: signal.Signals) -> None:
-    before = set(list_namespaces())
     launcher = subprocess.Popen(
         [
             sys.executable,
@@ -189,7 +200,7 @@ def test_signal_to_the_launcher_removes_everything(sig: signal.Signals) -> None:
         pids: list[int] = []
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # until the 4 ranks run in the new namespaces
-            ours = [n for n in list_namespaces() if n not in before and _net.NAME_RE.match(n)]
+            ours = _namespaces_of(launcher.pid)  # not another test bed's, started meanwhile
             pids = [p for n in ours for p in _net.namespace_pids(n)]
             if len(ours) == 3 and len(pids) == 4:
                 break

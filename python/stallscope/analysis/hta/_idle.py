@@ -90,3 +90,15 @@ def idle_from_arrays(
             "idle_time_ratio": _arrow.series(np.round(ratio, 2), dtype=pl.Float64),
         }
     )
+
+
+def idle_by_cause(breakdown: pl.DataFrame) -> pl.DataFrame:
+    """`idle_time_breakdown`'s rows as one row per rank and stream: rank, stream, then one column
+    per cause in CATEGORIES order (those present), in ms; a cause a stream never had is 0."""
+    wide = (
+        breakdown.with_columns(pl.col("idle_time_ns") / 1e6)
+        .pivot("idle_category", index=["rank", "stream"], values="idle_time_ns")
+        .sort("rank", "stream")
+    )
+    causes = [c for c in CATEGORIES if c in wide.columns]
+    return wide.select("rank", "stream", *(pl.col(c).fill_null(0.0) for c in causes))
