@@ -24,7 +24,12 @@ import polars as pl
 from stallscope import _core
 from stallscope._schema import KIND_ID, SCHEMA, conform, detail_value, kind_mask
 from stallscope._utils import arrow as _arrow
-from stallscope.analysis.stall._exposed import EXPOSED_SCHEMA, LocalParts, _arrivals
+from stallscope.analysis.stall._exposed import (
+    EXPOSED_SCHEMA,
+    LocalParts,
+    _arrivals,
+    split_sync_wait,
+)
 from stallscope.analysis.stall._sources import _NULL_CAT, _TABLES, ATTRIBUTED, COMM_KINDS, NEEDED
 from stallscope.analysis.stall._table import empty_table
 from stallscope.exceptions import StallscopeError
@@ -197,3 +202,10 @@ def native_local_parts(
         comm = _arrow.frame_of([df.get_column(c).gather(_arrow.series(coll)) for c in cols])
         parts.arrivals = _arrivals(comm)
     return parts
+
+
+def native_stall_table(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """stall_table(events) from the native local parts and the sync wait split off from their
+    arrivals (equal to the reference, _exposed.py's docstring says why)."""
+    parts = native_local_parts(events)
+    return split_sync_wait(parts.table, parts.exposed, parts.arrivals)

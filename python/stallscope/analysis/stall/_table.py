@@ -460,24 +460,20 @@ def stall_table(events: pl.DataFrame | pl.LazyFrame | str | os.PathLike[str]) ->
     `events` is what stallscope.load / scan or stallscope.import_kineto returns, or a run
     directory: then its ranks are read a batch at a time (`stream_run`), with the same result
     as for load(run_dir), in the memory of one batch. Frames of NATIVE_ROWS or more take the
-    native path (one C++ pass per rank), others NumPy; both give the same table. Steps are the
-    windows of step_windows; a run without step markers gives an empty table."""
+    native path (_native.py), others NumPy: the same table. Steps are the windows of
+    step_windows; a run without step markers gives an empty table."""
     if isinstance(events, (str, os.PathLike)):
         from stallscope.analysis.stall._streaming import stall_table_run
 
         return stall_table_run(events)
     if isinstance(events, pl.DataFrame) and events.height >= NATIVE_ROWS:
-        from stallscope.analysis.stall._exposed import split_sync_wait
-        from stallscope.analysis.stall._native import native_local_parts
+        from stallscope.analysis.stall._native import native_stall_table
 
-        parts = native_local_parts(events)
-        return split_sync_wait(parts.table, parts.exposed, parts.arrivals)
+        return native_stall_table(events)
     return stall_table_polars(events)
 
 
-NATIVE_ROWS: Final = 1_000_000
-"""Frames this large take the native path (rank-local parts in C++, then the sync wait split,
-_exposed.py); smaller ones (a few ranks' trace) the NumPy path, tuned to need no query."""
+NATIVE_ROWS: Final = 1_000_000  # from here the native path; below, NumPy tuned to need no query
 
 
 def stall_table_polars(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
