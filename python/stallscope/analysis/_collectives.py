@@ -233,8 +233,8 @@ def stragglers(
     from stallscope.analysis._steps import assign_steps, step_windows
 
     if isinstance(events, pl.DataFrame):  # on the columns where it applies: the same result
-        m = match_collectives(events) if matched is None else matched
-        got = stragglers_columns(events, m)
+        matched = match_collectives(events) if matched is None else matched
+        got = stragglers_columns(events, matched)
         if got is not None:
             return got
     ev = events.lazy()
