@@ -24,6 +24,7 @@ both views: so is its label.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -258,18 +259,30 @@ def split_sync_wait(
     ranks) moves from network_ns / interconnect_ns to sync_wait_ns (the module docstring).
     Times must be on one clock. In one C++ pass per rank (`moved`); `split_sync_wait_numpy`
     is the reference."""
-    if table.height == 0 or exposed.height == 0 or arrivals.height == 0:
-        return table
+    x = tuple(exposed[c].to_numpy() for c in ("rank", "start_ns", "end_ns", "network"))
+    return split_parts([table], [(x[0], x[1], x[2], x[3])], arrivals)[0]
+
+
+def split_parts(
+    tables: list[pl.DataFrame],
+    exposed: list[tuple[Array, Array, Array, Array]],
+    arrivals: pl.DataFrame,
+    mapper: Callable[..., Iterable[pl.DataFrame]] = map,
+) -> list[pl.DataFrame]:
+    """`split_sync_wait` of parts of a run (each table with its exposed communication as
+    arrays: rank, start, end, network) against the arrivals of every rank: the waits are
+    found once, then each part is moved alone (`mapper`: e.g. a thread pool's map)."""
+    if not (arrivals.height and any(x[0].size for x in exposed) and any(t.height for t in tables)):
+        return tables
     w = wait_arrays(arrivals)
     if w[0].size == 0:
-        return table
-    x = tuple(exposed[c].to_numpy() for c in ("rank", "start_ns", "end_ns", "network"))
+        return tables
     check_timeline(
-        [x[0], w[0], table["rank"].to_numpy()],
-        [x[1], table["start_ns"].to_numpy()],
-        [x[2], table["end_ns"].to_numpy()],
+        [*(x[0] for x in exposed), w[0], *(t["rank"].to_numpy() for t in tables)],
+        [*(x[1] for x in exposed), *(t["start_ns"].to_numpy() for t in tables)],
+        [*(x[2] for x in exposed), *(t["end_ns"].to_numpy() for t in tables)],
     )
-    return moved(table, (x[0], x[1], x[2], x[3]), w)
+    return list(mapper(lambda t, x: moved(t, x, w), tables, exposed))
 
 
 def split_sync_wait_numpy(

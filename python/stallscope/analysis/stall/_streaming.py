@@ -34,13 +34,7 @@ import polars as pl
 from stallscope._schema import conform
 from stallscope._utils.cpus import usable_cpus
 from stallscope._utils.gil import fair_gil
-from stallscope.analysis.stall._exposed import (
-    LocalParts,
-    _arrivals,
-    check_timeline,
-    moved,
-    wait_arrays,
-)
+from stallscope.analysis.stall._exposed import LocalParts, _arrivals, split_parts
 from stallscope.analysis.stall._native import conformed, sweep
 from stallscope.analysis.stall._sources import NEEDED
 from stallscope.exceptions import StallscopeWarning
@@ -203,18 +197,10 @@ def _stream(reader: _Reader, batches: list[list[str]], workers: int) -> Streamed
                 b.sync = done[i].sync
                 done[i] = b
             reads += len(again)
-        tables = [b.parts.table for b in done]
         arrivals = pl.concat([b.parts.arrivals for b in done], rechunk=True)
-        exposed = [b.exposed for b in done]
-        if arrivals.height and any(x[0].size for x in exposed) and any(t.height for t in tables):
-            w = wait_arrays(arrivals)
-            if w[0].size:
-                check_timeline(
-                    [*(x[0] for x in exposed), w[0], *(t["rank"].to_numpy() for t in tables)],
-                    [*(x[1] for x in exposed), *(t["start_ns"].to_numpy() for t in tables)],
-                    [*(x[2] for x in exposed), *(t["end_ns"].to_numpy() for t in tables)],
-                )
-                tables = list(pool.map(lambda t, x: moved(t, x, w), tables, exposed))
+        tables = split_parts(
+            [b.parts.table for b in done], [b.exposed for b in done], arrivals, pool.map
+        )
     # one chunk: gathers on a frame of thousands of chunks (a batch's row groups) are slow
     sync_events = pl.concat([b.sync for b in done], rechunk=True)
     return StreamedRun(pl.concat(tables), sync_events, reads)
