@@ -7,6 +7,8 @@ collectives, the optimizer step.
   sequence parallelism 2 all-gathers + 2 reduce-scatters each way; with context parallelism
   the ring of K and V behind the attention.
 * Full recompute repeats the forward's communication in the backward.
+* FP8 covers the transformer layers' linear layers only; the output projection and its loss
+  stay in 16 bit (``OUTPUT_PRECISION``).
 * Communication beside compute (``_overlap``): tensor-parallel collectives under the GEMMs with
   the stack's userbuffers overlap, the context-parallel ring, ZeRO-3's gathers and scatters,
   the overlapped gradient and weight collectives slow the compute they overlap (contention).
@@ -32,6 +34,12 @@ from stallscope.plan._overlap import slowed, tp_exposed
 from stallscope.plan._strategy import Strategy
 
 LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
+#: The precision of the output projection under each training precision. FP8 recipes convert
+#: only the transformer layers' linears: Megatron-Core builds its output layer as its own
+#: ColumnParallelLinear, outside Transformer Engine's fp8_autocast modules
+#: (megatron/core/models/gpt/gpt_model.py), and torchtitan converts every nn.Linear but the
+#: one named "output" (torchtitan/float8.py, module_filter_fn, 2024).
+OUTPUT_PRECISION = {"fp8": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,8 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     embed_f = d.memory_s(2 * act_bytes, 1) + collective_s(system, emb_coll, act_bytes, tp_group)
     embed_b = d.memory_s(2 * act_bytes, 2)
     # final norm, output GEMM, vocab-parallel cross-entropy on fp32 logits
-    lg_f, lg_b = gemm_fwd_bwd(system, tokens, h, model.vocab // t, prec)
+    out_prec = OUTPUT_PRECISION.get(prec, prec)
+    lg_f, lg_b = gemm_fwd_bwd(system, tokens, h, model.vocab // t, out_prec)
     logit_bytes = tokens * (model.vocab // t) * LOSS_BYTES
     ce = collective_s(system, "all_reduce", 3 * tokens * LOSS_BYTES, tp_group)  # max, sum, target
     in_coll = collective_s(

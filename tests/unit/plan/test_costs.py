@@ -151,6 +151,19 @@ def test_fp8_casts_and_weight_casts_by_stack(gpt3: Model) -> None:
     assert bf16.layer is not None and dict(bf16.layer.f_parts)["fp8_cast"] == 0.0
 
 
+def test_fp8_leaves_the_output_projection_in_16_bit(gpt3: Model) -> None:
+    """FP8 recipes convert the transformer layers' linears only: the output GEMM and the loss
+    of an FP8 step take what a bf16 step's take, while its layers get faster."""
+    from stallscope.plan import load_system
+
+    h100 = load_system("dgx-h100")
+    s = Strategy(tp=4, pp=8, dp=1, micro_batch=1, global_batch=8, stack="nemo-24")
+    fp8, bf16 = costs(gpt3, s.with_(precision="fp8"), h100), costs(gpt3, s, h100)
+    assert fp8.logits_f == pytest.approx(bf16.logits_f)
+    assert fp8.logits_b == pytest.approx(bf16.logits_b)
+    assert fp8.f_comp < 0.8 * bf16.f_comp
+
+
 def test_a_job_waits_for_its_slowest_gpu(gpt3: Model, a100: Cluster) -> None:
     """Every layer pays the expected lag of the job's slowest GPU: nothing on one GPU, more the
     more GPUs take part (the spread's standard deviation times the expected maximum of N
