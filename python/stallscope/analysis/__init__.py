@@ -13,12 +13,8 @@ from stallscope.analysis.hta._temporal import temporal_breakdown
 from stallscope.analysis.stall._meanings import STALL_MEANINGS, stall_legend
 from stallscope.analysis.stall._streaming import StreamedRun, stream_run
 from stallscope.analysis.stall._summary import stall_run_summary, stall_summary
-from stallscope.analysis.stall._table import (
-    STALL_CATEGORIES,
-    STALL_COLUMNS,
-    stall_intervals,
-    stall_table,
-)
+from stallscope.analysis.stall._table import STALL_CATEGORIES, STALL_COLUMNS, stall_table
+from stallscope.analysis.stall._timeline import stall_intervals
 
 __all__ = [
     "StreamedRun",
