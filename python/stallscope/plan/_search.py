@@ -24,7 +24,7 @@ import polars as pl
 
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._costs import costs, model_flops
-from stallscope.plan._errors import PlanError, divisors
+from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
 from stallscope.plan._layout import layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
@@ -114,6 +114,41 @@ def candidates(
                                 )  # fmt: skip
 
 
+#: How far from the asked GPU count and batch ``no_split`` looks for ones that split.
+_NEAR_GPUS, _NEAR_BATCH = 64, 64
+
+
+def no_split(model: Model, gpus: int, batch: int, space: Space, gpn: int) -> str:
+    """Why no (tp, pp, dp) of ``gpus`` GPUs divides ``model`` and ``batch`` (tensor parallelism
+    splits heads, KV heads and the FFN, pipeline parallelism the layers, data parallelism the
+    batch into micro-batches of ``space``), and the nearest GPU counts and batches that do."""
+
+    def splits(g: int, b: int) -> bool:
+        return next(candidates(model, g, b, space, gpn), None) is not None
+
+    step = gpn if gpus > gpn else 1  # more than a node: whole nodes only
+    counts = [g for g in range(step, gpus + _NEAR_GPUS * step, step) if splits(g, batch)]
+    batches = [
+        b for b in range(max(1, batch - _NEAR_BATCH), batch + _NEAR_BATCH) if splits(gpus, b)
+    ]
+    near = [
+        f"{_either(nearest_values(gpus, counts, 2))} GPUs" if counts else "",
+        f"a global batch of {_either(nearest_values(batch, batches, 2))}" if batches else "",
+    ]
+    fix = ", or ".join(x for x in near if x) or "another GPU count or global batch"
+    return (
+        f"no split of {gpus} GPUs into tensor x pipeline x data parallel degrees divides "
+        f"{model.name!r} and a global batch of {batch}: tensor parallelism must divide the "
+        f"{model.heads} heads ({model.kv_heads} KV heads) and the FFN's {model.ffn_hidden}, "
+        f"pipeline parallelism the {model.layers} layers, data parallelism the batch into "
+        f"micro-batches of {listed(space.micro_batches)}. Use {fix}"
+    )
+
+
+def _either(values: list[int]) -> str:
+    return " or ".join(str(v) for v in values)
+
+
 @lru_cache(maxsize=256)
 def compiled_schedule(shape: Shape) -> tuple[CompiledGraph, np.ndarray, np.ndarray]:
     """The schedule graph of ``shape`` built natively (the same tasks as ``_schedule.build``),
@@ -171,6 +206,8 @@ def search(
         spans = cg.makespans(np.rint(ns[:, slot] * mult[None, :]))
         for (s, mem, _), span in zip(members, spans.tolist(), strict=True):
             rows.append(_row(model, system, s, mem, int(span)))
+    if not enumerated:
+        raise PlanError(no_split(model, gpus, batch, space, system.gpus_per_node))
     if not rows:
         raise PlanError(
             f"no configuration of {model.name!r} fits on {gpus} x {system.device.name} "

@@ -64,6 +64,20 @@ def test_what_does_not_fit_is_left_out_and_nothing_fitting_is_an_error(gpt3: Mod
         search(gpt3, tiny, 12, global_batch=12)
 
 
+def test_gpus_that_split_nothing_name_the_divisibility_and_what_would(gpt3: Model) -> None:
+    """7 GPUs divide neither GPT-3's 96 heads nor its 96 layers, and a batch of 2048 is not a
+    multiple of 7: the error says so and names GPU counts and batches that do split."""
+    a100 = load_system(DGX_A100)
+    with pytest.raises(PlanError) as err:
+        search(gpt3, a100, 7, global_batch=2048)
+    msg = str(err.value)
+    assert "no split of 7 GPUs" in msg and "96 heads" in msg and "96 layers" in msg
+    assert "Use 6 or 8 GPUs, or a global batch of 2044 or 2051" in msg
+    for g in (6, 8):  # what it names does split
+        assert next(candidates(gpt3, g, 2048, Space(), 8), None) is not None
+    assert next(candidates(gpt3, 7, 2051, Space(), 8), None) is not None
+
+
 def test_gpt3_175b_on_64_dgx_a100_nodes(gpt3: Model, a100: Cluster) -> None:
     res = search(gpt3, a100, 512, global_batch=1536, top=5)
     assert res.enumerated > 1000 and res.table.height == 5
