@@ -21,7 +21,24 @@ from stallscope.cli.testbed import testbed
 from stallscope.cli.top import top
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Verbs(click.Group):
+    """The verbs' group. A verb words its own errors; any StallscopeError one lets through (an
+    input it did not expect to be bad) still ends as click's one-line "Error: ...", exit 1,
+    never a traceback: each such error's message names the problem and the fix."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        from stallscope.exceptions import StallscopeError
+
+        try:
+            return super().invoke(ctx)
+        except StallscopeError as e:
+            raise click.ClickException(str(e)) from None
+
+
+@click.group(
+    cls=_Verbs,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="stallscope")
 def cli() -> None:
     """stallscope: where each training step's time goes, and what another cluster would do."""

@@ -222,3 +222,27 @@ def test_bad_input_exits_nonzero_with_the_reason(
     where["bad"] = tmp_path / "bad.json"
     filled = [a.format(**{k: str(v) for k, v in where.items()}) for a in args]
     _clean_failure(_run(*filled), code, words)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("report", "{run}"),
+        ("export", "{run}", "--perfetto", "{tmp}/t.json.gz"),
+        ("predict", "{run}", "--nodes", "2", "--rate", "10gbit"),
+        ("recommend", "{run}", "--measured-device", "T4"),
+    ],
+)
+def test_a_truncated_rank_file_is_one_line_for_every_verb_that_loads_a_run(
+    run_dir: Path, tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    """A rank file cut short (its process died mid-write) stops each verb with the loader's
+    message and its fix, whether or not the verb words load errors itself."""
+    import shutil
+
+    broken = tmp_path / "run"
+    shutil.copytree(run_dir, broken)
+    rank = sorted(broken.glob("rank-*.parquet"))[0]
+    rank.write_bytes(rank.read_bytes()[:100])
+    args = [a.format(run=broken, tmp=tmp_path) for a in argv]
+    _clean_failure(_run(*args), 1, "truncated or not a Parquet file", "Move it aside")
