@@ -16,6 +16,11 @@ class RunDirError(StallscopeError):
     """A run directory (or a file in it) is missing, truncated or corrupt."""
 
 
+class EventsError(StallscopeError, ValueError):
+    """A frame given as events is not in the event schema: a required column is missing (the
+    message names the function, the columns and what returns an events frame)."""
+
+
 class TraceImportError(StallscopeError):
     """An external trace (Kineto / PyTorch profiler JSON) could not be imported."""
 

@@ -24,11 +24,14 @@ Columns (time is int64 ns; sizes are bytes):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Final
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar, cast
 
 import numpy as np
 import polars as pl
+
+from stallscope.exceptions import EventsError
 
 KINDS: Final[tuple[str, ...]] = (
     "region",
@@ -104,17 +107,54 @@ COLUMNS: Final[tuple[str, ...]] = tuple(SCHEMA)
 HOST_DEVICE: Final = -1
 
 
-def conform(df: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
-    """Cast and order the columns of `df` to the event schema (missing optional columns become
-    null / defaults). Raises ValueError naming a missing required column."""
-    lf = df.lazy()
-    have = set(lf.collect_schema().names())
-    required = ("kind", "name", "start_ns", "end_ns")
-    missing = [c for c in required if c not in have]
-    if missing:
-        raise ValueError(
-            f"events frame lacks required column(s) {missing}; it needs {list(COLUMNS)}"
-        )
+REQUIRED: Final[tuple[str, ...]] = ("kind", "name", "start_ns", "end_ns")
+"""The columns an events frame cannot do without; `conform` gives the others defaults."""
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_E = TypeVar("_E")
+Frame = pl.DataFrame | pl.LazyFrame
+
+
+def _missing(missing: list[str], have: Iterable[str], what: str) -> str:
+    hint = (
+        " It looks like a stall table (it has step_ns): pass the events it was made from."
+        if "step_ns" in have
+        else ""
+    )
+    return (
+        f"{what} lacks the event column(s) {missing}; an events frame has {list(COLUMNS)}, as "
+        "stallscope.load(run_dir), stallscope.scan(run_dir) or stallscope.import_kineto(...) "
+        f"return it.{hint}"
+    )
+
+
+def takes_events(fn: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[_E, _P], _R]:
+    """For a function whose first argument is an events frame: a frame without a required
+    column raises EventsError naming the function and the fix; one without some optional
+    columns gets their defaults (as `conform` gives them; its other columns stay as they are);
+    a frame with every column, or any other first argument (a run directory), passes through
+    untouched."""
+
+    @functools.wraps(fn)
+    def call(events: _E, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if isinstance(events, Frame):
+            have = events.collect_schema().names()
+            if len(have) < len(COLUMNS) or not all(c in have for c in COLUMNS):
+                missing = [c for c in REQUIRED if c not in have]
+                if missing:
+                    raise EventsError(_missing(missing, have, f"{fn.__name__}: the frame"))
+                filled = events.with_columns(  # extra columns (a step column) stay as they are
+                    _default(c).cast(SCHEMA[c]).alias(c) for c in COLUMNS if c not in have
+                )
+                events = cast(_E, filled)
+        return fn(events, *args, **kwargs)
+
+    return call
+
+
+def _default(column: str) -> pl.Expr:
+    """The value an optional event column takes where a frame lacks it."""
     defaults: dict[str, pl.Expr] = {
         "rank": pl.lit(0),
         "pid": pl.lit(0),
@@ -126,9 +166,20 @@ def conform(df: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
         "value": pl.lit(None),
         "detail": pl.lit(None),
     }
+    return defaults[column]
+
+
+def conform(df: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+    """Cast and order the columns of `df` to the event schema (missing optional columns become
+    null / defaults). Raises EventsError (a ValueError) naming a missing required column."""
+    lf = df.lazy()
+    have = set(lf.collect_schema().names())
+    missing = [c for c in REQUIRED if c not in have]
+    if missing:
+        raise EventsError(_missing(missing, have, "an events frame"))
     return lf.select(
         [
-            (pl.col(c) if c in have else defaults[c]).cast(dtype).alias(c)
+            (pl.col(c) if c in have else _default(c)).cast(dtype).alias(c)
             for c, dtype in SCHEMA.items()
         ]
     )

@@ -50,7 +50,7 @@ def test_conform_fills_defaults_and_orders_columns() -> None:
 
 def test_conform_names_missing_required_column() -> None:
     with pytest.raises(
-        ValueError, match=r"lacks required column\(s\) \['kind', 'start_ns', 'end_ns'\]"
+        ValueError, match=r"lacks the event column\(s\) \['kind', 'start_ns', 'end_ns'\]"
     ):
         conform(pl.DataFrame({"name": ["a"]}))
 
