@@ -140,12 +140,12 @@ def takes_events(fn: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[
     def call(events: _E, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if isinstance(events, Frame):
             have = events.collect_schema().names()
-            if len(have) < len(COLUMNS) or not all(c in have for c in COLUMNS):
+            if not all(c in have for c in COLUMNS):
                 missing = [c for c in REQUIRED if c not in have]
                 if missing:
                     raise EventsError(_missing(missing, have, f"{fn.__name__}: the frame"))
                 filled = events.with_columns(  # extra columns (a step column) stay as they are
-                    _default(c).cast(SCHEMA[c]).alias(c) for c in COLUMNS if c not in have
+                    _DEFAULTS[c].cast(SCHEMA[c]).alias(c) for c in COLUMNS if c not in have
                 )
                 events = cast(_E, filled)
         return fn(events, *args, **kwargs)
@@ -153,20 +153,18 @@ def takes_events(fn: Callable[Concatenate[_E, _P], _R]) -> Callable[Concatenate[
     return call
 
 
-def _default(column: str) -> pl.Expr:
-    """The value an optional event column takes where a frame lacks it."""
-    defaults: dict[str, pl.Expr] = {
-        "rank": pl.lit(0),
-        "pid": pl.lit(0),
-        "category": pl.lit("host"),
-        "lane": pl.lit(0),
-        "device": pl.lit(HOST_DEVICE),
-        "correlation": pl.lit(0),
-        "bytes": pl.lit(0),
-        "value": pl.lit(None),
-        "detail": pl.lit(None),
-    }
-    return defaults[column]
+#: The value an optional event column takes where a frame lacks it.
+_DEFAULTS: Final[dict[str, pl.Expr]] = {
+    "rank": pl.lit(0),
+    "pid": pl.lit(0),
+    "category": pl.lit("host"),
+    "lane": pl.lit(0),
+    "device": pl.lit(HOST_DEVICE),
+    "correlation": pl.lit(0),
+    "bytes": pl.lit(0),
+    "value": pl.lit(None),
+    "detail": pl.lit(None),
+}
 
 
 def conform(df: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
@@ -179,7 +177,7 @@ def conform(df: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
         raise EventsError(_missing(missing, have, "an events frame"))
     return lf.select(
         [
-            (pl.col(c) if c in have else _default(c)).cast(dtype).alias(c)
+            (pl.col(c) if c in have else _DEFAULTS[c]).cast(dtype).alias(c)
             for c, dtype in SCHEMA.items()
         ]
     )
