@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +21,14 @@ from stallscope.plan._whatif import whatif_table
 
 ModelSource = Model | Mapping[str, Any] | str | Path
 ClusterSource = Cluster | Mapping[str, Any] | str | Path
+
+
+def _counts(**values: object) -> None:
+    """Each given value a whole number >= 1 (numpy integers too, not bools), else a PlanError
+    naming it: the API's callers pass what the CLI's options would have checked."""
+    for name, v in values.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
+            raise PlanError(f"{name} must be a whole number >= 1, got {v!r}")
 
 
 def _node_size(system: Cluster, gpus_per_node: int | None) -> Cluster:
@@ -60,6 +69,10 @@ def predict_model(
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory.
     ``stack``: the training software (a preset of ``stacks()``, a Stack or a dict of its
     fields)."""
+    _counts(
+        nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp, cp=cp,
+        micro_batch=micro_batch, global_batch=global_batch, interleave=interleave,
+    )  # fmt: skip
     m, sy = load_model(model), load_system(system)
     sy = _node_size(sy, gpus_per_node)
     gpus = nodes * sy.gpus_per_node
@@ -96,6 +109,7 @@ def plan(
     space: Space | None = None,
 ) -> SearchResult:
     """Search every configuration of ``gpus`` GPUs; the ``top`` fastest that fit, ranked."""
+    _counts(gpus=gpus, global_batch=global_batch, top=top)
     return search(load_model(model), load_system(system), gpus, global_batch, top, space)
 
 
@@ -109,4 +123,5 @@ def whatif(
     space: Space | None = None,
 ) -> pl.DataFrame:
     """The best configuration per knob factor (see ``_whatif``)."""
+    _counts(gpus=gpus, global_batch=global_batch)
     return whatif_table(load_model(model), load_system(system), gpus, knobs, global_batch, space)

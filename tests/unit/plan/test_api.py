@@ -75,3 +75,24 @@ def test_unknown_knob() -> None:
     with pytest.raises(PlanError, match="factors must be numbers"):
         parse_knob("nic=a")
     assert parse_knob("hbm-bandwidth=0.5,2") == ("hbm_bandwidth", [0.5, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("call", "word"),
+    [
+        (lambda: plan.plan("gpt3-6.7b", DGX_A100, "64"), "gpus"),  # type: ignore[arg-type]
+        (lambda: plan.plan("gpt3-6.7b", DGX_A100, 64, top=0), "top"),
+        (lambda: plan.whatif("gpt3-6.7b", DGX_A100, 64, global_batch=2.5), "global_batch"),  # type: ignore[arg-type]
+        (
+            lambda: plan.predict_model("gpt3-6.7b", DGX_A100, nodes=1, tp=True, global_batch=8),
+            "tp",
+        ),
+    ],
+)
+def test_counts_that_are_not_whole_numbers_name_themselves(call: object, word: str) -> None:
+    """What the CLI's options check, the Python API checks too: a count given as text, a
+    fraction, a bool or below 1 is a PlanError naming the argument, not a TypeError from
+    inside the search."""
+    assert callable(call)
+    with pytest.raises(PlanError, match=rf"^{word} must be a whole number >= 1"):
+        call()
