@@ -314,7 +314,18 @@ def prediction(
     prof = run if isinstance(run, Profile) else profile_of(run)
     cal = _calibration(calibration)
     p = Predictor(prof, cal, mtu)
-    items = [targets] if isinstance(targets, Target) else list(targets)
+    given: list[object] = (
+        list(targets)
+        if isinstance(targets, Sequence) and not isinstance(targets, str)
+        else [targets]
+    )
+    items = [t for t in given if isinstance(t, Target)]
+    if len(items) < len(given):
+        wrong = next(t for t in given if not isinstance(t, Target))
+        raise PredictError(
+            f"a target is a Target(nodes, ranks_per_node, ...), got {wrong!r}: e.g. "
+            "stallscope.predict.Target(4, 8) for 4 nodes of 8 ranks"
+        )
     rows = [p.row(t, p.one(t)) for t in items]
     links: list[str] = []
     for model in p.tiers.used():

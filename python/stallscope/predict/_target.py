@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Final
 
@@ -46,6 +47,24 @@ class Target:
     straggler_ranks: int | None = None
 
     def __post_init__(self) -> None:
+        for name, n in (
+            ("nodes", self.nodes),
+            ("ranks_per_node", self.ranks_per_node),
+            ("accumulation", self.accumulation),
+            ("straggler_ranks", self.straggler_ranks),
+        ):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral)):
+                raise PredictError(f"{name} must be a whole number, got {n!r}")
+        reals: tuple[tuple[str, float | None], ...] = (
+            ("rate_bps", self.rate_bps),
+            ("intra_node_GBps", self.intra_node_GBps),
+            ("inter_node_gbps", self.inter_node_gbps),
+            ("compute_scale", self.compute_scale),
+            ("straggler_factor", self.straggler_factor),
+        )
+        for name, x in reals:
+            if x is not None and (isinstance(x, bool) or not isinstance(x, numbers.Real)):
+                raise PredictError(f"{name} must be a number, got {x!r}")
         if not 1 <= self.nodes <= MAX_NODES:
             raise PredictError(f"nodes must be 1..{MAX_NODES}, got {self.nodes}")
         if not 1 <= self.ranks_per_node <= MAX_RANKS_PER_NODE:

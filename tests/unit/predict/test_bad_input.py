@@ -80,11 +80,21 @@ def test_no_collectives_for_a_multi_rank_prediction() -> None:
         ({"nodes": 2, "ranks_per_node": 1, "straggler_factor": 0.5}, "slowdown >= 1.0"),
         ({"nodes": 2, "ranks_per_node": 1, "straggler_ranks": 2}, "some ranks must be typical"),
         ({"nodes": 1, "ranks_per_node": 1, "compute_scale": -1.0}, "compute_scale must be > 0"),
+        ({"nodes": "4", "ranks_per_node": 1}, "nodes must be a whole number, got '4'"),
+        ({"nodes": 2, "ranks_per_node": 1.5}, "ranks_per_node must be a whole number"),
+        ({"nodes": 2, "ranks_per_node": 1, "rate_bps": "1gbit"}, "rate_bps must be a number"),
     ],
 )
 def test_impossible_configurations(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(PredictError, match=message):
         Target(**kwargs)
+
+
+def test_a_target_that_is_not_a_target() -> None:
+    prof = profile_of(CpuRun().frame())
+    for wrong in ("4 nodes", 4, [Target(1, 1), (2, 1)]):
+        with pytest.raises(PredictError, match=r"a target is a Target\(nodes, ranks_per_node"):
+            predict(prof, wrong)  # type: ignore[arg-type]
 
 
 def test_a_calibration_from_another_backend() -> None:
