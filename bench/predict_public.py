@@ -57,6 +57,8 @@ FRAMEWORK_2021 = ("narayanan21", "korthikanti22")  # Megatron-LM before flash at
 #: The split of the held-out check: the sources' publication dates (2021-2024-04: Megatron-LM
 #: papers, llm-foundry; 2024-09 on: NeMo 24.07, dgxc-benchmarking 24.11).
 SPLIT_DATE = "2024-06-01"
+DEFAULT_OUT = Path(__file__).parent / "results" / "predict_public.json"
+ACCURACY = Path(__file__).parents[1] / "python" / "stallscope" / "plan" / "data" / "accuracy.json"
 
 
 def model_of(e: dict[str, Any]) -> Model:
@@ -178,11 +180,25 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def accuracy_summary(doc: dict[str, Any]) -> dict[str, Any]:
+    """What the planner shows of a run of this benchmark (stallscope/plan/_accuracy.py)."""
+    errs = [r["error"] for r in doc["rows"] if r["counted"]]
+    return {
+        "about": "The planner's step time against published measurements, written by "
+        "bench/predict_public.py (its result: bench/results/predict_public.json); "
+        "error = predicted / measured - 1.",
+        "runs": len(errs),
+        "mean_error": statistics.fmean(errs),
+        "mean_abs_error": doc["mean_abs_error"],
+        "max_abs_error": doc["max_abs_error"],
+        "too_fast": sum(e < 0 for e in errs),
+        "date": doc["date"][:10],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "predict_public.json"
-    )
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     a = ap.parse_args()
     entries = json.loads(DATA.read_text())["entries"]
     t = time.perf_counter()
@@ -224,6 +240,8 @@ def main() -> None:
         "rows": rows,
     }
     a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    if a.out == DEFAULT_OUT:  # the summary the planner prints beside its predictions
+        ACCURACY.write_text(json.dumps(accuracy_summary(doc), indent=1) + "\n")
     for r in rows:
         if r["counted"]:
             print(

@@ -156,6 +156,10 @@ def plan(
     click.echo(
         f"searched in {result.seconds:.2f} s; columns in seconds per step, per GPU (mean over stages)"
     )
+    from stallscope.plan._accuracy import accuracy_note
+
+    if note := accuracy_note():
+        click.echo(note)
 
 
 @click.command(

@@ -131,3 +131,7 @@ def _print(p: Any) -> None:
     )
     if not d["fits"]:
         click.echo(f"does not fit: {d['memory_shortfall']}")
+    from stallscope.plan._accuracy import accuracy_note
+
+    if note := accuracy_note():
+        click.echo(note)

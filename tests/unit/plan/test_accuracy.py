@@ -1,0 +1,52 @@
+"""The accuracy line the planner prints comes from the last public-accuracy benchmark, and
+stays in step with its committed result."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from stallscope.cli.main import cli
+from stallscope.plan._accuracy import accuracy, accuracy_note
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _bench() -> object:
+    spec = importlib.util.spec_from_file_location(
+        "predict_public", REPO / "bench/predict_public.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_shipped_summary_is_the_committed_results() -> None:
+    result = json.loads((REPO / "bench/results/predict_public.json").read_text())
+    want = _bench().accuracy_summary(result)  # type: ignore[attr-defined]
+    assert accuracy() == want, "rerun python bench/predict_public.py"
+    assert want["runs"] == result["counted"]
+    assert 0 <= want["too_fast"] <= want["runs"]
+
+
+def test_plan_and_predict_print_it() -> None:
+    note = accuracy_note()
+    a = accuracy()
+    assert a is not None and f"against {a['runs']} published training runs" in note
+    assert ("too short" in note) == (a["mean_error"] < 0)
+    res = CliRunner().invoke(
+        cli, ["plan", "--model", "gpt3-6.7b", "--system", "dgx-a100", "--gpus", "8", "--top", "1"]
+    )
+    assert res.exit_code == 0, res.output
+    assert note in res.output
+    res = CliRunner().invoke(
+        cli,
+        ["predict", "--model", "gpt3-6.7b", "--system", "dgx-a100", "--nodes", "1", "--tp", "8",
+         "--micro-batch", "1", "--global-batch", "8"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert note in res.output
