@@ -126,8 +126,9 @@ def no_split(model: Model, gpus: int, batch: int, space: Space, gpn: int) -> str
     def splits(g: int, b: int) -> bool:
         return next(candidates(model, g, b, space, gpn), None) is not None
 
-    step = gpn if gpus > gpn else 1  # more than a node: whole nodes only
-    counts = [g for g in range(step, gpus + _NEAR_GPUS * step, step) if splits(g, batch)]
+    step = gpn if gpus > gpn else 1
+    whole = (g for g in range(step, gpus + _NEAR_GPUS * step, step) if g <= gpn or g % gpn == 0)
+    counts = [g for g in whole if splits(g, batch)]  # more than a node: whole nodes only
     batches = [
         b for b in range(max(1, batch - _NEAR_BATCH), batch + _NEAR_BATCH) if splits(gpus, b)
     ]
