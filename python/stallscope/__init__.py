@@ -32,6 +32,7 @@ from stallscope.capture._api import counter, loader, mark, region, step
 from stallscope.capture._backends import backends
 from stallscope.capture._trace import Trace, active, start, stop, trace
 from stallscope.exceptions import (
+    EventsError,
     RunDirError,
     StallscopeError,
     StallscopeWarning,
@@ -48,6 +49,7 @@ __all__ = [
     "CATEGORIES",
     "KINDS",
     "SCHEMA",
+    "EventsError",
     "KinetoImport",
     "RunDirError",
     "RunInfo",
