@@ -108,6 +108,7 @@ def plan(
     time."""
     from stallscope.cli.render import print_frame
     from stallscope.plan import load_model, load_system
+    from stallscope.plan._accuracy import accuracy
     from stallscope.plan._search import Space, search
 
     with plan_errors():
@@ -126,6 +127,7 @@ def plan(
                 "fitting": result.fitting,
                 "seconds": result.seconds,
                 "configurations": [p.to_dict() for p in result.best],
+                "accuracy": accuracy(),
             },
             json_path,
         )

@@ -95,7 +95,9 @@ def run_model_mode(
             interleave=interleave,
             precision=precision, stack=stack_arg(stack),
         )  # fmt: skip
-    doc = {"mode": "model", "predictions": [p.to_dict()]}
+    from stallscope.plan._accuracy import accuracy
+
+    doc = {"mode": "model", "predictions": [p.to_dict()], "accuracy": accuracy()}
     if json_path is not None:
         _write_json(doc, json_path)
         if str(json_path) == "-":

@@ -50,3 +50,16 @@ def test_plan_and_predict_print_it() -> None:
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert note in res.output
+
+
+def test_the_json_outputs_carry_it() -> None:
+    import orjson
+
+    for args in (
+        ["plan", "--model", "gpt3-6.7b", "--system", "dgx-a100", "--gpus", "8", "--top", "1"],
+        ["predict", "--model", "gpt3-6.7b", "--system", "dgx-a100", "--nodes", "1", "--tp", "8",
+         "--micro-batch", "1", "--global-batch", "8"],
+    ):  # fmt: skip
+        res = CliRunner().invoke(cli, [*args, "--json", "-"])
+        assert res.exit_code == 0, res.output
+        assert orjson.loads(res.output)["accuracy"] == accuracy()
