@@ -27,10 +27,11 @@ using In = py::array_t<T, py::array::c_style | py::array::forcecast>;
 // rank, base_ns, ts_float, row0_ns (None when the file's first row was not kept)
 using Fact = std::tuple<int32_t, int64_t, bool, std::optional<int64_t>>;
 
+// The data of a 1-d column of n rows; a ValueError naming `who` and the column otherwise.
 template <typename T>
-const T* rows_of(const In<T>& a, size_t n, const char* what) {
+const T* column_of(const In<T>& a, size_t n, const char* what, const char* who = "stall table") {
   if (a.ndim() != 1 || static_cast<size_t>(a.size()) != n) {
-    throw py::value_error(std::string("hta_rows: ") + what + " has the wrong length");
+    throw py::value_error(std::string(who) + ": " + what + " has the wrong length");
   }
   return a.data();
 }
@@ -43,13 +44,13 @@ py::dict hta_rows(const In<uint8_t>& kind, const In<int32_t>& rank, const In<int
                   bool include_last_step, bool gpu_only) {
   analysis::HtaRowsIn in;
   in.n = static_cast<size_t>(kind.size());
-  in.kind = rows_of(kind, in.n, "kind");
-  in.rank = rows_of(rank, in.n, "rank");
-  in.start = rows_of(start, in.n, "start");
-  in.end = rows_of(end, in.n, "end");
-  in.lane = rows_of(lane, in.n, "lane");
-  in.corr = rows_of(corr, in.n, "correlation");
-  in.name = rows_of(name, in.n, "name");
+  in.kind = column_of(kind, in.n, "kind", "hta_rows");
+  in.rank = column_of(rank, in.n, "rank", "hta_rows");
+  in.start = column_of(start, in.n, "start", "hta_rows");
+  in.end = column_of(end, in.n, "end", "hta_rows");
+  in.lane = column_of(lane, in.n, "lane", "hta_rows");
+  in.corr = column_of(corr, in.n, "correlation", "hta_rows");
+  in.name = column_of(name, in.n, "name", "hta_rows");
   if (hta_kind.size() != gpu_kind.size() || name_sync.size() != name_step.size()) {
     throw py::value_error("hta_rows: kind or name tables of different sizes");
   }
@@ -86,14 +87,6 @@ py::dict hta_rows(const In<uint8_t>& kind, const In<int32_t>& rank, const In<int
 
 // rank, t_a, o_a, slope
 using ClockFact = std::tuple<int32_t, int64_t, int64_t, double>;
-
-template <typename T>
-const T* column_of(const In<T>& a, size_t n, const char* what) {
-  if (a.ndim() != 1 || static_cast<size_t>(a.size()) != n) {
-    throw py::value_error(std::string("stall table: ") + what + " has the wrong length");
-  }
-  return a.data();
-}
 
 py::dict stall_sweep(const In<uint8_t>& kind, const In<uint8_t>& category, const In<int32_t>& rank,
                      const In<int64_t>& start, const In<int64_t>& end, const In<int32_t>& lane,
