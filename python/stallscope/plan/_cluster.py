@@ -333,6 +333,7 @@ def carried_over(src: DeviceModel, dev: DeviceModel) -> DeviceModel:
         },
         layer_factor=src.layer_factor,
         gemm_shapes=src.gemm_shapes,
+        sustained=src.sustained,  # the same die (H100 SXM and H200: both at 700 W)
         basis={k: v + note for k, v in src.basis.items()},
     )
 

@@ -16,6 +16,11 @@ kernel's published rate by head dimension and sequence length (``_attention``: F
 FlashAttention-3 and cuDNN on H100), else at ``attn_fwd_fraction`` / ``attn_bwd_fraction`` of
 the peak (FlashAttention-2's on A100). Memory-bound kernels (norms, activations, residual adds,
 casts, the optimizer): bytes / (hbm x hbm_fraction) + fixed.
+
+A table's ``sustained`` entry (``bench/gpu_sustained.py``: GEMMs after an idle and after a minute
+of training steps) scales GEMM and attention times by its hot over cold ratio: the SM clock a long
+run holds at its power limit. Memory-bound kernels keep their measured rate: the probes time
+GEMMs only.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ class DeviceModel:
     attention_measured: str = ""
     attention_curves: Curves = field(default_factory=dict)
     layer_factor: float = 1.0  # measured over modelled layer time (``_layer_fit``)
+    #: hot over cold GEMM time: the clock a long run sustains at its power limit and
+    #: temperature against the short bursts the table's rows time (1 without a measurement)
+    sustained: float = 1.0
     #: measured over modelled GEMM time by shape (``_gemm_shapes``); None without a table
     gemm_shapes: ShapeTable | None = None
     basis: Mapping[str, str] = field(default_factory=dict)
@@ -88,7 +96,7 @@ class DeviceModel:
         t = max(flops / rate, nbytes / self.hbm_bytes_s) + self.gemm_fixed_s
         if self.gemm_shapes is not None:  # a measured table's residual at this shape
             t *= self.gemm_shapes.ratio(m, n, k, precision)
-        return t
+        return t * self.sustained
 
     def attention_s(
         self,
@@ -116,8 +124,8 @@ class DeviceModel:
             s = slowdown(k)
             found = (peak * self.attn_fwd_fraction / s, peak * self.attn_bwd_fraction / s)
         return (
-            fwd / found[0] + self.gemm_fixed_s,
-            2.5 * fwd / found[1] + 2 * self.gemm_fixed_s,
+            (fwd / found[0] + self.gemm_fixed_s) * self.sustained,
+            (2.5 * fwd / found[1] + 2 * self.gemm_fixed_s) * self.sustained,
         )
 
     @property
@@ -209,12 +217,38 @@ class DeviceModel:
                 f"{len(attn)} measured attention rows of {source} (PyTorch {torch}: {kernel}) "
                 "by head dimension and sequence length; their median where a row lacks them"
             )
+        hot = table.get("sustained") if isinstance(table, Mapping) else None
+        if hot is not None:
+            dev = replace(dev, sustained=_sustained(hot, source))
+            basis["sustained"] = (
+                f"GEMMs {dev.sustained:.3f}x slower after {hot.get('heat_s', '?')} s of "
+                f"training steps than after an idle ({hot.get('source', source)}, "
+                f"{hot.get('date', 'undated')})"
+            )
         if not (gemms or attn or any(copy_gbps)):
             raise PlanError(
                 f"efficiency table {source} has no usable rows: expected rows "
                 '{"op": "gemm", "m", "n", "k", "dtype", "tflops"} or {"op": "attention", ...}'
             )
         return replace(dev, basis=basis)
+
+
+#: The range of a plausible hot over cold GEMM time: a GPU that sustains under 2/3 of its
+#: burst rate, or runs faster hot than cold by more than the timing noise, is mis-measured.
+SUSTAINED_RANGE = (0.95, 1.5)
+
+
+def _sustained(entry: Any, source: str) -> float:
+    """The ``sustained`` entry's hot over cold GEMM time, checked."""
+    value = entry.get("gemm_hot_over_cold") if isinstance(entry, Mapping) else None
+    lo, hi = SUSTAINED_RANGE
+    if not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise PlanError(
+            f"efficiency table {source}: sustained.gemm_hot_over_cold is {value!r}; expected "
+            f"the hot over cold GEMM time, a number from {lo} to {hi} (bench/gpu_sustained.py "
+            "writes it); remove the sustained entry to time the GPU at its burst rate"
+        )
+    return float(value)
 
 
 def _rows(table: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

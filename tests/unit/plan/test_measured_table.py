@@ -1,13 +1,16 @@
 """A measured efficiency table: its attention rows by shape and kernel, its copy rate beyond the
-cache, and a table of one GPU carried over to another of the same die."""
+cache, its sustained-clock factor, and a table of one GPU carried over to another of the same
+die."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from stallscope.plan import load_system
+from stallscope.plan import PlanError, load_system
+from stallscope.plan._cluster import carried_over
 from stallscope.plan._measured_attention import curves, rates, sdpa_kernel
 
 H100 = {"gpu": "H100-SXM", "gpus_per_node": 8, "intra_node_GBps": 450, "inter_node_Gbps": 3200}
@@ -82,3 +85,37 @@ def test_a_table_of_the_same_die_carries_over() -> None:
     )
     gemm = (8192, 8192, 8192, "bf16")
     assert h100.gemm_s(*gemm) == pytest.approx(h200.gemm_s(*gemm))
+
+
+def _gemm_rows() -> list[dict[str, Any]]:
+    return [
+        {"m": n, "n": n, "k": n, "dtype": "bf16", "tflops": 600.0 + n / 100} for n in (2048, 8192)
+    ]
+
+
+def test_a_sustained_clock_slows_the_compute_not_the_memory() -> None:
+    table = {"versions": {"torch": "2.11.0"}, "gemm": _gemm_rows(), "attention": _attention_rows()}
+    hot = {"gemm_hot_over_cold": 1.08, "heat_s": 75, "date": "2026-01-01"}
+    cold = load_system(H100 | {"efficiency_table": table}).device
+    warm = load_system(H100 | {"efficiency_table": table | {"sustained": hot}}).device
+    assert cold.sustained == 1.0 and warm.sustained == 1.08
+    gemm = (8192, 4096, 4096, "bf16")
+    assert warm.gemm_s(*gemm) == pytest.approx(1.08 * cold.gemm_s(*gemm))
+    att = (2, 16, 4096, 128, True, "bf16", "cudnn")
+    assert warm.attention_s(*att) == pytest.approx(tuple(1.08 * t for t in cold.attention_s(*att)))
+    assert warm.memory_s(1 << 30) == cold.memory_s(1 << 30)  # the probes time GEMMs only
+    assert "1.080x slower after 75 s" in warm.basis["sustained"]
+
+
+@pytest.mark.parametrize("value", [0.5, 2.0, "1.1", None])
+def test_an_implausible_sustained_factor_is_refused(value: object) -> None:
+    table = {"gemm": _gemm_rows(), "sustained": {"gemm_hot_over_cold": value}}
+    with pytest.raises(PlanError, match=r"sustained\.gemm_hot_over_cold .*remove the sustained"):
+        load_system(H100 | {"efficiency_table": table})
+
+
+def test_the_sustained_factor_carries_over_with_the_table() -> None:
+    h200 = load_system({**H100, "gpu": "H200-SXM"}).device
+    h100 = load_system(H100).device
+    src = replace(h200, sustained=1.05)
+    assert carried_over(src, h100).sustained == 1.05
