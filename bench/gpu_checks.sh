@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one go, on a GPU machine that reaches no package index:
 # install the carried wheels (.whl/, see bench/README.md "All GPU checks in one go") and build
-# stallscope into /tmp/site, then measure the device model (gpu_device_model.py), the overhead of
-# tracing a training step (gpu_overhead.py), and run the CUPTI validation, the NCCL plugin check
+# stallscope into /tmp/site, then measure the device model (gpu_device_model.py,
+# gpu_sustained.py), the overhead of tracing a training step (gpu_overhead.py), and run the CUPTI validation, the NCCL plugin check
 # and the NCCL comm benchmark, each under its own time limit so that one failure leaves the
 # others their time. Logs and results are packed after each step into
 # $OUT/gpu_checks.tgz (default OUT: /tmp/stallscope-gpu-checks-out, outside the checkout; one
@@ -67,6 +67,10 @@ step() {  # step NAME LIMIT CMD...: run unless LIMIT is 0
 }
 step device_model "${DEVICE_MODEL_LIMIT:-170}" "$PY" bench/gpu_device_model.py \
   --budget-s "${DEVICE_MODEL_BUDGET:-120}"
+# The clock a long run sustains: GEMMs after an idle and after a minute of training steps, with
+# NVML clocks and power beside them (the table's "sustained" entry).
+step sustained "${SUSTAINED_LIMIT:-120}" "$PY" bench/gpu_sustained.py \
+  --heat-s "${SUSTAINED_HEAT_S:-60}"
 if [ -f bench/gpu_overhead.py ]; then
   step overhead "${OVERHEAD_LIMIT:-200}" "$PY" bench/gpu_overhead.py ${OVERHEAD_ARGS:---quick}
 fi

@@ -263,9 +263,9 @@ def memory(
     return rows
 
 
-def layer_times(torch: Any, device: str, quick: bool, deadline: float) -> list[dict[str, Any]]:
-    """A GPT-style stack: per layer forward and backward times (CUDA events around each layer
-    through forward hooks and backward hooks on its input), and the whole step with Adam."""
+def gpt_block(torch: Any) -> Any:
+    """The GPT-style transformer layer the per-layer rows time: pre-LayerNorm, fused QKV,
+    causal SDPA, output projection, a 4h GELU MLP (the planner's layer with ffn_hidden 4h)."""
     from torch import nn
 
     class Block(nn.Module):
@@ -287,6 +287,16 @@ def layer_times(torch: Any, device: str, quick: bool, deadline: float) -> list[d
             x = x + self.proj(a.transpose(1, 2).reshape(b, s, h))
             return x + self.down(nn.functional.gelu(self.up(self.ln2(x))))
 
+    return Block
+
+
+def layer_times(torch: Any, device: str, quick: bool, deadline: float) -> list[dict[str, Any]]:
+    """A GPT-style stack: per layer forward and backward times (CUDA events around each layer
+    through forward hooks and backward hooks on its input), and the whole step with Adam."""
+    from torch import nn
+
+    block = gpt_block(torch)
+
     shapes = [(2048, 16, 2048, 1), (4096, 32, 2048, 1)] if quick else [
         (1024, 16, 2048, 4), (2048, 16, 2048, 2), (4096, 32, 2048, 1), (4096, 32, 4096, 1),
         (8192, 64, 2048, 1), (12288, 96, 2048, 1)]  # fmt: skip
@@ -307,7 +317,7 @@ def layer_times(torch: Any, device: str, quick: bool, deadline: float) -> list[d
             break
         layers = 4 if h < 8192 else 2  # 12 h^2 parameters a layer, bf16 weights, grads, Adam
         with torch.device(device):  # initialised where it runs: no CPU copy of the weights
-            stack = nn.Sequential(*[Block(h, heads) for _ in range(layers)]).to(dtype=dt_)
+            stack = nn.Sequential(*[block(h, heads) for _ in range(layers)]).to(dtype=dt_)
         opt = torch.optim.Adam(stack.parameters(), lr=1e-4, fused=cuda)
         x = torch.randn(mb, seq, h, device=device, dtype=dt_, requires_grad=True)
         fwd: dict[int, list[float]] = {i: [] for i in range(layers)}
