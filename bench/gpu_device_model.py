@@ -399,30 +399,53 @@ def efficiency_table(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true", help="fewer shapes (about a minute)")
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--budget-s", type=float, default=240.0, help="stop measuring after this")
-    ap.add_argument("--min-time-s", type=float, default=0.01, help="per repeat, GPU")
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    ap.add_argument("--tables", type=Path, default=TABLES)
-    args = ap.parse_args()
+def torch_for(device: str) -> Any:
+    """torch, or None (the reason printed) without torch or, for ``device`` cuda, a GPU."""
     try:
         import torch
     except ImportError:
         print("no torch: nothing measured")
-        return 0
-    if args.device == "cuda" and not torch.cuda.is_available():
+        return None
+    if device == "cuda" and not torch.cuda.is_available():
         print("no GPU: torch.cuda.is_available() is False; nothing measured")
+        return None
+    return torch
+
+
+def device_name(torch: Any, device: str) -> str:
+    return torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu"
+
+
+def table_path(tables: Path, name: str) -> Path:
+    """The device's efficiency table: "NVIDIA H200" -> <tables>/H200.json."""
+    return tables / (name.replace("NVIDIA ", "").replace(" ", "-") + ".json")
+
+
+def parser(doc: str, out: Path, quick: str) -> argparse.ArgumentParser:
+    """The options the device scripts share: --quick, --device, --min-time-s, --out, --tables."""
+    ap = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true", help=quick)
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--min-time-s", type=float, default=0.01, help="per repeat, GPU")
+    ap.add_argument("--out", type=Path, default=out)
+    ap.add_argument("--tables", type=Path, default=TABLES, help="the efficiency tables' folder")
+    return ap
+
+
+def main() -> int:
+    ap = parser(__doc__ or "", RESULTS, "fewer shapes (about a minute)")
+    ap.add_argument("--budget-s", type=float, default=240.0, help="stop measuring after this")
+    args = ap.parse_args()
+    torch = torch_for(args.device)
+    if torch is None:
         return 0
     t0 = time.monotonic()
     deadline = t0 + args.budget_s
     torch.manual_seed(0)
     timer = Timer(torch, args.device, args.min_time_s)
-    name = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu"
+    name = device_name(torch, args.device)
     result: dict[str, Any] = {
         "bench": "gpu_device_model",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -445,9 +468,8 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     if args.device == "cuda":
-        slug = name.replace("NVIDIA ", "").replace(" ", "-")
         args.tables.mkdir(parents=True, exist_ok=True)
-        (args.tables / f"{slug}.json").write_bytes(
+        table_path(args.tables, name).write_bytes(
             orjson.dumps(efficiency_table(result), option=orjson.OPT_INDENT_2)
         )
     best = max(

@@ -26,7 +26,6 @@ Without a GPU it says so and exits 0; ``--device cpu --quick`` runs the same cod
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import datetime as dt
 import platform
@@ -40,7 +39,14 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_device_model import TABLES, Timer, gpt_block  # the bench folder's module
+from gpu_device_model import (  # the bench folder's module
+    Timer,
+    device_name,
+    gpt_block,
+    parser,
+    table_path,
+    torch_for,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "gpu_sustained.json"
@@ -292,30 +298,18 @@ def sustained_entry(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true", help="fewer probes")
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap = parser(__doc__ or "", RESULTS, "fewer probes")
     ap.add_argument("--heat-s", type=float, default=75.0, help="seconds of training steps")
     ap.add_argument("--idle-s", type=float, default=15.0, help="idle before the cold probes")
     ap.add_argument("--sample-ms", type=float, default=100.0, help="NVML sampling period")
-    ap.add_argument("--min-time-s", type=float, default=0.01, help="per repeat, GPU")
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    ap.add_argument("--tables", type=Path, default=TABLES)
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("no torch: nothing measured")
-        return 0
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("no GPU: torch.cuda.is_available() is False; nothing measured")
+    torch = torch_for(args.device)
+    if torch is None:
         return 0
     cuda = args.device == "cuda"
     torch.manual_seed(0)
     timer = Timer(torch, args.device, args.min_time_s)
-    name = torch.cuda.get_device_name() if cuda else platform.processor() or "cpu"
+    name = device_name(torch, args.device)
     nvml: Nvml | None = None
     nvml_error = ""
     if cuda:
@@ -364,8 +358,7 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     if cuda and result["summary"]["gemm_hot_over_cold"]:
-        slug = name.replace("NVIDIA ", "").replace(" ", "-")
-        path = args.tables / f"{slug}.json"
+        path = table_path(args.tables, name)
         table = orjson.loads(path.read_bytes()) if path.exists() else {
             "format": "stallscope.device_efficiency", "version": 1, "device": name}  # fmt: skip
         table["sustained"] = sustained_entry(result)
