@@ -223,10 +223,11 @@ def whatif(
 
             output_file(plot_path)
             plot_whatif(table, plot_path, f"{m.name} on {gpus} x {s.device.name}")
+    from stallscope.plan._accuracy import accuracy, accuracy_note
+
     if json_path is not None:
-        _write_json(
-            {"model": m.name, "system": s.name, "gpus": gpus, "rows": table.to_dicts()}, json_path
-        )
+        doc = {"model": m.name, "system": s.name, "gpus": gpus, "rows": table.to_dicts()}
+        _write_json(doc | {"accuracy": accuracy()}, json_path)
         if str(json_path) == "-":
             return
     print_frame(
@@ -245,3 +246,5 @@ def whatif(
     )
     if plot_path is not None:
         click.echo(f"plot: {plot_path}")
+    if note := accuracy_note():  # the speed-ups are ratios; the step times carry its error
+        click.echo(note)

@@ -50,6 +50,12 @@ def test_plan_and_predict_print_it() -> None:
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert note in res.output
+    res = CliRunner().invoke(cli, [*WHATIF, "--knob", "nic=1"])
+    assert res.exit_code == 0, res.output
+    assert note in res.output
+
+
+WHATIF = ["whatif", "--model", "gpt3-6.7b", "--system", "dgx-a100", "--gpus", "8"]
 
 
 def test_the_json_outputs_carry_it() -> None:
@@ -59,6 +65,7 @@ def test_the_json_outputs_carry_it() -> None:
         ["plan", "--model", "gpt3-6.7b", "--system", "dgx-a100", "--gpus", "8", "--top", "1"],
         ["predict", "--model", "gpt3-6.7b", "--system", "dgx-a100", "--nodes", "1", "--tp", "8",
          "--micro-batch", "1", "--global-batch", "8"],
+        [*WHATIF, "--knob", "nic=1"],
     ):  # fmt: skip
         res = CliRunner().invoke(cli, [*args, "--json", "-"])
         assert res.exit_code == 0, res.output
