@@ -37,6 +37,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--p2p-overlap", is_flag=True, help="Pipeline sends behind compute (Megatron's --overlap-p2p-communication); default: they block the sender."),
     click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage."),
     click.option("--interleave", type=click.IntRange(1), default=1, show_default=True, help="Model chunks per pipeline stage (interleaved 1F1B)."),
+    click.option("--first-stage-layers", type=click.IntRange(1), default=None, help="Layers of the first pipeline stage (Megatron's --decoder-first-pipeline-num-layers; default: the even split)."),
+    click.option("--last-stage-layers", type=click.IntRange(1), default=None, help="Layers of the last pipeline stage (Megatron's --decoder-last-pipeline-num-layers; the middle stages split the rest)."),
     click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
     click.option("--stack", "stack", default=None, help=STACK_HELP),
 ]  # fmt: skip
@@ -65,6 +67,8 @@ def run_model_mode(
     p2p_overlap: bool,
     zero: int,
     interleave: int,
+    first_stage_layers: int | None,
+    last_stage_layers: int | None,
     precision: str,
     stack: str | None,
     json_path: Path | None,
@@ -92,8 +96,8 @@ def run_model_mode(
             model, system, nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, dp=dp,
             micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
             sequence_parallel=sequence_parallel, p2p_overlap=p2p_overlap, zero=zero,
-            interleave=interleave,
-            precision=precision, stack=stack_arg(stack),
+            interleave=interleave, first_stage_layers=first_stage_layers,
+            last_stage_layers=last_stage_layers, precision=precision, stack=stack_arg(stack),
         )  # fmt: skip
     from stallscope.plan._accuracy import accuracy
 

@@ -65,13 +65,17 @@ def predict_model(
     cp: int = 1,
     p2p_overlap: bool = False,
     stack: str | Stack | Mapping[str, Any] = DEFAULT_STACK,
+    first_stage_layers: int | None = None,
+    last_stage_layers: int | None = None,
 ) -> Prediction:
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory.
     ``stack``: the training software (a preset of ``stacks()``, a Stack or a dict of its
-    fields)."""
+    fields). ``first_stage_layers`` / ``last_stage_layers``: the first / last pipeline stage's
+    layer count (Megatron's uneven split; the middle stages split the rest evenly)."""
     _counts(
         nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp, cp=cp,
         micro_batch=micro_batch, global_batch=global_batch, interleave=interleave,
+        first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
     )  # fmt: skip
     m, sy = load_model(model), load_system(system)
     sy = _node_size(sy, gpus_per_node)
@@ -94,6 +98,8 @@ def predict_model(
         cp=cp,
         p2p_overlap=p2p_overlap,
         stack=stack if isinstance(stack, str | Stack) else load_stack(stack),
+        first_stage_layers=None if first_stage_layers is None else int(first_stage_layers),
+        last_stage_layers=None if last_stage_layers is None else int(last_stage_layers),
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

@@ -29,7 +29,7 @@ def breakdown(p: Prediction, c: Costs) -> pl.DataFrame:
     step; the rows sum to the step."""
     s, m = p.strategy, p.strategy.micro_batches
     stages = s.pp
-    layers = p.model.layers / stages  # layers per stage, all its chunks
+    layers = p.model.layers / stages  # mean layers per stage (also of an uneven split)
     rows: dict[str, float] = {}
     if c.layer is not None:
         fp, bp = dict(c.layer.f_parts), dict(c.layer.b_parts)

@@ -167,7 +167,8 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     param_ag_embed = collective_s(system, "all_gather", ep * wb, dp) if pag else 0.0
     if pag and st.param_gather_overlap:
         # each layer's weights are gathered behind the next step's forward of the layers before
-        # it: the first layer's gather is what the step waits for (one layer of the stage's)
+        # it: the first layer's gather is what the step waits for (one layer of the stage's;
+        # under an uneven split a stage waits for its layers over the mean times one gather)
         cont_step += slowed(param_ag_layer, f_comp)
         param_ag_layer *= s.pp / model.layers
     opt_layer += cont_step

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stallscope.plan._model import Model
-from stallscope.plan._strategy import Strategy, fused_attention
+from stallscope.plan._strategy import Strategy, fused_attention, stage_layers
 
 GIB = 1 << 30
 #: CUDA context, cuBLAS / NCCL workspaces and buffers held outside PyTorch's caching allocator.
@@ -102,7 +102,7 @@ class Memory:
 
 def stage_params(model: Model, s: Strategy, stage: int) -> float:
     """Parameters one GPU of ``stage`` holds before ZeRO sharding (its TP share)."""
-    per = model.layers // s.pp * model.layer_params() / s.tp
+    per = stage_layers(model, s)[stage] * model.layer_params() / s.tp
     emb = model.embedding_params() / s.tp
     if stage == 0:
         per += emb
@@ -122,14 +122,14 @@ def memory(
     stage k holds at once (from the schedule). Only the stages that can be the most loaded are
     looked at, unless ``every_stage``."""
     best: Memory | None = None
-    nl = model.layers // (s.pp * s.interleave)
+    layers = stage_layers(model, s)
     per_layer = layer_activation_bytes(model, s)
     recompute_one = layer_activation_bytes(model, s, "none") if s.recompute == "full" else 0.0
     tokens = model.seq_len // s.cp * s.micro_batch
     # the first and last stages hold the embedding and the logits, and (in_flight never grows
     # along the pipeline) the most activations: the others only when they hold more
     stages = {0, s.pp - 1} | {k for k, n in enumerate(in_flight) if n > in_flight[0]}
-    if every_stage:
+    if every_stage or s.uneven:  # a lighter first or last stage: any stage may be the most loaded
         stages = set(range(s.pp))
     for k in sorted(stages):
         p = stage_params(model, s, k)
@@ -138,6 +138,7 @@ def memory(
             w += 2 * model.layer_params() / s.tp * s.weight_bytes
         gr = p * s.grad_bytes / (s.replicas if s.zero >= 2 else 1)
         opt = p * s.optimizer_bytes / (s.replicas if s.zero >= 1 else 1)
+        nl = layers[k] // s.interleave  # layers per chunk of this stage
         act = in_flight[k] * nl * per_layer + recompute_one  # full: one layer recomputed at a time
         if k == 0:  # embedding output of each held micro-batch
             act += in_flight[k] * 2 * tokens * model.hidden / (s.tp if s.sequence_parallel else 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from stallscope import _core
@@ -14,8 +15,8 @@ from stallscope.plan._costs import Costs, costs
 from stallscope.plan._layout import Layout, layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
-from stallscope.plan._schedule import SLOTS, Schedule, Shape, in_flight_counts
-from stallscope.plan._strategy import Strategy, check
+from stallscope.plan._schedule import SLOTS, Schedule, Shape, in_flight_counts, scale_stages
+from stallscope.plan._strategy import Strategy, check, stage_layers
 from stallscope.predict._compiled import CompiledGraph, attribute_classes
 from stallscope.predict._engine import CATEGORIES, Graph, Stream
 
@@ -104,11 +105,12 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
     def net(nodes: int) -> str:
         return "network" if nodes > 1 else "interconnect"
 
+    per_chunk = [n // s.interleave for n in stage_layers(model, s)]
     return Shape(
         pp=s.pp,
         micro_batches=s.micro_batches,
         interleave=s.interleave,
-        layers_per_chunk=model.layers // (s.pp * s.interleave),
+        layers_per_chunk=max(per_chunk),
         zero3=s.zero == 3 and s.replicas > 1,
         dp_overlap=s.replicas > 1 and s.zero < 3,
         dp_blocking=not s.software.dp_overlap,
@@ -119,6 +121,7 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         tp_cat=net(lay.tp.nodes),
         send_cat="network" if lay.pp_cross_node else "interconnect",
         dp_cat=net(lay.dp.nodes),
+        stage_layers=tuple(per_chunk) if len(set(per_chunk)) > 1 else (),
     )
 
 
@@ -146,8 +149,9 @@ def _category(shape: Shape) -> list[str]:
 
 
 def native_graph(shape: Shape) -> dict[str, Any]:
-    """The native pipeline graph's arrays of ``shape`` (``_core.pipeline_graph``)."""
-    return _core.pipeline_graph(
+    """The native pipeline graph's arrays of ``shape`` (``_core.pipeline_graph``), per-layer
+    multipliers scaled to each stage's own layer count (``scale_stages``)."""
+    a: dict[str, Any] = _core.pipeline_graph(
         shape.pp,
         shape.micro_batches,
         shape.interleave,
@@ -160,6 +164,11 @@ def native_graph(shape: Shape) -> dict[str, Any]:
         shape.p2p_blocking,
         shape.dp_blocking,
     )
+    if shape.stage_layers:
+        stage = a["stream_class"][a["stream"]].tolist()
+        mult = scale_stages(shape, a["slot"].tolist(), stage, a["mult"].tolist())
+        a["mult"] = np.asarray(mult, dtype=a["mult"].dtype)
+    return a
 
 
 def native_schedule(shape: Shape) -> Schedule:

@@ -11,7 +11,9 @@ one layer ahead, its gradients reduce-scattered after its backward, every micro-
 
 Task durations are not fixed in the graph: each task names a *slot* (a per-layer or per-send
 cost) and a multiplier, so one graph per schedule shape is re-timed for every configuration of
-that shape (``Schedule.durations``). Megatron's point-to-point sends block the sender unless its
+that shape (``Schedule.durations``). An uneven split (``Shape.stage_layers``: first or last stage
+with its own layer count) keeps the graph of the largest stage's count and scales each stage's
+per-layer tasks (``LAYER_SLOTS``) by its own count over that one (``scale_stages``). Megatron's point-to-point sends block the sender unless its
 p2p overlap is on (``--overlap-p2p-communication``): ``p2p_blocking`` puts them on the compute
 stream. Megatron-LM before its overlapped gradient reduction (its 2021-22 "local" DDP) reduced
 the gradients after the whole backward: ``dp_blocking`` puts them on the compute stream too.
@@ -32,6 +34,11 @@ SLOTS: Final[tuple[str, ...]] = (
     "opt_layer", "opt_embed", "param_ag_layer", "param_ag_embed",
 )  # fmt: skip
 _SLOT: Final = {n: i for i, n in enumerate(SLOTS)}
+#: Slots whose multiplier counts layers (the others count events: embedding, logits, sends).
+LAYER_SLOTS: Final[frozenset[str]] = frozenset(
+    ("f_comp", "f_tp", "b_comp", "b_tp", "f", "b", "zero_ag", "zero_rs", "dp_layer",
+     "opt_layer", "param_ag_layer")
+)  # fmt: skip
 
 
 def stage_order(pp: int, m: int, v: int, stage: int) -> list[tuple[str, int, int]]:
@@ -90,6 +97,15 @@ class Shape:
     tp_cat: str = "interconnect"
     send_cat: str = "interconnect"
     dp_cat: str = "network"
+    #: layers per chunk of each stage when they differ (empty: every stage has
+    #: ``layers_per_chunk``, which is then the largest of them)
+    stage_layers: tuple[int, ...] = ()
+
+    def stage_factors(self) -> list[float]:
+        """Per stage: its layers per chunk over ``layers_per_chunk`` (1 for an even split)."""
+        if not self.stage_layers:
+            return [1.0] * self.pp
+        return [n / self.layers_per_chunk for n in self.stage_layers]
 
 
 @dataclass
@@ -241,7 +257,19 @@ def build(shape: Shape) -> Schedule:
                 add(dps, "param_ag_embed", extra, shape.dp_cat, (pg,), "weight gather embedding")
     for task, key in pending:
         g.wait_on[task] = (sends[key],)
+    stage = [g.streams[k].rank_class for k in g.stream_of]
+    sch.mult = scale_stages(shape, sch.slot, stage, sch.mult)
     return sch
+
+
+def scale_stages(shape: Shape, slot: list[int], stage: list[int], mult: list[float]) -> list[float]:
+    """``mult`` with each per-layer task scaled to its stage's own layer count (unchanged for
+    an even split)."""
+    if not shape.stage_layers:
+        return mult
+    f = shape.stage_factors()
+    layer = {_SLOT[n] for n in LAYER_SLOTS}
+    return [k * f[st] if sl in layer else k for sl, st, k in zip(slot, stage, mult, strict=True)]
 
 
 def in_flight_counts(pp: int, m: int, v: int) -> list[int]:

@@ -2,6 +2,14 @@
 
 tp x pp x dp GPUs; each data-parallel replica takes ``global_batch / dp`` sequences per step in
 ``micro_batches = global_batch / (dp x micro_batch)`` micro-batches through the pipeline.
+
+The layers split evenly over the pipeline stages unless ``first_stage_layers`` /
+``last_stage_layers`` are given (Megatron-Core's ``num_layers_in_first_pipeline_stage`` /
+``num_layers_in_last_pipeline_stage``, Megatron-LM's ``--decoder-first-pipeline-num-layers`` /
+``--decoder-last-pipeline-num-layers``): those stages hold the given counts and the middle
+stages split the rest evenly. With interleaving every stage's count must divide by the
+interleave (each of its chunks holds the same share), as Megatron-Core requires
+(``TransformerConfig.__post_init__``, megatron/core/transformer/transformer_config.py).
 """
 
 from __future__ import annotations
@@ -42,6 +50,13 @@ class Strategy:
     cp: int = 1  # context parallel: each sequence split over cp GPUs (ring attention)
     p2p_overlap: bool = False  # pipeline sends behind compute (Megatron's opt-in p2p overlap)
     stack: str | Stack = DEFAULT_STACK  # the training software (a preset's name or a Stack)
+    first_stage_layers: int | None = None  # layers of pipeline stage 0 (None: even split)
+    last_stage_layers: int | None = None  # layers of the last pipeline stage (None: even split)
+
+    @property
+    def uneven(self) -> bool:
+        """Whether the first or last stage's layer count is given."""
+        return self.first_stage_layers is not None or self.last_stage_layers is not None
 
     @property
     def software(self) -> Stack:
@@ -87,7 +102,96 @@ class Strategy:
         parts.append(f"z{self.zero}")
         if self.interleave > 1:
             parts.append(f"v{self.interleave}")
+        if self.first_stage_layers is not None:
+            parts.append(f"first{self.first_stage_layers}")
+        if self.last_stage_layers is not None:
+            parts.append(f"last{self.last_stage_layers}")
         return ".".join(parts)
+
+
+def stage_layers(model: Model, s: Strategy) -> tuple[int, ...]:
+    """Transformer layers of each pipeline stage (all its chunks), first to last: the given
+    first / last counts and the rest split evenly over the middle stages (``check`` first)."""
+    first, last = s.first_stage_layers, s.last_stage_layers
+    if not s.uneven:
+        return (model.layers // s.pp,) * s.pp
+    middle = s.pp - (first is not None) - (last is not None)
+    rest = model.layers - (first or 0) - (last or 0)
+    each = rest // middle if middle else 0
+    out = [each] * s.pp
+    if first is not None:
+        out[0] = first
+    if last is not None:
+        out[-1] = last
+    return tuple(out)
+
+
+def _uneven_rule(layers: int, pp: int, v: int, first: int | None, last: int | None) -> str:
+    """The Megatron-Core rule an uneven split breaks ("" when it breaks none)."""
+    for name, n in (("first", first), ("last", last)):
+        if n is not None and n < 1:
+            return f"the {name} stage must hold at least one layer, got {n}"
+        if n is not None and n % v:
+            return (
+                f"the {name} stage's {n} layers must divide by the interleave ({v}): each of "
+                f"its chunks holds the same number of layers"
+            )
+    middle = pp - (first is not None) - (last is not None)
+    rest = layers - (first or 0) - (last or 0)
+    if middle < 0:
+        return "a first and a last stage need pipeline parallelism of at least 2"
+    if rest < 0 or bool(rest) != bool(middle):
+        return (
+            f"{rest} layers are left for the {middle} middle stage(s): every middle stage "
+            f"holds at least one layer, and without middle stages none may be left"
+        )
+    if middle and rest % middle:
+        return f"the {rest} layers left do not split evenly over the {middle} middle stages"
+    if middle and rest // middle % v:
+        return (
+            f"the middle stages' {rest // middle} layers must divide by the interleave ({v}): "
+            f"each of their chunks holds the same number of layers"
+        )
+    return ""
+
+
+def _check_uneven(model: Model, s: Strategy) -> None:
+    first, last = s.first_stage_layers, s.last_stage_layers
+    for name, n in (("first_stage_layers", first), ("last_stage_layers", last)):
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool)):
+            raise PlanError(f"{name} must be a whole number, got {n!r}")
+    if s.pp < 2:
+        raise PlanError(
+            "first / last stage layer counts split the layers over pipeline stages: they need "
+            "pp > 1 (or leave them unset for the even split)"
+        )
+    rule = _uneven_rule(model.layers, s.pp, s.interleave, first, last)
+    if not rule:
+        return
+    n = model.layers
+    hints = []
+    if first is not None:
+        ok = [f for f in range(1, n + 1) if not _uneven_rule(n, s.pp, s.interleave, f, last)]
+        if ok:
+            hints.append(f"first-stage layers {listed(nearest_values(first, ok))}")
+    if last is not None:
+        ok = [x for x in range(1, n + 1) if not _uneven_rule(n, s.pp, s.interleave, first, x)]
+        if ok:
+            hints.append(f"last-stage layers {listed(nearest_values(last, ok))}")
+    if first is not None and last is not None:
+        ok = [x for x in range(1, n + 1) if not _uneven_rule(n, s.pp, s.interleave, x, x)]
+        if ok:
+            hints.append(f"equal first and last of {listed(nearest_values(first, ok))}")
+    if s.interleave > 1:
+        vs = [v for v in divisors(n) if not _uneven_rule(n, s.pp, v, first, last)]
+        if vs:
+            hints.append(f"interleave {listed(nearest_values(s.interleave, vs))}")
+    fix = ("nearest valid: " + "; or ".join(hints)) if hints else "change pp or the interleave"
+    raise PlanError(
+        f"uneven pipeline split of {model.name!r} ({n} layers, pp={s.pp}, "
+        f"interleave={s.interleave}, first={first}, last={last}): {rule} (Megatron-Core's "
+        f"rule for num_layers_in_first/last_pipeline_stage); {fix}"
+    )
 
 
 def fused_attention(model: Model, s: Strategy) -> bool:
@@ -124,7 +228,9 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
             f"nearest valid tp: {listed(nearest_values(s.tp, [t for t in tp_ok if model.ffn_hidden % t == 0]))}"
         )
     chunks = s.pp * s.interleave
-    if model.layers % chunks:
+    if s.uneven:
+        _check_uneven(model, s)
+    elif model.layers % chunks:
         ok = [d for d in divisors(model.layers) if d % s.pp == 0] if s.interleave > 1 else []
         hint = (
             f"nearest valid interleave for pp={s.pp}: "

@@ -64,10 +64,39 @@ def test_predict_model_mode_json(files: tuple[str, str]) -> None:
     assert text.exit_code == 0 and "MFU" in text.output and "memory per GPU" in text.output
 
 
+def test_predict_model_mode_uneven_stages(files: tuple[str, str]) -> None:
+    m, s = files  # 8 layers on 4 stages: 1 + 3 + 3 + 1
+    args = ["predict", "--model", m, "--system", s, "--nodes", "1", "--tp", "2", "--pp", "4"]
+    args += ["--global-batch", "32", "--json", "-"]
+    even = orjson.loads(CliRunner().invoke(cli, args).stdout)["predictions"][0]
+    res = CliRunner().invoke(cli, [*args, "--first-stage-layers", "1", "--last-stage-layers", "1"])
+    assert res.exit_code == 0, res.output
+    p = orjson.loads(res.stdout)["predictions"][0]
+    assert p["first_stage_layers"] == 1 and p["last_stage_layers"] == 1
+    assert even["first_stage_layers"] is None
+    # the logits (2 x 32000 x 1024 FLOPs a token; a layer 1024 x (24 x 1024 + 4 x 1024): 2.2
+    # layers' worth) make the even split's last stage the slowest; one layer there and on the
+    # first stage balances the pipeline
+    assert p["step_ns"] < even["step_ns"]
+    assert p["stages"][0]["compute_ns"] < p["stages"][1]["compute_ns"]
+    text = CliRunner().invoke(
+        cli, [*args[:-2], "--first-stage-layers", "1", "--last-stage-layers", "1"]
+    )
+    assert text.exit_code == 0 and ".first1.last1" in text.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--tp", "3"], "tp=3 does not divide heads (16)"),
+        (
+            ["--pp", "4", "--first-stage-layers", "2", "--last-stage-layers", "1"],
+            "5 layers left do not split evenly over the 2 middle stages",
+        ),
+        (
+            ["--pp", "4", "--interleave", "2", "--first-stage-layers", "1"],
+            "divide by the interleave",
+        ),
         (["--pp", "3"], "nearest valid pp: 1, 2, 4"),
         (["--global-batch", "30"], "nearest valid global batches"),
         (["--interleave", "3", "--pp", "2"], "not divisible by pp x interleave"),
