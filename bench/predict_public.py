@@ -16,18 +16,19 @@ the source's own definition:
 
 Fields neither the source nor its configuration states (micro-batch, interleave, recompute,
 sequence parallel, ZeRO stage) are the planner's choice: the fastest configuration that fits
-with everything stated held fixed. Model details the presets do not carry follow the framework of
+with everything stated held fixed (``interleaved``: the source states an interleaved schedule
+without its number of chunks, so only interleaves above 1 are tried). Model details the presets do not carry follow the framework of
 the run: Megatron-LM and Megatron-DeepSpeed 2021-2022 (Narayanan, Korthikanti, Megatron-LM's
 GPT-3 example, MT-NLG, BLOOM): unfused attention (the stack) with dropout 0.1 (the frameworks'
 defaults); the 2024 stacks (NeMo / Megatron-Core with Transformer Engine, torchtitan,
 llm-foundry): flash attention, no dropout. Entries without a system preset (llm-foundry's
 tables, BLOOM, Llama 3) run on DGX-like nodes: 8 GPUs on NVSwitch, 1600 Gb/s per A100 node (as
-llm-foundry's table heading states) and 3200 Gb/s per H100 node (Llama 3: 400 Gb/s per GPU);
-BLOOM's 4 x 100 Gb/s Omni-Path per node has no link preset yet, which matters once its row can
-be counted.
+llm-foundry's table heading states) and 3200 Gb/s per H100 node (Llama 3: 400 Gb/s per GPU),
+unless the entry gives its own ``inter_node_Gbps`` (BLOOM: 4 x 100 Gb/s Omni-Path per node).
+A pipeline whose first and last stages hold fewer layers gives them as ``first_stage_layers`` /
+``last_stage_layers`` (Megatron's uneven split: the middle stages share the rest evenly).
 Entries on a GPU whose dense peak is not published, and entries no configuration of the planner
-can express (a pipeline split with fewer layers on the first and last stages), are reported
-with the reason and not counted.
+can express, are reported with the reason and not counted.
 
 The held-out check (``split`` in the result): the error of the runs published before
 ``SPLIT_DATE`` and of those published after. The planner's constants come from datasheets and
@@ -90,10 +91,14 @@ def cluster_of(e: dict[str, Any]) -> tuple[Cluster, str]:
         "gpu": e["gpu"],
         "gpus_per_node": e["gpus_per_node"],
         "intra_node_GBps": 450 if h100 else 300,
-        "inter_node_Gbps": 3200 if h100 else 1600,
+        "inter_node_Gbps": e.get("inter_node_Gbps") or (3200 if h100 else 1600),
     }
     note = "no system preset: NVSwitch nodes, " + (
-        "3200 Gb/s per node assumed" if h100 else "1600 Gb/s per node (the table's heading)"
+        f"{e['inter_node_Gbps']} Gb/s per node (the entry's fabric)"
+        if e.get("inter_node_Gbps")
+        else "3200 Gb/s per node assumed"
+        if h100
+        else "1600 Gb/s per node (the table's heading)"
     )
     return load_system(doc), note
 
@@ -127,13 +132,18 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
     st = stack_of(e)
     tp, pp, dp = e["tp"], e["pp"], e["dp"]
     mbs = [e["micro_batch"]] if e.get("micro_batch") else [1, 2, 4, 8]
+    first, last = e.get("first_stage_layers"), e.get("last_stage_layers")
     if e.get("virtual_stages"):
         vs = [e["virtual_stages"]]
+    elif first is not None or last is not None:
+        vs = [1, 2, 3, 4, 6, 8]  # check() refuses those Megatron-Core's rule refuses
     elif pp > 1:
         # No even split at all: try v = 1 so that the planner's check says why.
         vs = [v for v in (1, 2, 3, 4, 6, 8) if m.layers % (pp * v) == 0] or [1]
     else:
         vs = [1]
+    if e.get("interleaved"):  # the source states an interleaved schedule, not its V
+        vs = [v for v in vs if v > 1] or [2]
     rcs = [e["recompute"]] if e.get("recompute") else ["none", "selective", "full"]
     sps = [e["sequence_parallel"]] if e.get("sequence_parallel") is not None else [tp > 1]
     zs = [e["zero_stage"]] if e.get("zero_stage") is not None else [0, 1]
@@ -142,7 +152,7 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
     for mb, v, rc, sp, z in itertools.product(mbs, vs, rcs, sps, zs):
         s = Strategy(
             tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
-            cp=e.get("cp") or 1, stack=st,
+            cp=e.get("cp") or 1, stack=st, first_stage_layers=first, last_stage_layers=last,
         )  # fmt: skip
         try:
             check(m, s, e["gpus"])

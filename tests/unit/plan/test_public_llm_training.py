@@ -27,7 +27,10 @@ KEYS = {
     "micro_batch", "global_batch", "recompute", "sequence_parallel", "zero_stage", "gpu", "gpus",
     "gpus_per_node", "system", "interconnect", "result", "source", "notes", "stack",
 }  # fmt: skip
-OPTIONAL = {"params", "mfu_basis"}
+OPTIONAL = {
+    "params", "mfu_basis", "first_stage_layers", "last_stage_layers", "stage_layers_source",
+    "inter_node_Gbps", "inter_node_source", "interleaved",
+}  # fmt: skip
 RESULTS = {
     "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
     "peak_fraction", "aggregate_pflops",
@@ -78,10 +81,21 @@ def test_entry_schema(e: dict[str, Any]) -> None:
     if e["micro_batch"] is not None:
         assert e["global_batch"] % (e["dp"] * e["micro_batch"]) == 0
     vp = e["virtual_stages"]
-    # A plain pipeline may split the layers unevenly (BLOOM: 5 of 70 on the first and last of 12
-    # stages, which also hold the embeddings); interleaved chunks hold equal shares.
     assert vp is None or (isinstance(vp, int) and vp >= 1)
-    assert vp in (None, 1) or m.layers % (e["pp"] * vp) == 0
+    uneven = [e.get("first_stage_layers"), e.get("last_stage_layers")]
+    if any(n is not None for n in uneven):  # Megatron's split: the middle stages share the rest
+        middle = e["pp"] - sum(n is not None for n in uneven)
+        rest = m.layers - sum(n or 0 for n in uneven)
+        assert middle > 0 and rest > 0 and rest % middle == 0
+        s = e["stage_layers_source"]
+        assert s["url"].startswith("https://") and DATE.match(s["date"]) and s["where"]
+    else:
+        assert "stage_layers_source" not in e
+        assert vp in (None, 1) or m.layers % (e["pp"] * vp) == 0
+    if "inter_node_Gbps" in e:
+        assert e["inter_node_Gbps"] > 0 and e["system"] is None
+        s = e["inter_node_source"]
+        assert s["url"].startswith("https://") and DATE.match(s["date"]) and s["where"]
     assert e["interconnect"] and isinstance(e["notes"], str)
     st = load_stack(e["stack"])  # a known preset, known fields
     assert st.name and e["stack"]["preset"] in stack_names()
@@ -177,11 +191,22 @@ def test_the_bench_turns_palm_model_flops_into_a_step_time(e: dict[str, Any]) ->
     assert bench.measured_step_s(e, bench.model_of(e)) == pytest.approx(want, rel=0.001)
 
 
-def test_a_split_the_planner_cannot_express_is_reported_not_counted() -> None:
-    """Llama 3 405B's pipeline gives its first and last stages a layer fewer (126 = 16 x 8 - 2);
-    the planner splits layers evenly, so the bench reports the row with the planner's reason."""
-    e = next(e for e in ENTRIES if e["id"] == "llama3herd24-405b-8192gpu")
-    row = _bench().predict_entry(e)
-    assert row["counted"] is False
-    assert "layers (126)" in row["why"] and "16 x 1" in row["why"]
+def test_uneven_pipeline_splits_reach_the_planner() -> None:
+    """BLOOM's pipeline holds 5 of 70 layers on its first and last stages (5 + 10 x 6 + 5): the
+    bench predicts it with that split. Llama 3 405B's first and last stages hold a layer fewer
+    (7 + 14 x 8 + 7) in an interleaved schedule, which Megatron-Core's rule refuses (7 layers do
+    not split into V > 1 equal chunks): reported with that reason, not counted."""
+    from stallscope.plan._strategy import stage_layers
+
+    bench = _bench()
+    bloom = next(e for e in ENTRIES if e["id"] == "bigscience22-bloom-176b-384gpu")
+    strategies, why = bench.choices(bloom, bench.model_of(bloom))
+    assert strategies, why
+    assert {stage_layers(bench.model_of(bloom), s) for s in strategies} == {(5, *(6,) * 10, 5)}
+    llama = next(e for e in ENTRIES if e["id"] == "llama3herd24-405b-8192gpu")
+    assert llama["interleaved"] and llama["first_stage_layers"] == llama["last_stage_layers"] == 7
+    strategies, why = bench.choices(llama, bench.model_of(llama))
+    assert not strategies and "first stage's 7 layers must divide by the interleave" in why
+    row = bench.predict_entry(llama)
+    assert row["counted"] is False and "Megatron-Core" in row["why"]
     assert row["measured_step_s"] == pytest.approx(12.56, rel=0.01)
