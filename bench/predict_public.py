@@ -14,11 +14,13 @@ the source's own definition:
 Fields neither the source nor its configuration states (micro-batch, interleave, recompute,
 sequence parallel, ZeRO stage) are the planner's choice: the fastest configuration that fits
 with everything stated held fixed. Model details the presets do not carry follow the framework of
-the run: Megatron-LM 2021-2022 (Narayanan, Korthikanti): unfused attention with dropout; the 2024
+the run: Megatron-LM 2021-2022 (Narayanan, Korthikanti): unfused attention with dropout; the 2024-25
 stacks (NeMo / Megatron-Core with Transformer Engine, torchtitan, llm-foundry): flash attention,
 no dropout. llm-foundry's tables give no system preset: DGX A100 / DGX H100 nodes (8 GPUs,
 NVSwitch; 1600 Gb/s per A100 node as the table's heading states, 3200 Gb/s per H100 node
-assumed). Entries on a GPU whose dense peak is not published are reported and not counted.
+assumed). Entries on a GPU whose dense peak is not published, and those whose stated split the
+planner's checks refuse (an interleave that needs uneven pipeline chunks), are reported with
+the reason and not counted. The result gives the error per source and per GPU.
 
 The held-out check (``split`` in the result): the error of the runs published before
 ``SPLIT_DATE`` and of those published after. The planner's constants come from datasheets and
@@ -55,7 +57,7 @@ from stallscope.plan._strategy import check
 DATA = Path(__file__).parent / "data" / "public_llm_training.json"
 FRAMEWORK_2021 = ("narayanan21", "korthikanti22")  # Megatron-LM before flash attention
 #: The split of the held-out check: the sources' publication dates (2021-2024-04: Megatron-LM
-#: papers, llm-foundry; 2024-09 on: NeMo 24.07, dgxc-benchmarking 24.11).
+#: papers, llm-foundry; 2024-09 on: NeMo 24.07, dgxc-benchmarking 24.11, 25.04, 25.05).
 SPLIT_DATE = "2024-06-01"
 DEFAULT_OUT = Path(__file__).parent / "results" / "predict_public.json"
 ACCURACY = Path(__file__).parents[1] / "python" / "stallscope" / "plan" / "data" / "accuracy.json"
@@ -106,8 +108,9 @@ def stack_of(e: dict[str, Any]) -> Stack:
     return load_stack({k: v for k, v in e["stack"].items() if k != "source"})
 
 
-def choices(e: dict[str, Any], m: Model) -> list[Strategy]:
-    """Every configuration consistent with what the source states."""
+def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], list[str]]:
+    """Every configuration consistent with what the source states, and why the planner's
+    checks refused the others."""
     st = stack_of(e)
     tp, pp, dp = e["tp"], e["pp"], e["dp"]
     mbs = [e["micro_batch"]] if e.get("micro_batch") else [1, 2, 4, 8]
@@ -120,7 +123,7 @@ def choices(e: dict[str, Any], m: Model) -> list[Strategy]:
     rcs = [e["recompute"]] if e.get("recompute") else ["none", "selective", "full"]
     sps = [e["sequence_parallel"]] if e.get("sequence_parallel") is not None else [tp > 1]
     zs = [e["zero_stage"]] if e.get("zero_stage") is not None else [0, 1]
-    out = []
+    out, refused = [], []
     for mb, v, rc, sp, z in itertools.product(mbs, vs, rcs, sps, zs):
         s = Strategy(
             tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
@@ -128,10 +131,13 @@ def choices(e: dict[str, Any], m: Model) -> list[Strategy]:
         )  # fmt: skip
         try:
             check(m, s, e["gpus"])
-        except PlanError:
+        except PlanError as err:
+            refused.append(str(err))
             continue
         out.append(s)
-    return out
+    if not vs:  # no interleave splits the layers evenly over pp stages
+        refused.append(f"{m.layers} layers do not split evenly over pp {pp}")
+    return out, refused
 
 
 def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
@@ -147,9 +153,14 @@ def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
     except PlanError as err:  # e.g. a GPU whose peaks are not published
         return row | {"counted": False, "why": str(err)}
     measured = measured_step_s(e, m)
-    preds = [predict_strategy(m, c, s) for s in choices(e, m)]
+    strategies, refused = choices(e, m)
+    preds = [predict_strategy(m, c, s) for s in strategies]
     if not preds:
-        return row | {"counted": False, "why": "no configuration passes the planner's checks"}
+        why = refused[0] if refused else "no configuration to try"
+        return row | {
+            "counted": False,
+            "why": f"no configuration passes the planner's checks: {why}",
+        }
     fitting = [p for p in preds if p.memory.fits]
     best = min(fitting or preds, key=lambda p: p.step_ns)
     step = best.step_ns * 1e-9
@@ -206,8 +217,10 @@ def main() -> None:
     counted = [r for r in rows if r["counted"]]
     errs = [abs(r["error"]) for r in counted]
     by_source: dict[str, list[float]] = {}
+    by_gpu: dict[str, list[float]] = {}
     for r in counted:
         by_source.setdefault(r["id"].split("-")[0], []).append(r["error"])
+        by_gpu.setdefault(r["gpu"], []).append(r["error"])
     dates = {e["id"]: e["source"]["date"] for e in entries}
     halves = {
         "first": [r for r in counted if dates[r["id"]] < SPLIT_DATE],
@@ -229,6 +242,15 @@ def main() -> None:
                 "mean_abs_error": statistics.fmean(abs(x) for x in v),
             }
             for k, v in by_source.items()
+        },
+        "per_gpu": {
+            k: {
+                "n": len(v),
+                "mean_error": statistics.fmean(v),
+                "mean_abs_error": statistics.fmean(abs(x) for x in v),
+                "max_abs_error": max(abs(x) for x in v),
+            }
+            for k, v in by_gpu.items()
         },
         "split": {
             "about": f"runs published before {SPLIT_DATE} (first) and from then on (second); "
