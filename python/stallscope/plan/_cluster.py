@@ -6,8 +6,11 @@ A system file is JSON: ``{"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GB
 in Gbit/s). The GPU's figures come from the device table (``stallscope.predict``'s
 ``device(name)``); optional keys override them: ``peak_tflops`` (a number for bf16, or per
 precision), ``hbm_GBps``, ``hbm_GB``, ``sms``, ``matmul_fraction``, ``efficiency_table`` (a
-measured GEMM / attention table, see ``_device_model``), ``intra_node_fraction``,
-``inter_node_fraction``, ``intra_node_latency_us``, ``inter_node_latency_us`` (per ring step).
+measured GEMM / attention table, see ``_device_model``), ``intra_node_fraction`` (NCCL's bus
+bandwidth over the NVLink rate: all-reduce), ``intra_node_copy_fraction`` (all-gather,
+reduce-scatter and sends, which NVLink SHARP's in-switch reduction does not speed up; the
+all-reduce figure where the GPU's family has no measurement of its own), ``inter_node_fraction``,
+``intra_node_latency_us``, ``inter_node_latency_us`` (per ring step).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ _TABLES: Final = Path(__file__).parents[1] / "predict" / "data" / "efficiency"
 _REQUIRED = ("gpu", "gpus_per_node", "intra_node_GBps", "inter_node_Gbps")
 _LINK_KEYS = (
     "intra_node_fraction",
+    "intra_node_copy_fraction",
     "inter_node_fraction",
     "intra_node_latency_us",
     "inter_node_latency_us",
@@ -54,7 +58,8 @@ class Cluster:
     intra_node_GBps: float  # noqa: N815 (the system file's key); per GPU, per direction (NVLink / NVSwitch)
     inter_node_Gbps: float  # noqa: N815 (per node, per direction: all its NICs)
     device: DeviceModel
-    intra_node_fraction: float = 0.77
+    intra_node_fraction: float = 0.77  # all-reduce
+    intra_node_copy_fraction: float = 0.77  # all-gather, reduce-scatter, sends
     inter_node_fraction: float = 0.79
     base_latency_s: float = 8.4e-6
     nvlink_hop_s: float = 3.4e-6
@@ -62,8 +67,14 @@ class Cluster:
 
     @property
     def intra_bytes_s(self) -> float:
-        """Achievable bus bandwidth per GPU inside a node, bytes/s."""
+        """Achievable all-reduce bus bandwidth per GPU inside a node, bytes/s."""
         return self.intra_node_GBps * 1e9 * self.intra_node_fraction
+
+    @property
+    def intra_copy_bytes_s(self) -> float:
+        """Achievable all-gather / reduce-scatter bus bandwidth and send rate per GPU inside a
+        node, bytes/s."""
+        return self.intra_node_GBps * 1e9 * self.intra_node_copy_fraction
 
     @property
     def inter_bytes_s_per_gpu(self) -> float:
@@ -372,6 +383,10 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
         raise PlanError(f"{where}: gpus_per_node must be a whole number")
     eff = efficiency_defaults()
     lat = eff["latency_us"]
+    measured_ar, measured_copy = _intra_fractions(str(doc["gpu"]))
+    intra_ar = float(doc.get("intra_node_fraction", measured_ar))
+    # a given all-reduce fraction stands for every collective unless the copy one is given too
+    intra_copy = intra_ar if "intra_node_fraction" in doc else measured_copy
     return Cluster(
         name=str(doc.get("name", name)),
         gpu=str(doc["gpu"]),
@@ -379,7 +394,8 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
         intra_node_GBps=float(doc["intra_node_GBps"]),
         inter_node_Gbps=float(doc["inter_node_Gbps"]),
         device=build_device(str(doc["gpu"]), doc, where),
-        intra_node_fraction=float(doc.get("intra_node_fraction", _intra_fraction(str(doc["gpu"])))),
+        intra_node_fraction=intra_ar,
+        intra_node_copy_fraction=float(doc.get("intra_node_copy_fraction", intra_copy)),
         inter_node_fraction=float(
             doc.get("inter_node_fraction", eff["inter_node_fraction"]["value"])
         ),
@@ -389,16 +405,19 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
     )
 
 
-def _intra_fraction(gpu: str) -> float:
-    """NCCL's bus bandwidth over the NVLink rate inside a node: measured for the GPU's family
-    (efficiency.json ``intra_node_fraction.by_gpu``), else the default measurement."""
+def _intra_fractions(gpu: str) -> tuple[float, float]:
+    """NCCL's bus bandwidth over the NVLink rate inside a node, (all-reduce, all-gather /
+    reduce-scatter / send): measured for the GPU's family (efficiency.json
+    ``intra_node_fraction.by_gpu``; ``copy`` where NVLink SHARP speeds up all-reduce alone),
+    else the default measurement for both."""
     entry = efficiency_defaults()["intra_node_fraction"]
     by_gpu: dict[str, dict[str, Any]] = entry.get("by_gpu", {})
     for name in family_names(gpu):
         for fam, v in by_gpu.items():
             if name.startswith(fam.upper()):
-                return float(v["value"])
-    return float(entry["value"])
+                ar = float(v["value"])
+                return ar, float(v.get("copy", {}).get("value", ar))
+    return float(entry["value"]), float(entry["value"])
 
 
 def load_system(source: Cluster | Mapping[str, Any] | str | Path) -> Cluster:

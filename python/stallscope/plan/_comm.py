@@ -15,7 +15,9 @@ def collective_s(system: Cluster, collective: str, nbytes: float, group: Placeme
     convention) over ``group``: NCCL's base latency plus the alpha-beta model per tier."""
     if group.size <= 1 or nbytes <= 0:
         return 0.0
-    intra = (system.nvlink_hop_s, 1.0 / system.intra_bytes_s)
+    # NVLink SHARP reduces inside the switch: all-reduce alone runs at its own rate
+    rate = system.intra_bytes_s if collective == "all_reduce" else system.intra_copy_bytes_s
+    intra = (system.nvlink_hop_s, 1.0 / rate)
     inter = (system.network_hop_s, 1.0 / system.inter_bytes_s_per_gpu)
     if group.nodes == 1:
         t = predict_seconds(collective, nbytes, group.size, *intra)
@@ -32,4 +34,4 @@ def p2p_s(system: Cluster, nbytes: float, cross_node: bool) -> float:
         return 0.0
     if cross_node:
         return system.base_latency_s + system.network_hop_s + nbytes / system.inter_bytes_s_per_gpu
-    return system.base_latency_s + system.nvlink_hop_s + nbytes / system.intra_bytes_s
+    return system.base_latency_s + system.nvlink_hop_s + nbytes / system.intra_copy_bytes_s

@@ -40,3 +40,23 @@ def test_collectives_use_the_tier_of_their_group(a100: Cluster) -> None:
     # the NIC of a node is shared by its GPUs: 1600 Gb/s x 0.79 / 8 per GPU
     assert a100.inter_bytes_s_per_gpu == pytest.approx(1600e9 / 8 * 0.79 / 8)
     assert p2p_s(a100, n, True) > p2p_s(a100, n, False) > 0
+
+
+def test_nvlink_sharp_speeds_up_all_reduce_alone() -> None:
+    from stallscope.plan import load_system
+
+    h100, a100 = load_system("dgx-h100"), load_system("dgx-a100")
+    assert (h100.intra_node_fraction, h100.intra_node_copy_fraction) == (0.98, 0.82)
+    assert a100.intra_node_fraction == a100.intra_node_copy_fraction == 0.77
+    n, node = 1 << 30, Placement(8, 1)
+    for coll, busbw in (("all_reduce", 441e9), ("all_gather", 369e9), ("reduce_scatter", 369e9)):
+        want = predict_seconds(coll, n, 8, h100.nvlink_hop_s, 1 / busbw)
+        assert collective_s(h100, coll, n, node) == pytest.approx(h100.base_latency_s + want)
+    assert p2p_s(h100, n, False) == pytest.approx(
+        h100.base_latency_s + h100.nvlink_hop_s + n / 369e9
+    )
+    doc = {"gpu": "H100-SXM", "gpus_per_node": 8, "intra_node_GBps": 450, "inter_node_Gbps": 3200}
+    given = load_system(doc | {"intra_node_fraction": 0.9})  # one figure for every collective
+    assert given.intra_node_copy_fraction == 0.9
+    both = load_system(doc | {"intra_node_fraction": 0.9, "intra_node_copy_fraction": 0.7})
+    assert both.intra_node_copy_fraction == 0.7
