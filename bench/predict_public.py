@@ -9,18 +9,25 @@ the source's own definition:
 * step_time_s as given; tokens_per_s: global_batch x seq_len / tokens_per_s; tokens_per_s_per_gpu:
   the same over the GPUs;
 * tflops_per_gpu of Narayanan et al. (SC'21, Table 1): their FLOP count with full recomputation,
-  96 B s l h^2 (1 + s / 6h + V / 16 l h), over the GPUs.
+  96 B s l h^2 (1 + s / 6h + V / 16 l h), over the GPUs;
+* tflops_per_gpu with ``mfu_basis`` formula ``palm`` (the Llama 3 paper's Table 4): model FLOPs
+  as PaLM defines them (Chowdhery et al. 2022, Appendix B), 6N + 12 L H Q T per token with N the
+  parameters, over the GPUs.
 
 Fields neither the source nor its configuration states (micro-batch, interleave, recompute,
 sequence parallel, ZeRO stage) are the planner's choice: the fastest configuration that fits
 with everything stated held fixed. Model details the presets do not carry follow the framework of
-the run: Megatron-LM 2021-2022 (Narayanan, Korthikanti): unfused attention with dropout; the 2024-25
-stacks (NeMo / Megatron-Core with Transformer Engine, torchtitan, llm-foundry): flash attention,
-no dropout. llm-foundry's tables give no system preset: DGX A100 / DGX H100 nodes (8 GPUs,
-NVSwitch; 1600 Gb/s per A100 node as the table's heading states, 3200 Gb/s per H100 node
-assumed). Entries on a GPU whose dense peak is not published, and those whose stated split the
-planner's checks refuse (an interleave that needs uneven pipeline chunks), are reported with
-the reason and not counted. The result gives the error per source and per GPU.
+the run: Megatron-LM and Megatron-DeepSpeed 2021-2022 (Narayanan, Korthikanti, Megatron-LM's
+GPT-3 example, MT-NLG, BLOOM): unfused attention (the stack) with dropout 0.1 (the frameworks'
+defaults); the 2024-25 stacks (NeMo / Megatron-Core with Transformer Engine, torchtitan,
+llm-foundry): flash attention, no dropout. Entries without a system preset (llm-foundry's
+tables, BLOOM, Llama 3) run on DGX-like nodes: 8 GPUs on NVSwitch, 1600 Gb/s per A100 node (as
+llm-foundry's table heading states) and 3200 Gb/s per H100 node (Llama 3: 400 Gb/s per GPU);
+BLOOM's 4 x 100 Gb/s Omni-Path per node has no link preset yet, which matters once its row can
+be counted.
+Entries on a GPU whose dense peak is not published, and entries no configuration of the planner
+can express (a pipeline split with fewer layers on the first and last stages), are reported
+with the reason and not counted. The result gives the error per source and per GPU.
 
 The held-out check (``split`` in the result): the error of the runs published before
 ``SPLIT_DATE`` and of those published after. The planner's constants come from datasheets and
@@ -55,9 +62,12 @@ from stallscope.plan._model import Model
 from stallscope.plan._strategy import check
 
 DATA = Path(__file__).parent / "data" / "public_llm_training.json"
-FRAMEWORK_2021 = ("narayanan21", "korthikanti22")  # Megatron-LM before flash attention
+#: Runs on Megatron-LM or Megatron-DeepSpeed before flash attention, whose models keep the
+#: frameworks' default dropout of 0.1 (--attention-dropout, --hidden-dropout).
+FRAMEWORK_2021 = ("narayanan21", "korthikanti22", "megatronlm2101", "smith22", "bigscience22")
 #: The split of the held-out check: the sources' publication dates (2021-2024-04: Megatron-LM
-#: papers, llm-foundry; 2024-09 on: NeMo 24.07, dgxc-benchmarking 24.11, 25.04, 25.05).
+#: papers and README, MT-NLG, BLOOM, llm-foundry; 2024-07 on: Llama 3, NeMo 24.07,
+#: dgxc-benchmarking 24.11, 25.04, 25.05).
 SPLIT_DATE = "2024-06-01"
 DEFAULT_OUT = Path(__file__).parent / "results" / "predict_public.json"
 ACCURACY = Path(__file__).parents[1] / "python" / "stallscope" / "plan" / "data" / "accuracy.json"
@@ -66,7 +76,7 @@ ACCURACY = Path(__file__).parents[1] / "python" / "stallscope" / "plan" / "data"
 def model_of(e: dict[str, Any]) -> Model:
     m = load_model(e["model"])
     flash = stack_of(e).attention != "unfused"
-    old = e["id"].startswith(FRAMEWORK_2021)  # GPT-3-style dropout 0.1 in the papers' models
+    old = e["id"].startswith(FRAMEWORK_2021)
     d = m.to_dict() | {"seq_len": e["seq_len"], "flash_attention": flash, "dropout": old}
     return load_model(d)
 
@@ -100,6 +110,9 @@ def measured_step_s(e: dict[str, Any], m: Model) -> float:
         h, n_l, v = m.hidden, m.layers, m.vocab
         flops = 96 * gb * s * n_l * h * h * (1 + s / (6 * h) + v / (16 * n_l * h))
         return flops / (r["tflops_per_gpu"] * 1e12 * e["gpus"])
+    if r.get("tflops_per_gpu") and (e.get("mfu_basis") or {}).get("formula") == "palm":
+        per_token = 6 * m.params() + 12 * m.layers * m.heads * m.head_dim * s
+        return gb * s * per_token / (r["tflops_per_gpu"] * 1e12 * e["gpus"])
     raise ValueError(f"{e['id']}: no result the bench can turn into a step time")
 
 
@@ -108,22 +121,24 @@ def stack_of(e: dict[str, Any]) -> Stack:
     return load_stack({k: v for k, v in e["stack"].items() if k != "source"})
 
 
-def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], list[str]]:
-    """Every configuration consistent with what the source states, and why the planner's
-    checks refused the others."""
+def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
+    """Every configuration consistent with what the source states, and the planner's reason
+    for refusing the first one it refuses ("" when it refuses none)."""
     st = stack_of(e)
     tp, pp, dp = e["tp"], e["pp"], e["dp"]
     mbs = [e["micro_batch"]] if e.get("micro_batch") else [1, 2, 4, 8]
     if e.get("virtual_stages"):
         vs = [e["virtual_stages"]]
     elif pp > 1:
-        vs = [v for v in (1, 2, 3, 4, 6, 8) if m.layers % (pp * v) == 0]
+        # No even split at all: try v = 1 so that the planner's check says why.
+        vs = [v for v in (1, 2, 3, 4, 6, 8) if m.layers % (pp * v) == 0] or [1]
     else:
         vs = [1]
     rcs = [e["recompute"]] if e.get("recompute") else ["none", "selective", "full"]
     sps = [e["sequence_parallel"]] if e.get("sequence_parallel") is not None else [tp > 1]
     zs = [e["zero_stage"]] if e.get("zero_stage") is not None else [0, 1]
-    out, refused = [], []
+    out: list[Strategy] = []
+    why = ""
     for mb, v, rc, sp, z in itertools.product(mbs, vs, rcs, sps, zs):
         s = Strategy(
             tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
@@ -132,12 +147,10 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], list[str]]:
         try:
             check(m, s, e["gpus"])
         except PlanError as err:
-            refused.append(str(err))
+            why = why or str(err)
             continue
         out.append(s)
-    if not vs:  # no interleave splits the layers evenly over pp stages
-        refused.append(f"{m.layers} layers do not split evenly over pp {pp}")
-    return out, refused
+    return out, why
 
 
 def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
@@ -153,13 +166,13 @@ def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
     except PlanError as err:  # e.g. a GPU whose peaks are not published
         return row | {"counted": False, "why": str(err)}
     measured = measured_step_s(e, m)
-    strategies, refused = choices(e, m)
+    strategies, why = choices(e, m)
     preds = [predict_strategy(m, c, s) for s in strategies]
     if not preds:
-        why = refused[0] if refused else "no configuration to try"
         return row | {
             "counted": False,
             "why": f"no configuration passes the planner's checks: {why}",
+            "measured_step_s": measured,
         }
     fitting = [p for p in preds if p.memory.fits]
     best = min(fitting or preds, key=lambda p: p.step_ns)
