@@ -49,6 +49,7 @@ from gpu_device_model import (  # the bench folder's module
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+MIN_STEPS = 5  # steps of the heat whatever --heat-s
 RESULTS = ROOT / "bench" / "results" / "gpu_sustained.json"
 
 #: NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*), by what they say.
@@ -196,7 +197,8 @@ def heat(torch: Any, device: str, quick: bool, seconds: float, sampler: Sampler)
     walls: list[tuple[float, float]] = []
     sampler.phase = "heat"
     t0 = time.monotonic()
-    while time.monotonic() - t0 < seconds:
+    # at least MIN_STEPS: the drift leaves the first two out and compares two windows
+    while time.monotonic() - t0 < seconds or len(marks) + len(walls) < MIN_STEPS:
         at, w0 = time.monotonic() - t0, time.perf_counter()
         s = e = None
         if cuda:

@@ -20,7 +20,7 @@ with everything stated held fixed (``interleaved``: the source states an interle
 without its number of chunks, so only interleaves above 1 are tried). Model details the presets do not carry follow the framework of
 the run: Megatron-LM and Megatron-DeepSpeed 2021-2022 (Narayanan, Korthikanti, Megatron-LM's
 GPT-3 example, MT-NLG, BLOOM): unfused attention (the stack) with dropout 0.1 (the frameworks'
-defaults); the 2024 stacks (NeMo / Megatron-Core with Transformer Engine, torchtitan,
+defaults); the 2024-25 stacks (NeMo / Megatron-Core with Transformer Engine, torchtitan,
 llm-foundry): flash attention, no dropout. Entries without a system preset (llm-foundry's
 tables, BLOOM, Llama 3) run on DGX-like nodes: 8 GPUs on NVSwitch, 1600 Gb/s per A100 node (as
 llm-foundry's table heading states) and 3200 Gb/s per H100 node (Llama 3: 400 Gb/s per GPU),
@@ -28,7 +28,8 @@ unless the entry gives its own ``inter_node_Gbps`` (BLOOM: 4 x 100 Gb/s Omni-Pat
 A pipeline whose first and last stages hold fewer layers gives them as ``first_stage_layers`` /
 ``last_stage_layers`` (Megatron's uneven split: the middle stages share the rest evenly).
 Entries on a GPU whose dense peak is not published, and entries no configuration of the planner
-can express, are reported with the reason and not counted.
+can express, are reported with the reason and not counted. The result gives the error per
+source and per GPU.
 
 The held-out check (``split`` in the result): the error of the runs published before
 ``SPLIT_DATE`` and of those published after. The planner's constants come from datasheets and
@@ -68,7 +69,7 @@ DATA = Path(__file__).parent / "data" / "public_llm_training.json"
 FRAMEWORK_2021 = ("narayanan21", "korthikanti22", "megatronlm2101", "smith22", "bigscience22")
 #: The split of the held-out check: the sources' publication dates (2021-2024-04: Megatron-LM
 #: papers and README, MT-NLG, BLOOM, llm-foundry; 2024-07 on: Llama 3, NeMo 24.07,
-#: dgxc-benchmarking 24.11).
+#: dgxc-benchmarking 24.11, 25.04, 25.05).
 SPLIT_DATE = "2024-06-01"
 DEFAULT_OUT = Path(__file__).parent / "results" / "predict_public.json"
 ACCURACY = Path(__file__).parents[1] / "python" / "stallscope" / "plan" / "data" / "accuracy.json"
@@ -240,8 +241,10 @@ def main() -> None:
     counted = [r for r in rows if r["counted"]]
     errs = [abs(r["error"]) for r in counted]
     by_source: dict[str, list[float]] = {}
+    by_gpu: dict[str, list[float]] = {}
     for r in counted:
         by_source.setdefault(r["id"].split("-")[0], []).append(r["error"])
+        by_gpu.setdefault(r["gpu"], []).append(r["error"])
     dates = {e["id"]: e["source"]["date"] for e in entries}
     halves = {
         "first": [r for r in counted if dates[r["id"]] < SPLIT_DATE],
@@ -263,6 +266,15 @@ def main() -> None:
                 "mean_abs_error": statistics.fmean(abs(x) for x in v),
             }
             for k, v in by_source.items()
+        },
+        "per_gpu": {
+            k: {
+                "n": len(v),
+                "mean_error": statistics.fmean(v),
+                "mean_abs_error": statistics.fmean(abs(x) for x in v),
+                "max_abs_error": max(abs(x) for x in v),
+            }
+            for k, v in by_gpu.items()
         },
         "split": {
             "about": f"runs published before {SPLIT_DATE} (first) and from then on (second); "

@@ -191,7 +191,7 @@ def model_of_preset(name: str) -> Model:
         ffn_hidden=p.ffn_hidden,
         kv_heads=p.kv_heads,
         gated_ffn=p.gated_ffn,
-        tied_embeddings=not p.gated_ffn,  # the presets' rule: Llama-style untied, GPT tied
+        tied_embeddings=p.tied_embeddings,
         name=p.name,
     )
 

@@ -34,8 +34,10 @@ SHAPE_KEYS: Final = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq
 @dataclass(frozen=True)
 class ModelShape:
     """One decoder-only transformer. ``ffn_hidden`` is the width of each input projection of a
-    gated FFN (SwiGLU) when ``gated_ffn``; ``params_b`` the source's parameter count in
-    billions (often rounded or nominal), ``None`` where it gives none."""
+    gated FFN (SwiGLU) when ``gated_ffn``; ``tied_embeddings``: the logits reuse the input
+    embedding (the file's key, else the rule of the presets: GPT-style tied, Llama-style gated
+    FFN untied); ``params_b`` the source's parameter count in billions (often rounded or
+    nominal), ``None`` where it gives none."""
 
     name: str
     aliases: tuple[str, ...]
@@ -45,6 +47,7 @@ class ModelShape:
     kv_heads: int
     ffn_hidden: int
     gated_ffn: bool
+    tied_embeddings: bool
     seq_len: int
     vocab: int
     params_b: float | None
@@ -76,6 +79,7 @@ def _parse(entry: dict[str, object], index: int) -> ModelShape:
     if heads % kv_heads:
         raise CatalogError(f"{where}: heads {heads} is not a multiple of kv_heads {kv_heads}")
     overrides = entry.get("sources")
+    gated = f.flag("gated_ffn", default=False)
     return ModelShape(
         name=f.text("name"),
         aliases=f.texts("aliases"),
@@ -84,7 +88,8 @@ def _parse(entry: dict[str, object], index: int) -> ModelShape:
         heads=heads,
         kv_heads=kv_heads,
         ffn_hidden=f.integer("ffn_hidden", default=4 * hidden),
-        gated_ffn=f.flag("gated_ffn", default=False),
+        gated_ffn=gated,
+        tied_embeddings=f.flag("tied_embeddings", default=not gated),
         seq_len=f.integer("seq_len"),
         vocab=f.integer("vocab"),
         params_b=f.optional_number("params_b"),
@@ -125,6 +130,7 @@ def models() -> pl.DataFrame:
             "name": m.name,
             **{k: getattr(m, k) for k in SHAPE_KEYS},
             "gated_ffn": m.gated_ffn,
+            "tied_embeddings": m.tied_embeddings,
             "params_b": m.params_b,
             "aliases": list(m.aliases),
             "source_url": m.source.url,

@@ -32,7 +32,7 @@ def test_gpu_sustained_script_runs_on_the_cpu(tmp_path: Path) -> None:
     assert len(pairs) == len(doc["cold"]) == len(doc["hot"]) >= 2
     assert all(p["hot_over_cold"] > 0 for p in pairs)
     heat = doc["heat"]
-    assert heat["steps"] == len(heat["step_seconds"]) >= 3
+    assert heat["steps"] == len(heat["step_seconds"]) >= 5  # MIN_STEPS however slow
     assert heat["step_last_over_first"] == pytest.approx(heat["step_last_s"] / heat["step_first_s"])
     assert {w["accumulate"] for w in doc["wgrad"]} == {"unfused"}  # fused: CUDA only
     assert all(w["ratio"] > 0 for w in doc["wgrad"])

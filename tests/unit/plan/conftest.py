@@ -17,14 +17,15 @@ def param_count(m: ModelShape, seq_len: int | None = None) -> float:
     """Parameters of a decoder-only transformer. Gated-FFN (Llama) models: RMSNorm, no biases,
     rotary positions, untied output projection. Others (GPT-3, Megatron, MPT): LayerNorm and
     biases (13 h per layer, as in Narayanan et al.'s count), a learned position table of
-    ``seq_len`` x hidden, tied output projection."""
+    ``seq_len`` x hidden, the output projection tied unless the preset says otherwise."""
     h, d = m.hidden, m.head_dim
     attn = 2 * h * h + 2 * h * m.kv_heads * d  # q and out; k and v
     if m.gated_ffn:
         per_layer = attn + 3 * h * m.ffn_hidden + 2 * h
         return m.layers * per_layer + 2 * m.vocab * h + h
     per_layer = attn + 2 * h * m.ffn_hidden + 13 * h
-    return m.layers * per_layer + m.vocab * h + (seq_len or m.seq_len) * h + 2 * h
+    embeddings = (1 if m.tied_embeddings else 2) * m.vocab * h
+    return m.layers * per_layer + embeddings + (seq_len or m.seq_len) * h + 2 * h
 
 
 def megatron_model_flops(m: ModelShape, global_batch: int, seq_len: int) -> float:

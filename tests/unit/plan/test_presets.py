@@ -37,7 +37,8 @@ def test_every_shape_is_sourced_and_dated(name: str) -> None:
     assert m.hidden % m.heads == 0 and m.heads % m.kv_heads == 0
     assert 64 <= m.head_dim <= 256
     assert m.ffn_hidden >= 2 * m.hidden
-    assert 2048 <= m.seq_len <= 131072 and 30000 <= m.vocab <= 260000  # BLOOM: 250,680
+    # Vocabularies up to 2^18: BLOOM's 250,680, Nemotron-4's 256,000.
+    assert 2048 <= m.seq_len <= 131072 and 30000 <= m.vocab <= 262144
 
 
 def _significant_digits(x: float) -> int:
@@ -102,7 +103,10 @@ def test_unknown_preset_lists_the_nearest() -> None:
 def test_defaults_and_gqa() -> None:
     gpt3 = model("gpt3-175b")
     assert gpt3.kv_heads == gpt3.heads and gpt3.ffn_hidden == 4 * gpt3.hidden
-    assert not gpt3.gated_ffn
+    assert not gpt3.gated_ffn and gpt3.tied_embeddings
+    assert not model("llama3-8b").tied_embeddings  # the rule: a gated FFN, an untied output
+    nemotron = model("nemotron4-15b")  # the file's key overrides the rule
+    assert not nemotron.gated_ffn and not nemotron.tied_embeddings
     assert model("llama2-70b").kv_heads == 8 and model("llama2-7b").kv_heads == 32
 
 
