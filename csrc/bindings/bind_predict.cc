@@ -161,6 +161,7 @@ py::dict pipeline_graph(int32_t pp, int32_t micro_batches, int32_t interleave,
   out["stream_class"] = to_array(g.stream_class);
   out["slot"] = to_array(g.slot);
   out["mult"] = to_array(g.mult);
+  out["chunk"] = to_array(g.chunk);
   out["dep_ptr"] = to_array(g.dep_ptr);
   out["dep_idx"] = to_array(g.dep_idx);
   out["wait_ptr"] = to_array(wait_ptr);

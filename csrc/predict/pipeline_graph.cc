@@ -84,6 +84,8 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
   g.stream.reserve(expected);
   g.slot.reserve(expected);
   g.mult.reserve(expected);
+  g.chunk.reserve(expected);
+  int32_t chunk = -1;  // the chunk of the op being added; -1 outside the ops (step-level work)
   g.dep_ptr.reserve(expected + 1);
   g.dep_idx.reserve(expected);
   g.wait.reserve(expected);
@@ -92,6 +94,7 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
     g.stream.push_back(stream);
     g.slot.push_back(slot);
     g.mult.push_back(mult);
+    g.chunk.push_back(chunk);
     for (int32_t d : deps) g.dep_idx.push_back(d);
     g.dep_ptr.push_back(static_cast<int64_t>(g.dep_idx.size()));
     g.wait.push_back(-1);
@@ -137,6 +140,7 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
     };
     for (size_t k = 0; k < order.size(); ++k) {
       const auto [backward, c, i] = order[k];
+      chunk = c;
       const int32_t gc = c * p + s;
       const bool first_chunk = gc == 0, last_chunk = gc == p * v - 1;
       const bool has_up = s > 0 || c > 0, has_down = s < p - 1 || c < v - 1;
@@ -177,6 +181,7 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
             add(sh.p2p_blocking ? comp : send, kSend, 1, {last});
       }
     }
+    chunk = -1;
     if (sh.dp_overlap && sh.dp_blocking && !sh.zero3) {
       last = add(comp, kDpLayer, static_cast<double>(nl) * v, {last});
       grad_tasks.push_back(last);
@@ -193,6 +198,7 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
     g.stream.push_back(comp);  // the optimizer waits for every gradient collective
     g.slot.push_back(kOptLayer);
     g.mult.push_back(layers_here);
+    g.chunk.push_back(-1);
     for (int32_t d : grad_tasks) g.dep_idx.push_back(d);
     g.dep_ptr.push_back(static_cast<int64_t>(g.dep_idx.size()));
     g.wait.push_back(-1);

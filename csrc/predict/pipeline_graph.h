@@ -20,6 +20,7 @@ struct PipelineGraph {
   std::vector<int32_t> stream_class;  // per stream: its pipeline stage
   std::vector<int32_t> slot;          // per task: index into the planner's SLOTS
   std::vector<double> mult;           // per task: the slot's multiplier
+  std::vector<int32_t> chunk;         // per task: its model chunk, or -1 for once-per-step work
   std::vector<int64_t> dep_ptr{0};
   std::vector<int32_t> dep_idx;
   std::vector<int32_t> wait;  // per task: the send it waits on, or -1

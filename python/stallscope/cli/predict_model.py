@@ -39,6 +39,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--interleave", type=click.IntRange(1), default=1, show_default=True, help="Model chunks per pipeline stage (interleaved 1F1B)."),
     click.option("--first-stage-layers", type=click.IntRange(1), default=None, help="Layers of the first pipeline stage (Megatron's --decoder-first-pipeline-num-layers; default: the even split)."),
     click.option("--last-stage-layers", type=click.IntRange(1), default=None, help="Layers of the last pipeline stage (Megatron's --decoder-last-pipeline-num-layers; the middle stages split the rest)."),
+    click.option("--embedding-as-layer", is_flag=True, help="The embedding takes one layer's place in the pipeline split: the first chunk of the first stage holds one layer fewer (Megatron-Core's account_for_embedding_in_pipeline_split)."),
+    click.option("--loss-as-layer", is_flag=True, help="The loss takes one layer's place in the pipeline split: the last chunk of the last stage holds one layer fewer (Megatron-Core's account_for_loss_in_pipeline_split)."),
     click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
     click.option("--stack", "stack", default=None, help=STACK_HELP),
 ]  # fmt: skip
@@ -69,6 +71,8 @@ def run_model_mode(
     interleave: int,
     first_stage_layers: int | None,
     last_stage_layers: int | None,
+    embedding_as_layer: bool,
+    loss_as_layer: bool,
     precision: str,
     stack: str | None,
     json_path: Path | None,
@@ -97,7 +101,8 @@ def run_model_mode(
             micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
             sequence_parallel=sequence_parallel, p2p_overlap=p2p_overlap, zero=zero,
             interleave=interleave, first_stage_layers=first_stage_layers,
-            last_stage_layers=last_stage_layers, precision=precision, stack=stack_arg(stack),
+            last_stage_layers=last_stage_layers, embedding_as_layer=embedding_as_layer,
+            loss_as_layer=loss_as_layer, precision=precision, stack=stack_arg(stack),
         )  # fmt: skip
     from stallscope.plan._accuracy import accuracy
 

@@ -67,11 +67,15 @@ def predict_model(
     stack: str | Stack | Mapping[str, Any] = DEFAULT_STACK,
     first_stage_layers: int | None = None,
     last_stage_layers: int | None = None,
+    embedding_as_layer: bool = False,
+    loss_as_layer: bool = False,
 ) -> Prediction:
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory.
     ``stack``: the training software (a preset of ``stacks()``, a Stack or a dict of its
     fields). ``first_stage_layers`` / ``last_stage_layers``: the first / last pipeline stage's
-    layer count (Megatron's uneven split; the middle stages split the rest evenly)."""
+    layer count (Megatron's uneven split; the middle stages split the rest evenly).
+    ``embedding_as_layer`` / ``loss_as_layer``: the embedding / loss takes one layer's place in
+    the pipeline split (Megatron-Core's ``account_for_embedding/loss_in_pipeline_split``)."""
     _counts(
         nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp, cp=cp,
         micro_batch=micro_batch, global_batch=global_batch, interleave=interleave,
@@ -100,6 +104,8 @@ def predict_model(
         stack=stack if isinstance(stack, str | Stack) else load_stack(stack),
         first_stage_layers=None if first_stage_layers is None else int(first_stage_layers),
         last_stage_layers=None if last_stage_layers is None else int(last_stage_layers),
+        embedding_as_layer=embedding_as_layer,
+        loss_as_layer=loss_as_layer,
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

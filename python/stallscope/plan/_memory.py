@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stallscope.plan._model import Model
-from stallscope.plan._strategy import Strategy, fused_attention, stage_layers
+from stallscope.plan._schedule import layers_in_flight
+from stallscope.plan._strategy import Strategy, chunk_layers, fused_attention, stage_layers
 
 GIB = 1 << 30
 #: CUDA context, cuBLAS / NCCL workspaces and buffers held outside PyTorch's caching allocator.
@@ -123,6 +124,7 @@ def memory(
     looked at, unless ``every_stage``."""
     best: Memory | None = None
     layers = stage_layers(model, s)
+    chunks = chunk_layers(model, s)
     per_layer = layer_activation_bytes(model, s)
     recompute_one = layer_activation_bytes(model, s, "none") if s.recompute == "full" else 0.0
     tokens = model.seq_len // s.cp * s.micro_batch
@@ -138,8 +140,10 @@ def memory(
             w += 2 * model.layer_params() / s.tp * s.weight_bytes
         gr = p * s.grad_bytes / (s.replicas if s.zero >= 2 else 1)
         opt = p * s.optimizer_bytes / (s.replicas if s.zero >= 1 else 1)
-        nl = layers[k] // s.interleave  # layers per chunk of this stage
-        act = in_flight[k] * nl * per_layer + recompute_one  # full: one layer recomputed at a time
+        held_layers = in_flight[k] * (layers[k] // s.interleave)  # chunks of one stage alike
+        if len(set(chunks[k])) > 1:  # a lighter chunk: the peak of its compute order's layers
+            held_layers = layers_in_flight(s.pp, s.micro_batches, s.interleave, k, chunks[k])
+        act = held_layers * per_layer + recompute_one  # full: one layer recomputed at a time
         if k == 0:  # embedding output of each held micro-batch
             act += in_flight[k] * 2 * tokens * model.hidden / (s.tp if s.sequence_parallel else 1)
         lg = 0.0

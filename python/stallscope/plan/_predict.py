@@ -16,7 +16,7 @@ from stallscope.plan._layout import Layout, layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
 from stallscope.plan._schedule import SLOTS, Schedule, Shape, in_flight_counts, scale_stages
-from stallscope.plan._strategy import Strategy, check, stage_layers
+from stallscope.plan._strategy import Strategy, check, chunk_layers, stage_layers
 from stallscope.predict._compiled import CompiledGraph, attribute_classes
 from stallscope.predict._engine import CATEGORIES, Graph, Stream
 
@@ -105,12 +105,14 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
     def net(nodes: int) -> str:
         return "network" if nodes > 1 else "interconnect"
 
+    chunks = chunk_layers(model, s)
     per_chunk = [n // s.interleave for n in stage_layers(model, s)]
+    uneven_chunks = any(len(set(c)) > 1 for c in chunks)
     return Shape(
         pp=s.pp,
         micro_batches=s.micro_batches,
         interleave=s.interleave,
-        layers_per_chunk=max(per_chunk),
+        layers_per_chunk=max(max(c) for c in chunks),
         zero3=s.zero == 3 and s.replicas > 1,
         dp_overlap=s.replicas > 1 and s.zero < 3,
         dp_blocking=not s.software.dp_overlap,
@@ -121,7 +123,8 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         tp_cat=net(lay.tp.nodes),
         send_cat="network" if lay.pp_cross_node else "interconnect",
         dp_cat=net(lay.dp.nodes),
-        stage_layers=tuple(per_chunk) if len(set(per_chunk)) > 1 else (),
+        stage_layers=tuple(per_chunk) if len(set(per_chunk)) > 1 and not uneven_chunks else (),
+        chunk_layers=chunks if uneven_chunks else (),
     )
 
 
@@ -150,7 +153,7 @@ def _category(shape: Shape) -> list[str]:
 
 def native_graph(shape: Shape) -> dict[str, Any]:
     """The native pipeline graph's arrays of ``shape`` (``_core.pipeline_graph``), per-layer
-    multipliers scaled to each stage's own layer count (``scale_stages``)."""
+    multipliers scaled to each stage's and chunk's own layer count (``scale_stages``)."""
     a: dict[str, Any] = _core.pipeline_graph(
         shape.pp,
         shape.micro_batches,
@@ -164,9 +167,10 @@ def native_graph(shape: Shape) -> dict[str, Any]:
         shape.p2p_blocking,
         shape.dp_blocking,
     )
-    if shape.stage_layers:
+    if shape.scaled:
         stage = a["stream_class"][a["stream"]].tolist()
-        mult = scale_stages(shape, a["slot"].tolist(), stage, a["mult"].tolist())
+        chunk = a["chunk"].tolist()
+        mult = scale_stages(shape, a["slot"].tolist(), stage, chunk, a["mult"].tolist())
         a["mult"] = np.asarray(mult, dtype=a["mult"].dtype)
     return a
 
@@ -193,7 +197,7 @@ def native_schedule(shape: Shape) -> Schedule:
         label=[SLOTS[x] for x in slot],
         nbytes=[0] * n,
     )
-    sch = Schedule(shape, g, slot, a["mult"].tolist())
+    sch = Schedule(shape, g, slot, a["mult"].tolist(), a["chunk"].tolist())
     sch.in_flight = in_flight_counts(shape.pp, shape.micro_batches, shape.interleave)
     return sch
 

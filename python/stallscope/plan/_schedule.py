@@ -12,8 +12,11 @@ one layer ahead, its gradients reduce-scattered after its backward, every micro-
 Task durations are not fixed in the graph: each task names a *slot* (a per-layer or per-send
 cost) and a multiplier, so one graph per schedule shape is re-timed for every configuration of
 that shape (``Schedule.durations``). An uneven split (``Shape.stage_layers``: first or last stage
-with its own layer count) keeps the graph of the largest stage's count and scales each stage's
-per-layer tasks (``LAYER_SLOTS``) by its own count over that one (``scale_stages``). Megatron's point-to-point sends block the sender unless its
+with its own layer count; ``Shape.chunk_layers``: a count per chunk of each stage, as with the
+embedding or loss as a layer) keeps the graph of the largest chunk's count and scales each
+chunk's per-layer tasks (``LAYER_SLOTS``) by its own count over that one, the once-per-step ones
+(optimizer, weight gather) by the stage's (``scale_stages``). Megatron's point-to-point sends
+block the sender unless its
 p2p overlap is on (``--overlap-p2p-communication``): ``p2p_blocking`` puts them on the compute
 stream. Megatron-LM before its overlapped gradient reduction (its 2021-22 "local" DDP) reduced
 the gradients after the whole backward: ``dp_blocking`` puts them on the compute stream too.
@@ -100,9 +103,26 @@ class Shape:
     #: layers per chunk of each stage when they differ (empty: every stage has
     #: ``layers_per_chunk``, which is then the largest of them)
     stage_layers: tuple[int, ...] = ()
+    #: layers of each chunk of each stage (``[stage][chunk]``) when chunks of one stage differ
+    #: (empty: ``stage_layers`` or the even split)
+    chunk_layers: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def scaled(self) -> bool:
+        """Whether some stage's or chunk's layer count differs from ``layers_per_chunk``."""
+        return bool(self.stage_layers or self.chunk_layers)
+
+    def chunk_factors(self) -> list[list[float]]:
+        """Per stage, per chunk: its layers over ``layers_per_chunk`` (1 for an even split)."""
+        if self.chunk_layers:
+            return [[n / self.layers_per_chunk for n in st] for st in self.chunk_layers]
+        return [[f] * self.interleave for f in self.stage_factors()]
 
     def stage_factors(self) -> list[float]:
-        """Per stage: its layers per chunk over ``layers_per_chunk`` (1 for an even split)."""
+        """Per stage: its mean layers per chunk over ``layers_per_chunk`` (1 for an even
+        split)."""
+        if self.chunk_layers:
+            return [sum(st) / len(st) / self.layers_per_chunk for st in self.chunk_layers]
         if not self.stage_layers:
             return [1.0] * self.pp
         return [n / self.layers_per_chunk for n in self.stage_layers]
@@ -116,6 +136,7 @@ class Schedule:
     graph: Graph
     slot: list[int] = field(default_factory=list)
     mult: list[float] = field(default_factory=list)
+    chunk: list[int] = field(default_factory=list)  # per task: its chunk, -1 once per step
     in_flight: list[int] = field(default_factory=list)  # per stage
 
     def durations(self, values: dict[str, float]) -> list[int]:
@@ -148,6 +169,7 @@ def build(shape: Shape) -> Schedule:
     for s in range(p):
         g.rank_class(f"stage {s}", 1)
     pending: list[tuple[int, tuple[str, int, int, int]]] = []  # (task, key of its wait_on)
+    current = [-1]  # the chunk of the op being added (-1: once-per-step work)
     sends: dict[tuple[str, int, int, int], int] = {}  # (phase, stage, chunk, mb) -> send task
 
     def add(
@@ -163,6 +185,7 @@ def build(shape: Shape) -> Schedule:
         g.nbytes.append(0)
         sch.slot.append(_SLOT[slot])
         sch.mult.append(mult)
+        sch.chunk.append(current[0])
         return len(g.duration) - 1
 
     for s in range(p):
@@ -188,6 +211,7 @@ def build(shape: Shape) -> Schedule:
         recent: list[int] = []  # compute units, for the ZeRO-3 prefetch window
 
         for k, (op, c, i) in enumerate(order):
+            current[0] = c
             gc = c * p + s  # global chunk index
             first_chunk, last_chunk = gc == 0, gc == p * v - 1
             up = (op, s - 1, c, i) if s > 0 else ((op, p - 1, c - 1, i) if c > 0 else None)
@@ -234,6 +258,7 @@ def build(shape: Shape) -> Schedule:
                 on = comp if shape.p2p_blocking else send
                 sends[(op, s, c, i)] = add(on, "send", 1, shape.send_cat, (last,), f"{tag} send")
         # end of step: embedding gradients, the optimizer, ZeRO 1-2's weight gather
+        current[0] = -1
         if shape.dp_overlap and shape.dp_blocking and not shape.zero3:
             last = add(comp, "dp_layer", nl * v, shape.dp_cat, (last,), "gradients dp")
             grad_tasks.append(last)
@@ -258,18 +283,36 @@ def build(shape: Shape) -> Schedule:
     for task, key in pending:
         g.wait_on[task] = (sends[key],)
     stage = [g.streams[k].rank_class for k in g.stream_of]
-    sch.mult = scale_stages(shape, sch.slot, stage, sch.mult)
+    sch.mult = scale_stages(shape, sch.slot, stage, sch.chunk, sch.mult)
     return sch
 
 
-def scale_stages(shape: Shape, slot: list[int], stage: list[int], mult: list[float]) -> list[float]:
-    """``mult`` with each per-layer task scaled to its stage's own layer count (unchanged for
-    an even split)."""
-    if not shape.stage_layers:
+def scale_stages(
+    shape: Shape, slot: list[int], stage: list[int], chunk: list[int], mult: list[float]
+) -> list[float]:
+    """``mult`` with each per-layer task scaled to its chunk's own layer count, a once-per-step
+    one (chunk -1: optimizer, weight gather, blocking gradient reduction) to its stage's mean
+    over the chunks (unchanged for an even split)."""
+    if not shape.scaled:
         return mult
-    f = shape.stage_factors()
+    f = shape.chunk_factors()
+    per_stage = shape.stage_factors()
     layer = {_SLOT[n] for n in LAYER_SLOTS}
-    return [k * f[st] if sl in layer else k for sl, st, k in zip(slot, stage, mult, strict=True)]
+    return [
+        k if sl not in layer else k * (f[st][c] if c >= 0 else per_stage[st])
+        for sl, st, c, k in zip(slot, stage, chunk, mult, strict=True)
+    ]
+
+
+def layers_in_flight(pp: int, m: int, v: int, stage: int, per_chunk: tuple[int, ...]) -> int:
+    """Most layers' activations ``stage`` holds at once: the peak, along its compute order, of
+    the layers of the (chunk, micro-batch) forwards whose backward has not run
+    (``per_chunk[c]``: the layers of its chunk c)."""
+    live = most = 0
+    for op, c, _ in stage_order(pp, m, v, stage):
+        live += per_chunk[c] if op == "F" else -per_chunk[c]
+        most = max(most, live)
+    return most
 
 
 def in_flight_counts(pp: int, m: int, v: int) -> list[int]:

@@ -10,6 +10,13 @@ The layers split evenly over the pipeline stages unless ``first_stage_layers`` /
 stages split the rest evenly. With interleaving every stage's count must divide by the
 interleave (each of its chunks holds the same share), as Megatron-Core requires
 (``TransformerConfig.__post_init__``, megatron/core/transformer/transformer_config.py).
+
+``embedding_as_layer`` / ``loss_as_layer`` are Megatron-Core's
+``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``: the
+embedding and the loss each count as one layer, the layers plus those split evenly over the
+pp x interleave chunks, and the first chunk of the first stage (the last chunk of the last stage)
+builds one transformer layer fewer (``get_num_layers_to_build``,
+megatron/core/transformer/transformer_block.py). They exclude the first / last stage counts.
 """
 
 from __future__ import annotations
@@ -52,11 +59,24 @@ class Strategy:
     stack: str | Stack = DEFAULT_STACK  # the training software (a preset's name or a Stack)
     first_stage_layers: int | None = None  # layers of pipeline stage 0 (None: even split)
     last_stage_layers: int | None = None  # layers of the last pipeline stage (None: even split)
+    embedding_as_layer: bool = False  # the embedding takes one layer's place in the split
+    loss_as_layer: bool = False  # the loss (output layer) takes one layer's place in the split
 
     @property
     def uneven(self) -> bool:
-        """Whether the first or last stage's layer count is given."""
-        return self.first_stage_layers is not None or self.last_stage_layers is not None
+        """Whether the stages' layer counts may differ: the first or last stage's count is
+        given, or the embedding or the loss takes a layer's place."""
+        return (
+            self.first_stage_layers is not None
+            or self.last_stage_layers is not None
+            or self.embedding_as_layer
+            or self.loss_as_layer
+        )
+
+    @property
+    def as_layers(self) -> int:
+        """Slots the embedding and the loss take in the pipeline split (0, 1 or 2)."""
+        return int(self.embedding_as_layer) + int(self.loss_as_layer)
 
     @property
     def software(self) -> Stack:
@@ -106,13 +126,33 @@ class Strategy:
             parts.append(f"first{self.first_stage_layers}")
         if self.last_stage_layers is not None:
             parts.append(f"last{self.last_stage_layers}")
+        if self.embedding_as_layer:
+            parts.append("emb-layer")
+        if self.loss_as_layer:
+            parts.append("loss-layer")
         return ".".join(parts)
+
+
+def chunk_layers(model: Model, s: Strategy) -> tuple[tuple[int, ...], ...]:
+    """Transformer layers of each chunk of each pipeline stage (``[stage][chunk]``, ``check``
+    first): every chunk of a stage holds its share, but with the embedding (loss) as a layer the
+    first chunk of the first stage (the last chunk of the last stage) holds one fewer."""
+    if s.as_layers:
+        each = (model.layers + s.as_layers) // (s.pp * s.interleave)
+        out = [[each] * s.interleave for _ in range(s.pp)]
+        out[0][0] -= s.embedding_as_layer
+        out[-1][-1] -= s.loss_as_layer
+        return tuple(tuple(c) for c in out)
+    return tuple((n // s.interleave,) * s.interleave for n in stage_layers(model, s))
 
 
 def stage_layers(model: Model, s: Strategy) -> tuple[int, ...]:
     """Transformer layers of each pipeline stage (all its chunks), first to last: the given
-    first / last counts and the rest split evenly over the middle stages (``check`` first)."""
+    first / last counts and the rest split evenly over the middle stages, or the embedding /
+    loss as a layer (``chunk_layers``) (``check`` first)."""
     first, last = s.first_stage_layers, s.last_stage_layers
+    if s.as_layers:
+        return tuple(sum(c) for c in chunk_layers(model, s))
     if not s.uneven:
         return (model.layers // s.pp,) * s.pp
     middle = s.pp - (first is not None) - (last is not None)
@@ -194,6 +234,62 @@ def _check_uneven(model: Model, s: Strategy) -> None:
     )
 
 
+def _as_layer_rule(layers: int, pp: int, v: int) -> str:
+    """The Megatron-Core rule a split of ``layers`` (embedding / loss slots included) over pp
+    stages of v chunks breaks ("" when it breaks none)."""
+    if layers % pp:
+        return f"the {layers} layers do not split evenly over the {pp} pipeline stages"
+    if layers // pp % v:
+        return (
+            f"each stage's {layers // pp} layers must divide by the interleave ({v}): every "
+            f"chunk holds the same number of layers"
+        )
+    return ""
+
+
+def _check_as_layers(model: Model, s: Strategy) -> None:
+    for name in ("embedding_as_layer", "loss_as_layer"):
+        if not isinstance(getattr(s, name), bool):
+            raise PlanError(f"{name} must be true or false, got {getattr(s, name)!r}")
+    if s.first_stage_layers is not None or s.last_stage_layers is not None:
+        raise PlanError(
+            "the embedding / loss as a pipeline layer and first / last stage layer counts "
+            "exclude each other (Megatron-Core refuses account_for_embedding/loss_in_pipeline_"
+            "split with num_layers_in_first/last_pipeline_stage): give one or the other"
+        )
+    total = model.layers + s.as_layers
+    rule = _as_layer_rule(total, s.pp, s.interleave)
+    if not rule:
+        return
+    hints = []
+    pps = [p for p in divisors(total) if p > 1 and not _as_layer_rule(total, p, 1)]
+    if s.interleave > 1:
+        vs = [v for v in divisors(total) if not _as_layer_rule(total, s.pp, v)]
+        if vs:
+            hints.append(f"interleave {listed(nearest_values(s.interleave, vs))}")
+        pps = [p for p in pps if not _as_layer_rule(total, p, s.interleave)]
+    if pps:
+        hints.append(f"pp {listed(nearest_values(s.pp, pps))}")
+    for e, lo in ((True, True), (True, False), (False, True), (False, False)):
+        n = model.layers + e + lo
+        if (e, lo) != (s.embedding_as_layer, s.loss_as_layer) and not _as_layer_rule(
+            n, s.pp, s.interleave
+        ):
+            what = [w for w, on in (("embedding", e), ("loss", lo)) if on]
+            hints.append(f"{' and '.join(what)} as a layer" if what else "neither as a layer")
+    fix = ("nearest valid: " + "; or ".join(hints)) if hints else "change pp or the interleave"
+    slots = " + ".join(
+        [str(model.layers)]
+        + ["1 (embedding)"] * s.embedding_as_layer
+        + ["1 (loss)"] * s.loss_as_layer
+    )
+    raise PlanError(
+        f"pipeline split of {model.name!r} with the embedding / loss as layers ({slots} = "
+        f"{total} layers, pp={s.pp}, interleave={s.interleave}): {rule} (Megatron-Core's rule "
+        f"for account_for_embedding/loss_in_pipeline_split); {fix}"
+    )
+
+
 def fused_attention(model: Model, s: Strategy) -> bool:
     """Whether attention runs as one fused (flash) kernel: the model allows it and the stack
     does not run it unfused."""
@@ -228,7 +324,9 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
             f"nearest valid tp: {listed(nearest_values(s.tp, [t for t in tp_ok if model.ffn_hidden % t == 0]))}"
         )
     chunks = s.pp * s.interleave
-    if s.uneven:
+    if s.embedding_as_layer is not False or s.loss_as_layer is not False:
+        _check_as_layers(model, s)
+    elif s.uneven:
         _check_uneven(model, s)
     elif model.layers % chunks:
         ok = [d for d in divisors(model.layers) if d % s.pp == 0] if s.interleave > 1 else []

@@ -85,10 +85,34 @@ def test_predict_model_mode_uneven_stages(files: tuple[str, str]) -> None:
     assert text.exit_code == 0 and ".first1.last1" in text.output
 
 
+def test_predict_model_mode_embedding_and_loss_as_layers(files: tuple[str, str]) -> None:
+    m, s = files  # 8 layers + the embedding + the loss = 10 on 5 stages: 1 + 2 + 2 + 2 + 1
+    args = ["predict", "--model", m, "--system", s, "--nodes", "1", "--gpus-per-node", "5"]
+    args += ["--pp", "5", "--global-batch", "20", "--embedding-as-layer", "--loss-as-layer"]
+    res = CliRunner().invoke(cli, [*args, "--json", "-"])
+    assert res.exit_code == 0, res.output
+    p = orjson.loads(res.stdout)["predictions"][0]
+    assert p["embedding_as_layer"] is True and p["loss_as_layer"] is True
+    comp = [st["compute_ns"] for st in p["stages"]]
+    assert comp[0] < comp[1] == comp[2] == comp[3]
+    text = CliRunner().invoke(cli, args)
+    assert text.exit_code == 0 and ".emb-layer.loss-layer" in text.output
+    even = CliRunner().invoke(cli, args[:-2])  # 8 layers do not split over 5 stages
+    assert even.exit_code == 1 and "not divisible by pp x interleave" in even.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--tp", "3"], "tp=3 does not divide heads (16)"),
+        (
+            ["--pp", "4", "--embedding-as-layer"],
+            "the 9 layers do not split evenly over the 4 pipeline stages",
+        ),
+        (
+            ["--pp", "2", "--embedding-as-layer", "--loss-as-layer", "--first-stage-layers", "4"],
+            "exclude each other",
+        ),
         (
             ["--pp", "4", "--first-stage-layers", "2", "--last-stage-layers", "1"],
             "5 layers left do not split evenly over the 2 middle stages",
