@@ -26,7 +26,10 @@ tables, BLOOM, Llama 3) run on DGX-like nodes: 8 GPUs on NVSwitch, 1600 Gb/s per
 llm-foundry's table heading states) and 3200 Gb/s per H100 node (Llama 3: 400 Gb/s per GPU),
 unless the entry gives its own ``inter_node_Gbps`` (BLOOM: 4 x 100 Gb/s Omni-Path per node).
 A pipeline whose first and last stages hold fewer layers gives them as ``first_stage_layers`` /
-``last_stage_layers`` (Megatron's uneven split: the middle stages share the rest evenly).
+``last_stage_layers`` (Megatron's uneven split: the middle stages share the rest evenly); one
+whose embedding and loss each take a layer's place in the split (Megatron-Core's
+``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``) gives
+``embedding_as_layer`` / ``loss_as_layer``.
 Entries on a GPU whose dense peak is not published, and entries no configuration of the planner
 can express, are reported with the reason and not counted. The result gives the error per
 source and per GPU.
@@ -134,9 +137,10 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
     tp, pp, dp = e["tp"], e["pp"], e["dp"]
     mbs = [e["micro_batch"]] if e.get("micro_batch") else [1, 2, 4, 8]
     first, last = e.get("first_stage_layers"), e.get("last_stage_layers")
+    emb, loss = bool(e.get("embedding_as_layer")), bool(e.get("loss_as_layer"))
     if e.get("virtual_stages"):
         vs = [e["virtual_stages"]]
-    elif first is not None or last is not None:
+    elif first is not None or last is not None or emb or loss:
         vs = [1, 2, 3, 4, 6, 8]  # check() refuses those Megatron-Core's rule refuses
     elif pp > 1:
         # No even split at all: try v = 1 so that the planner's check says why.
@@ -154,6 +158,7 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
         s = Strategy(
             tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
             cp=e.get("cp") or 1, stack=st, first_stage_layers=first, last_stage_layers=last,
+            embedding_as_layer=emb, loss_as_layer=loss,
         )  # fmt: skip
         try:
             check(m, s, e["gpus"])

@@ -29,7 +29,7 @@ KEYS = {
 }  # fmt: skip
 OPTIONAL = {
     "params", "mfu_basis", "first_stage_layers", "last_stage_layers", "stage_layers_source",
-    "inter_node_Gbps", "inter_node_source", "interleaved",
+    "inter_node_Gbps", "inter_node_source", "interleaved", "embedding_as_layer", "loss_as_layer",
 }  # fmt: skip
 RESULTS = {
     "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
@@ -92,13 +92,16 @@ def test_entry_schema(e: dict[str, Any]) -> None:
         assert middle > 0 and rest > 0 and rest % middle == 0
         s = e["stage_layers_source"]
         assert s["url"].startswith("https://") and DATE.match(s["date"]) and s["where"]
-    else:
-        # interleaved chunks hold equal shares, where Megatron-Core may count the embedding and
-        # the loss as a layer each (account_for_embedding_in_pipeline_split,
-        # account_for_loss_in_pipeline_split: Llama 3.1 405B's 126 + 2 layers in 8 x 8 chunks)
+    elif e.get("embedding_as_layer") or e.get("loss_as_layer"):
+        # Megatron-Core counts the embedding / the loss as a layer each, then splits evenly
+        # (account_for_embedding/loss_in_pipeline_split: Llama 3.1 405B's 126 + 2 in 8 x 8 chunks)
+        slots = m.layers + bool(e.get("embedding_as_layer")) + bool(e.get("loss_as_layer"))
+        assert slots % (e["pp"] * (vp or 1)) == 0
+        s = e["stage_layers_source"]
+        assert s["url"].startswith("https://") and DATE.match(s["date"]) and s["where"]
+    else:  # interleaved chunks hold equal shares
         assert "stage_layers_source" not in e
-        chunks = e["pp"] * (vp or 1)
-        assert vp in (None, 1) or 0 in (m.layers % chunks, (m.layers + 2) % chunks)
+        assert vp in (None, 1) or m.layers % (e["pp"] * vp) == 0
     if "inter_node_Gbps" in e:
         assert e["inter_node_Gbps"] > 0 and e["system"] is None
         s = e["inter_node_source"]
