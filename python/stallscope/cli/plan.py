@@ -14,12 +14,16 @@ import click
 F = TypeVar("F", bound=Callable[..., Any])
 
 MODEL_HELP = "A model JSON file (layers, hidden, heads, seq_len, vocab, ...) or a preset name."
+SEQ_LEN_HELP = (
+    "Tokens per sequence trained (default: the model's seq_len; a preset's is its released "
+    "context, 131,072 for Llama 3.1, which pre-training rarely uses)."
+)
 SYSTEM_HELP = (
     "A system JSON file (gpu, gpus_per_node, intra_node_GBps, inter_node_Gbps) or a preset name."
 )
 STACK_HELP = (
-    "The training software: a preset (megatron-core, megatron-lm-2021, nemo-24, "
-    "llm-foundry-2023, torchtitan-2024) or a JSON file of its fields."
+    "The training software: a preset (megatron-core, megatron-lm-2021, megatron-deepspeed-2021, "
+    "nemo-24, nemo-25, llm-foundry-2023, torchtitan-2024) or a JSON file of its fields."
 )
 
 
@@ -51,8 +55,17 @@ def plan_errors() -> Iterator[None]:
 
 
 def model_system_options(f: F) -> F:
+    f = click.option("--seq-len", type=click.IntRange(1), default=None, help=SEQ_LEN_HELP)(f)
     f = click.option("--system", "system", required=True, help=SYSTEM_HELP)(f)
     return click.option("--model", "model", required=True, help=MODEL_HELP)(f)
+
+
+def model_arg(model: str, seq_len: int | None) -> Any:
+    """The Model of ``--model``, trained at ``--seq-len`` tokens per sequence when given."""
+    from stallscope.plan import load_model
+
+    m = load_model(model)
+    return m if seq_len is None else load_model(m.to_dict() | {"seq_len": seq_len})
 
 
 def _write_json(doc: Any, path: Path | None) -> None:
@@ -96,6 +109,7 @@ def _write_json(doc: Any, path: Path | None) -> None:
 def plan(
     model: str,
     system: str,
+    seq_len: int | None,
     gpus: int,
     global_batch: int | None,
     top: int,
@@ -107,12 +121,12 @@ def plan(
     parallel, ZeRO stage, interleave) of a training job that fits in memory, by predicted step
     time."""
     from stallscope.cli.render import print_frame
-    from stallscope.plan import load_model, load_system
+    from stallscope.plan import load_system
     from stallscope.plan._accuracy import accuracy
     from stallscope.plan._search import Space, search
 
     with plan_errors():
-        m, s = load_model(model), load_system(system)
+        m, s = model_arg(model, seq_len), load_system(system)
         sw = stack_arg(stack)
         result = search(m, s, gpus, global_batch, top, Space(precision=precision, stack=sw))
     t = result.table
@@ -198,6 +212,7 @@ def plan(
 def whatif(
     model: str,
     system: str,
+    seq_len: int | None,
     gpus: int,
     global_batch: int | None,
     precision: str,
@@ -208,14 +223,14 @@ def whatif(
 ) -> None:
     """The best configuration's step time when one figure of the cluster is scaled."""
     from stallscope.cli.render import print_frame
-    from stallscope.plan import load_model, load_system
+    from stallscope.plan import load_system
     from stallscope.plan._plot import plot_whatif
     from stallscope.plan._search import Space
     from stallscope.plan._whatif import parse_knob, whatif_table
 
     with plan_errors():
         parsed = dict(parse_knob(k) for k in knobs) or None
-        m, s = load_model(model), load_system(system)
+        m, s = model_arg(model, seq_len), load_system(system)
         space = Space(precision=precision, stack=stack_arg(stack))
         table = whatif_table(m, s, gpus, parsed, global_batch, space)
         if plot_path is not None:

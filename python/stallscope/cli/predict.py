@@ -166,6 +166,18 @@ def predict(
         raise click.UsageError(
             "give RUN (a run directory, traces or a saved profile) or --model and --system"
         )
+    ctx = click.get_current_context()
+    given = [
+        "--" + name.replace("_", "-")
+        for name in model_opts
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:  # options of the model mode would be ignored silently
+        raise click.UsageError(
+            f"{', '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of the "
+            "model mode (--model and --system); "
+            "a measured RUN is predicted with --nodes, --ranks-per-node, --rate, ..."
+        )
     import itertools
     import warnings
 

@@ -13,9 +13,11 @@ import click
 
 from stallscope.cli.plan import (
     MODEL_HELP,
+    SEQ_LEN_HELP,
     STACK_HELP,
     SYSTEM_HELP,
     _write_json,
+    model_arg,
     plan_errors,
     stack_arg,
 )
@@ -25,6 +27,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--model", "model", default=None, help=MODEL_HELP),
     click.option("--system", "system", default=None, help=SYSTEM_HELP),
+    click.option("--seq-len", type=click.IntRange(1), default=None, help=SEQ_LEN_HELP),
     click.option("--gpus-per-node", type=click.IntRange(1), default=None, help="GPUs used per node (default: the system's)."),
     click.option("--tp", type=click.IntRange(1), default=1, show_default=True, help="Tensor-parallel size."),
     click.option("--pp", type=click.IntRange(1), default=1, show_default=True, help="Pipeline stages."),
@@ -56,6 +59,7 @@ def model_mode_options(f: F) -> F:
 def run_model_mode(
     model: str | None,
     system: str | None,
+    seq_len: int | None,
     nodes: int | None,
     gpus_per_node: int | None,
     tp: int,
@@ -97,7 +101,7 @@ def run_model_mode(
     )
     with plan_errors():
         p = predict_model(
-            model, system, nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, dp=dp,
+            model_arg(model, seq_len), system, nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, dp=dp,
             micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
             sequence_parallel=sequence_parallel, p2p_overlap=p2p_overlap, zero=zero,
             interleave=interleave, first_stage_layers=first_stage_layers,

@@ -218,3 +218,26 @@ def test_stack_by_name_by_file_and_its_errors(files: tuple[str, str], tmp_path: 
         cli, ["plan", "--model", m, "--system", s, "--gpus", "16", "--stack", "nemo-24"]
     )
     assert res.exit_code == 0, res.output
+
+
+def test_seq_len_sets_the_trained_sequence(files: tuple[str, str]) -> None:
+    m, s = files
+    base = ["plan", "--model", m, "--system", s, "--gpus", "16", "--top", "1", "--json", "-"]
+    short = orjson.loads(CliRunner().invoke(cli, base).output)
+    long = orjson.loads(CliRunner().invoke(cli, [*base, "--seq-len", "4096"]).output)
+    assert long["model"]["seq_len"] == 4096 != short["model"]["seq_len"]
+    args = ["predict", "--model", m, "--system", s, "--nodes", "2", "--global-batch", "32"]
+    steps = []
+    for extra in ([], ["--seq-len", "4096"]):
+        res = CliRunner().invoke(cli, [*args, *extra, "--json", "-"])
+        assert res.exit_code == 0, res.output
+        steps.append(orjson.loads(res.output)["predictions"][0]["step_ns"])
+    assert steps[1] > 3 * steps[0]  # 4x the tokens per step
+    res = CliRunner().invoke(cli, [*args, "--seq-len", "0"])
+    assert res.exit_code == 2 and "--seq-len" in res.output
+
+
+def test_model_options_with_a_measured_run_are_refused(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["predict", str(tmp_path), "--tp", "8", "--seq-len", "8"])
+    assert res.exit_code == 2
+    assert "--tp, --seq-len are options of the model mode" in res.output
