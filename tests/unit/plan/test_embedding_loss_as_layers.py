@@ -4,6 +4,8 @@ the schedule (native and reference alike), the step, memory and the API."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from stallscope.plan import Cluster, Model, PlanError, Strategy, load_model, predict_model
@@ -123,20 +125,27 @@ def test_lighter_end_chunks_lighten_the_end_stages_and_the_step() -> None:
     ],
 )
 @pytest.mark.parametrize("detail", [False, True])
-def test_the_native_graph_scales_the_chunks_as_the_reference(
-    flags: dict[str, bool], detail: bool
+@pytest.mark.parametrize(
+    ("split", "per_stage"),
+    [
+        # a chunk may hold no layer (the embedding alone)
+        ({"chunk_layers": ((0, 4), (4, 4), (4, 4), (4, 3))}, [4, 8, 8, 7]),
+        ({"stage_layers": (3, 4, 4, 2)}, None),  # uneven stages, even chunks
+    ],
+)
+def test_the_native_graph_scales_stages_and_chunks_as_the_reference(
+    flags: dict[str, bool], detail: bool, split: dict[str, Any], per_stage: list[int] | None
 ) -> None:
     base = {"zero3": False, "dp_overlap": False, "tied": False, "param_gather": False}
-    chunks = ((0, 4), (4, 4), (4, 4), (4, 3))  # a chunk may hold no layer (the embedding alone)
-    shape = Shape(4, 8, 2, 4, detail=detail, chunk_layers=chunks, **(base | flags))
+    shape = Shape(4, 8, 2, 4, detail=detail, **split, **(base | flags))
     ref, nat = build(shape), native_schedule(shape)
     assert nat.slot == ref.slot and nat.mult == ref.mult and nat.chunk == ref.chunk
     assert nat.graph.deps == ref.graph.deps and nat.graph.wait_on == ref.graph.wait_on
     assert ref.mult != build(Shape(4, 8, 2, 4, detail=detail, **(base | flags))).mult
-    # the once-per-step work (optimizer) of stage 0 counts its 4 layers, not 2 chunks of 4
     opt = [k for k, sl in enumerate(ref.slot) if SLOTS[sl] == "opt_layer"]
     assert all(ref.chunk[k] == -1 for k in opt)
-    assert [ref.mult[k] for k in opt] == [4, 8, 8, 7]
+    if per_stage is not None:  # stage 0's optimizer counts its 4 layers, not 2 chunks of 4
+        assert [ref.mult[k] for k in opt] == per_stage
 
 
 def test_the_layers_held_follow_the_compute_order() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stallscope.plan import Cluster, Model, PlanError, Strategy, predict_model
-from stallscope.plan._predict import native_schedule, predict_strategy
+from stallscope.plan._predict import predict_strategy
 from stallscope.plan._schedule import Shape, build
 from stallscope.plan._strategy import check, stage_layers
 from stallscope.predict._engine import attribute
@@ -98,27 +98,6 @@ def test_lighter_end_stages_run_their_own_layers_and_shorten_the_step() -> None:
     assert compute == [8 * n * 3_000 for n in (2, 3, 3, 2)]  # m x layers x (1 + 2) us
     assert even2 < step < even3  # the middle stages set the pace, the ends fill faster
     assert even3 == (8 + 4 - 1) * 3 * 3_000  # 1F1B with free communication
-
-
-@pytest.mark.parametrize(
-    "flags",
-    [
-        {},
-        {"dp_overlap": True, "tied": True, "param_gather": True},
-        {"zero3": True},
-        {"dp_overlap": True, "dp_blocking": True, "p2p_blocking": True},
-    ],
-)
-@pytest.mark.parametrize("detail", [False, True])
-def test_the_native_graph_scales_the_stages_as_the_reference(
-    flags: dict[str, bool], detail: bool
-) -> None:
-    base = {"zero3": False, "dp_overlap": False, "tied": False, "param_gather": False}
-    shape = Shape(4, 8, 2, 4, detail=detail, stage_layers=(3, 4, 4, 2), **(base | flags))
-    ref, nat = build(shape), native_schedule(shape)
-    assert nat.slot == ref.slot and nat.mult == ref.mult
-    assert nat.graph.deps == ref.graph.deps and nat.graph.wait_on == ref.graph.wait_on
-    assert ref.mult != build(Shape(4, 8, 2, 4, detail=detail, **(base | flags))).mult
 
 
 def test_an_uneven_split_equal_to_the_even_one_predicts_the_same(
