@@ -25,8 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stallscope.plan._model import Model
+from stallscope.plan._pipeline_split import chunk_layers, stage_layers
 from stallscope.plan._schedule import layers_in_flight
-from stallscope.plan._strategy import Strategy, chunk_layers, fused_attention, stage_layers
+from stallscope.plan._strategy import Strategy, fused_attention
 
 GIB = 1 << 30
 #: CUDA context, cuBLAS / NCCL workspaces and buffers held outside PyTorch's caching allocator.

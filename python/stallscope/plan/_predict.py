@@ -15,8 +15,9 @@ from stallscope.plan._costs import Costs, costs
 from stallscope.plan._layout import Layout, layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
+from stallscope.plan._pipeline_split import chunk_layers, stage_layers
 from stallscope.plan._schedule import SLOTS, Schedule, Shape, in_flight_counts, scale_stages
-from stallscope.plan._strategy import Strategy, check, chunk_layers, stage_layers
+from stallscope.plan._strategy import Strategy, check
 from stallscope.predict._compiled import CompiledGraph, attribute_classes
 from stallscope.predict._engine import CATEGORIES, Graph, Stream
 

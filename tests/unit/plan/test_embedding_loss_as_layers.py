@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from stallscope.plan import Cluster, Model, PlanError, Strategy, load_model, predict_model
+from stallscope.plan._pipeline_split import chunk_layers, stage_layers
 from stallscope.plan._predict import native_schedule, predict_strategy
 from stallscope.plan._schedule import SLOTS, Shape, build, in_flight_counts, layers_in_flight
-from stallscope.plan._strategy import check, chunk_layers, stage_layers
+from stallscope.plan._strategy import check
 from stallscope.predict._engine import attribute
 
 from .conftest import DGX_A100, GPT3

@@ -206,7 +206,7 @@ def test_uneven_pipeline_splits_reach_the_planner() -> None:
     bench predicts it with that split. Llama 3 405B's first and last stages hold a layer fewer
     (7 + 14 x 8 + 7) in an interleaved schedule, which Megatron-Core's rule refuses (7 layers do
     not split into V > 1 equal chunks): reported with that reason, not counted."""
-    from stallscope.plan._strategy import stage_layers
+    from stallscope.plan._pipeline_split import stage_layers
 
     bench = _bench()
     bloom = next(e for e in ENTRIES if e["id"] == "bigscience22-bloom-176b-384gpu")

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from stallscope.plan import Cluster, Model, PlanError, Strategy, predict_model
+from stallscope.plan._pipeline_split import stage_layers
 from stallscope.plan._predict import predict_strategy
 from stallscope.plan._schedule import Shape, build
-from stallscope.plan._strategy import check, stage_layers
+from stallscope.plan._strategy import check
 from stallscope.predict._engine import attribute
 
 from .conftest import DGX_A100, GPT3
