@@ -29,7 +29,10 @@ A pipeline whose first and last stages hold fewer layers gives them as ``first_s
 ``last_stage_layers`` (Megatron's uneven split: the middle stages share the rest evenly); one
 whose embedding and loss each take a layer's place in the split (Megatron-Core's
 ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``) gives
-``embedding_as_layer`` / ``loss_as_layer``.
+``embedding_as_layer`` / ``loss_as_layer``. Under interleaving, which Megatron-Core's rule for
+uneven first and last stages refuses, an uneven split is written as a pipeline layout
+(``end_chunk_layout``): the first (last) stage's missing layers come off the chunk holding the
+embedding (the loss), where Megatron-Core's account_for_* options put them.
 Entries on a GPU whose dense peak is not published, and entries no configuration of the planner
 can express, are reported with the reason and not counted. The result gives the error per
 source and per GPU.
@@ -64,6 +67,7 @@ from stallscope.plan import (
 )
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._model import Model
+from stallscope.plan._pipeline_layout import write_layout
 from stallscope.plan._strategy import check
 
 DATA = Path(__file__).parent / "data" / "public_llm_training.json"
@@ -130,6 +134,28 @@ def stack_of(e: dict[str, Any]) -> Stack:
     return load_stack({k: v for k, v in e["stack"].items() if k != "source"})
 
 
+def end_chunk_layout(layers: int, pp: int, v: int, first: int | None, last: int | None) -> str:
+    """An uneven split under interleaving as a pipeline layout: every chunk of the middle
+    stages holds the same share, and the first (last) stage's missing layers come off its
+    chunk that holds the embedding (the loss), as Megatron-Core's account_for_embedding /
+    loss_in_pipeline_split place them ("" when that cannot be written)."""
+    middle = pp - (first is not None) - (last is not None)
+    rest = layers - (first or 0) - (last or 0)
+    if middle < 1 or rest % middle or rest // middle % v:
+        return ""
+    each = rest // middle // v
+    counts = [[each] * v for _ in range(pp)]
+    for stage, chunk, n in ((0, 0, first), (pp - 1, v - 1, last)):
+        if n is not None:
+            counts[stage][chunk] -= v * each - n
+    if any(c < 0 or c > each for st in counts for c in st):
+        return ""
+    order = [counts[i % pp][i // pp] for i in range(pp * v)]
+    chunks = ["t" * n for n in order]
+    chunks[0], chunks[-1] = "E" + chunks[0], chunks[-1] + "L"
+    return write_layout(chunks)
+
+
 def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
     """Every configuration consistent with what the source states, and the planner's reason
     for refusing the first one it refuses ("" when it refuses none)."""
@@ -155,10 +181,16 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
     out: list[Strategy] = []
     why = ""
     for mb, v, rc, sp, z in itertools.product(mbs, vs, rcs, sps, zs):
+        split: dict[str, Any] = {
+            "first_stage_layers": first, "last_stage_layers": last,
+            "embedding_as_layer": emb, "loss_as_layer": loss,
+        }  # fmt: skip
+        if v > 1 and (first is not None or last is not None):
+            layout = end_chunk_layout(m.layers, pp, v, first, last)
+            split = {"pipeline_layout": layout} if layout else split
         s = Strategy(
             tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
-            cp=e.get("cp") or 1, stack=st, first_stage_layers=first, last_stage_layers=last,
-            embedding_as_layer=emb, loss_as_layer=loss,
+            cp=e.get("cp") or 1, stack=st, **split,
         )  # fmt: skip
         try:
             check(m, s, e["gpus"])

@@ -44,6 +44,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--last-stage-layers", type=click.IntRange(1), default=None, help="Layers of the last pipeline stage (Megatron's --decoder-last-pipeline-num-layers; the middle stages split the rest)."),
     click.option("--embedding-as-layer", is_flag=True, help="The embedding takes one layer's place in the pipeline split: the first chunk of the first stage holds one layer fewer (Megatron-Core's account_for_embedding_in_pipeline_split)."),
     click.option("--loss-as-layer", is_flag=True, help="The loss takes one layer's place in the pipeline split: the last chunk of the last stage holds one layer fewer (Megatron-Core's account_for_loss_in_pipeline_split)."),
+    click.option("--pipeline-layout", default=None, metavar="LAYOUT", help="Every pipeline chunk's layers in Megatron-Core's notation (--pipeline-model-parallel-layout): E embedding, t transformer layer, L loss, | between chunks in model order, (...)*n and x*n repeat; e.g. 'Et*3|(t*4|)*30,t*3L' for 126 layers on pp 16 with interleave 2."),
     click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
     click.option("--stack", "stack", default=None, help=STACK_HELP),
 ]  # fmt: skip
@@ -77,6 +78,7 @@ def run_model_mode(
     last_stage_layers: int | None,
     embedding_as_layer: bool,
     loss_as_layer: bool,
+    pipeline_layout: str | None,
     precision: str,
     stack: str | None,
     json_path: Path | None,
@@ -106,7 +108,8 @@ def run_model_mode(
             sequence_parallel=sequence_parallel, p2p_overlap=p2p_overlap, zero=zero,
             interleave=interleave, first_stage_layers=first_stage_layers,
             last_stage_layers=last_stage_layers, embedding_as_layer=embedding_as_layer,
-            loss_as_layer=loss_as_layer, precision=precision, stack=stack_arg(stack),
+            loss_as_layer=loss_as_layer, pipeline_layout=pipeline_layout, precision=precision,
+            stack=stack_arg(stack),
         )  # fmt: skip
     from stallscope.plan._accuracy import accuracy
 

@@ -69,13 +69,17 @@ def predict_model(
     last_stage_layers: int | None = None,
     embedding_as_layer: bool = False,
     loss_as_layer: bool = False,
+    pipeline_layout: str | None = None,
 ) -> Prediction:
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory.
     ``stack``: the training software (a preset of ``stacks()``, a Stack or a dict of its
     fields). ``first_stage_layers`` / ``last_stage_layers``: the first / last pipeline stage's
     layer count (Megatron's uneven split; the middle stages split the rest evenly).
     ``embedding_as_layer`` / ``loss_as_layer``: the embedding / loss takes one layer's place in
-    the pipeline split (Megatron-Core's ``account_for_embedding/loss_in_pipeline_split``)."""
+    the pipeline split (Megatron-Core's ``account_for_embedding/loss_in_pipeline_split``).
+    ``pipeline_layout``: every chunk's layers in Megatron-Core's notation
+    (``--pipeline-model-parallel-layout``, e.g. ``"Et*3|(t*4|)*30,t*3L"``); it sets no
+    interleave, give the one it implies."""
     _counts(
         nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp, cp=cp,
         micro_batch=micro_batch, global_batch=global_batch, interleave=interleave,
@@ -106,6 +110,7 @@ def predict_model(
         last_stage_layers=None if last_stage_layers is None else int(last_stage_layers),
         embedding_as_layer=embedding_as_layer,
         loss_as_layer=loss_as_layer,
+        pipeline_layout=pipeline_layout,
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

@@ -14,6 +14,8 @@ embedding and the loss each count as one layer, the layers plus those split even
 pp x interleave chunks, and the first chunk of the first stage (the last chunk of the last stage)
 builds one transformer layer fewer (``get_num_layers_to_build``,
 megatron/core/transformer/transformer_block.py). They exclude the first / last stage counts.
+
+A pipeline layout (``_pipeline_layout``) gives every chunk's count itself.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
 from stallscope.plan._model import Model
+from stallscope.plan._pipeline_layout import layout_chunk_layers
 
 if TYPE_CHECKING:
     from stallscope.plan._strategy import Strategy
@@ -30,7 +33,10 @@ if TYPE_CHECKING:
 def chunk_layers(model: Model, s: Strategy) -> tuple[tuple[int, ...], ...]:
     """Transformer layers of each chunk of each pipeline stage (``[stage][chunk]``, ``check``
     first): every chunk of a stage holds its share, but with the embedding (loss) as a layer the
-    first chunk of the first stage (the last chunk of the last stage) holds one fewer."""
+    first chunk of the first stage (the last chunk of the last stage) holds one fewer; a
+    pipeline layout gives each chunk's count."""
+    if s.pipeline_layout is not None:
+        return layout_chunk_layers(s)
     if s.as_layers:
         each = (model.layers + s.as_layers) // (s.pp * s.interleave)
         out = [[each] * s.interleave for _ in range(s.pp)]
@@ -45,7 +51,7 @@ def stage_layers(model: Model, s: Strategy) -> tuple[int, ...]:
     first / last counts and the rest split evenly over the middle stages, or the embedding /
     loss as a layer (``chunk_layers``) (``check`` first)."""
     first, last = s.first_stage_layers, s.last_stage_layers
-    if s.as_layers:
+    if s.as_layers or s.pipeline_layout is not None:
         return tuple(sum(c) for c in chunk_layers(model, s))
     if not s.uneven:
         return (model.layers // s.pp,) * s.pp

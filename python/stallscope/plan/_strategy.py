@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
 from stallscope.plan._model import Model
+from stallscope.plan._pipeline_layout import check_layout
 from stallscope.plan._pipeline_split import check_as_layers, check_uneven
 from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack
 
@@ -49,13 +50,17 @@ class Strategy:
     last_stage_layers: int | None = None  # layers of the last pipeline stage (None: even split)
     embedding_as_layer: bool = False  # the embedding takes one layer's place in the split
     loss_as_layer: bool = False  # the loss (output layer) takes one layer's place in the split
+    #: every chunk's layers in Megatron-Core's notation (``_pipeline_layout``; None: the rules
+    #: above)
+    pipeline_layout: str | None = None
 
     @property
     def uneven(self) -> bool:
         """Whether the stages' layer counts may differ: the first or last stage's count is
-        given, or the embedding or the loss takes a layer's place."""
+        given, the embedding or the loss takes a layer's place, or a layout gives them."""
         return (
-            self.first_stage_layers is not None
+            self.pipeline_layout is not None
+            or self.first_stage_layers is not None
             or self.last_stage_layers is not None
             or self.embedding_as_layer
             or self.loss_as_layer
@@ -118,6 +123,8 @@ class Strategy:
             parts.append("emb-layer")
         if self.loss_as_layer:
             parts.append("loss-layer")
+        if self.pipeline_layout is not None:
+            parts.append(f"layout[{self.pipeline_layout}]")
         return ".".join(parts)
 
 
@@ -155,7 +162,9 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
             f"nearest valid tp: {listed(nearest_values(s.tp, [t for t in tp_ok if model.ffn_hidden % t == 0]))}"
         )
     chunks = s.pp * s.interleave
-    if s.embedding_as_layer is not False or s.loss_as_layer is not False:
+    if s.pipeline_layout is not None:
+        check_layout(model, s)
+    elif s.embedding_as_layer is not False or s.loss_as_layer is not False:
         check_as_layers(model, s)
     elif s.uneven:
         check_uneven(model, s)

@@ -85,6 +85,23 @@ def test_predict_model_mode_uneven_stages(files: tuple[str, str]) -> None:
     assert text.exit_code == 0 and ".first1.last1" in text.output
 
 
+def test_predict_model_mode_pipeline_layout(files: tuple[str, str], tmp_path: Path) -> None:
+    m, s = files  # 1 + 3 + 3 + 1 layers written as a layout: the first / last counts' step
+    args = ["predict", "--model", m, "--system", s, "--nodes", "1", "--tp", "2", "--pp", "4"]
+    args += ["--global-batch", "32", "--json", "-"]
+    res = CliRunner().invoke(cli, [*args, "--pipeline-layout", "Et|(t*3|)*2tL"])
+    assert res.exit_code == 0, res.output
+    p = orjson.loads(res.stdout)["predictions"][0]
+    counts = ["--first-stage-layers", "1", "--last-stage-layers", "1"]
+    same = orjson.loads(CliRunner().invoke(cli, [*args, *counts]).stdout)["predictions"][0]
+    assert p["pipeline_layout"] == "Et|(t*3|)*2tL" and p["step_ns"] == same["step_ns"]
+    bad = CliRunner().invoke(cli, [*args[:-2], "--pipeline-layout", "Et|t*3|t*3|tL|"])
+    assert bad.exit_code == 1 and "5 chunks do not split over pp=4" in bad.output
+    assert "Traceback" not in bad.output
+    run = CliRunner().invoke(cli, ["predict", str(tmp_path), "--pipeline-layout", "Et|tL"])
+    assert run.exit_code == 2 and "--pipeline-layout is an option of the model mode" in run.output
+
+
 def test_predict_model_mode_embedding_and_loss_as_layers(files: tuple[str, str]) -> None:
     m, s = files  # 8 layers + the embedding + the loss = 10 on 5 stages: 1 + 2 + 2 + 2 + 1
     args = ["predict", "--model", m, "--system", s, "--nodes", "1", "--gpus-per-node", "5"]

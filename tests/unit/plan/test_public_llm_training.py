@@ -204,9 +204,11 @@ def test_the_bench_turns_palm_model_flops_into_a_step_time(e: dict[str, Any]) ->
 def test_uneven_pipeline_splits_reach_the_planner() -> None:
     """BLOOM's pipeline holds 5 of 70 layers on its first and last stages (5 + 10 x 6 + 5): the
     bench predicts it with that split. Llama 3 405B's first and last stages hold a layer fewer
-    (7 + 14 x 8 + 7) in an interleaved schedule, which Megatron-Core's rule refuses (7 layers do
-    not split into V > 1 equal chunks): reported with that reason, not counted."""
-    from stallscope.plan._pipeline_split import stage_layers
+    (7 + 14 x 8 + 7) in an interleaved schedule, which Megatron-Core's rule for first / last
+    stage counts refuses (7 layers do not split into V > 1 equal chunks): the bench writes it as
+    a pipeline layout per V, the layer fewer off the chunk holding the embedding (the loss)."""
+    from stallscope.plan._pipeline_layout import parse
+    from stallscope.plan._pipeline_split import chunk_layers, stage_layers
 
     bench = _bench()
     bloom = next(e for e in ENTRIES if e["id"] == "bigscience22-bloom-176b-384gpu")
@@ -215,8 +217,19 @@ def test_uneven_pipeline_splits_reach_the_planner() -> None:
     assert {stage_layers(bench.model_of(bloom), s) for s in strategies} == {(5, *(6,) * 10, 5)}
     llama = next(e for e in ENTRIES if e["id"] == "llama3herd24-405b-8192gpu")
     assert llama["interleaved"] and llama["first_stage_layers"] == llama["last_stage_layers"] == 7
-    strategies, why = bench.choices(llama, bench.model_of(llama))
-    assert not strategies and "first stage's 7 layers must divide by the interleave" in why
+    m = bench.model_of(llama)
+    strategies, why = bench.choices(llama, m)
+    assert strategies and {s.interleave for s in strategies} == {2, 4, 8}  # 8 layers split by V
+    for s in strategies:
+        assert s.pipeline_layout is not None and s.first_stage_layers is None
+        assert stage_layers(m, s) == (7, *(8,) * 14, 7)
+        each = 8 // s.interleave
+        chunks = chunk_layers(m, s)
+        assert chunks[0] == (each - 1, *(each,) * (s.interleave - 1))
+        assert chunks[-1] == (*(each,) * (s.interleave - 1), each - 1)
+        assert parse(s.pipeline_layout)[0] == "E" + "t" * (each - 1)
+    assert bench.end_chunk_layout(126, 16, 3, 7, 7) == ""  # 8 layers do not split by 3
+    assert bench.end_chunk_layout(126, 16, 8, 7, 7) == "E|(t|)*126L"
     row = bench.predict_entry(llama)
-    assert row["counted"] is False and "Megatron-Core" in row["why"]
+    assert row["counted"] is True and ".layout[" in row["config"]
     assert row["measured_step_s"] == pytest.approx(12.56, rel=0.01)
