@@ -3,7 +3,8 @@
 GPT-3 175B (96 layers, h 12288, 96 heads, s 2048, V 51200; unfused attention with dropout, as
 Megatron ran it in 2021) on 768 A100-80GB GPUs (96 DGX A100 nodes), global batch 1536: every
 (tp <= 8, pp, dp, micro-batch 1-16, recompute none / selective / full, sequence parallel,
-ZeRO 0-3, interleave 1-8) that divides the GPUs. Each run is a fresh process (no schedule graph
+ZeRO 0-3, interleave 1-8, pipeline split even or with the embedding and loss as layers) that
+divides the GPUs. Each run is a fresh process (no schedule graph
 cached from an earlier run); it reports the configurations enumerated, those that fit and were
 simulated, and the wall (and CPU) time of the whole search including the top-10's detailed
 simulation; the target is met when 10,000 of them take <= 10 s (the median wall time scaled to

@@ -43,6 +43,33 @@ def stack_arg(text: str | None) -> Any:
         raise click.BadParameter(str(e), param_hint="--stack") from None
 
 
+SPLIT_HELP = (
+    "Pipeline splits to try, comma-separated: even, and Megatron-Core's with the embedding "
+    "and / or the loss in a layer's place (embedding, loss, embedding+loss)."
+)
+
+
+def split_arg(text: str) -> tuple[str, ...]:
+    """The --pipeline-split names; a BadParameter naming the valid ones."""
+    from stallscope.plan._pipeline_split import SPLITS
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in SPLITS]
+    if bad or not names:
+        raise click.BadParameter(
+            f"{', '.join(bad) or '(none)'}: choose among {', '.join(SPLITS)}",
+            param_hint="--pipeline-split",
+        )
+    return names
+
+
+def split_option(f: F) -> F:
+    return click.option(
+        "--pipeline-split", "pipeline_split", default="even,embedding+loss", show_default=True,
+        help=SPLIT_HELP,
+    )(f)  # fmt: skip
+
+
 @contextmanager
 def plan_errors() -> Iterator[None]:
     """A planner error becomes a one-line message and exit status 1, never a traceback."""
@@ -99,6 +126,7 @@ def _write_json(doc: Any, path: Path | None) -> None:
     "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
+@split_option
 @click.option(
     "--json",
     "json_path",
@@ -115,10 +143,11 @@ def plan(
     top: int,
     precision: str,
     stack: str | None,
+    pipeline_split: str,
     json_path: Path | None,
 ) -> None:
     """Rank every parallel configuration (tp, pp, dp, micro-batch, recompute, sequence
-    parallel, ZeRO stage, interleave) of a training job that fits in memory, by predicted step
+    parallel, ZeRO stage, interleave, pipeline split) of a training job that fits in memory, by predicted step
     time."""
     from stallscope.cli.render import print_frame
     from stallscope.plan import load_system
@@ -128,7 +157,8 @@ def plan(
     with plan_errors():
         m, s = model_arg(model, seq_len), load_system(system)
         sw = stack_arg(stack)
-        result = search(m, s, gpus, global_batch, top, Space(precision=precision, stack=sw))
+        space = Space(precision=precision, stack=sw, pipeline_split=split_arg(pipeline_split))
+        result = search(m, s, gpus, global_batch, top, space)
     t = result.table
     if json_path is not None:
         _write_json(
@@ -147,10 +177,11 @@ def plan(
         )
         if str(json_path) == "-":
             return
+    split = ["split"] if (t["split"] != "even").any() else []  # shown where a row is uneven
     shown = t.select(
-        "rank", "tp", "pp", "dp", "micro_batch", "interleave", "recompute", "sequence_parallel", "zero",
-        (t["step_s"]).alias("step_s"), "tokens_per_s_per_gpu", (t["mfu"] * 100).alias("mfu_%"),
-        "memory_GiB", "bubble_s", "interconnect_s", "network_s",
+        "rank", "tp", "pp", "dp", "micro_batch", "interleave", *split, "recompute",
+        "sequence_parallel", "zero", (t["step_s"]).alias("step_s"), "tokens_per_s_per_gpu",
+        (t["mfu"] * 100).alias("mfu_%"), "memory_GiB", "bubble_s", "interconnect_s", "network_s",
     )  # fmt: skip
     labels = {
         "micro_batch": "mb", "interleave": "v", "recompute": "recompute",
@@ -188,6 +219,7 @@ def plan(
     "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
+@split_option
 @click.option(
     "--knob",
     "knobs",
@@ -217,6 +249,7 @@ def whatif(
     global_batch: int | None,
     precision: str,
     stack: str | None,
+    pipeline_split: str,
     knobs: tuple[str, ...],
     plot_path: Path | None,
     json_path: Path | None,
@@ -231,7 +264,9 @@ def whatif(
     with plan_errors():
         parsed = dict(parse_knob(k) for k in knobs) or None
         m, s = model_arg(model, seq_len), load_system(system)
-        space = Space(precision=precision, stack=stack_arg(stack))
+        space = Space(
+            precision=precision, stack=stack_arg(stack), pipeline_split=split_arg(pipeline_split)
+        )
         table = whatif_table(m, s, gpus, parsed, global_batch, space)
         if plot_path is not None:
             from stallscope.cli._paths import output_file

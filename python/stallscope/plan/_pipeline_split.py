@@ -20,7 +20,7 @@ A pipeline layout (``_pipeline_layout``) gives every chunk's count itself.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
 from stallscope.plan._model import Model
@@ -28,6 +28,24 @@ from stallscope.plan._pipeline_layout import layout_chunk_layers
 
 if TYPE_CHECKING:
     from stallscope.plan._strategy import Strategy
+
+
+#: The splits the search tries by name: (embedding as a layer, loss as a layer)
+SPLITS: Final[dict[str, tuple[bool, bool]]] = {
+    "even": (False, False),
+    "embedding": (True, False),
+    "loss": (False, True),
+    "embedding+loss": (True, True),
+}
+
+
+def split_name(s: Strategy) -> str:
+    """The SPLITS name of ``s``'s split ("" for one given by stage counts or a layout)."""
+    if s.pipeline_layout is not None or s.first_stage_layers is not None:
+        return ""
+    if s.last_stage_layers is not None:
+        return ""
+    return next(k for k, v in SPLITS.items() if v == (s.embedding_as_layer, s.loss_as_layer))
 
 
 def chunk_layers(model: Model, s: Strategy) -> tuple[tuple[int, ...], ...]:

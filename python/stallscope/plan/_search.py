@@ -1,5 +1,8 @@
 """Strategy search: every (tp, pp, dp, micro-batch, recompute, sequence parallel, ZeRO stage,
-interleave) that divides the GPUs and fits in memory, simulated and ranked by step time.
+interleave, pipeline split) that divides the GPUs and fits in memory, simulated and ranked by
+step time. The pipeline splits are the even one and Megatron-Core's with the embedding and / or
+the loss in a layer's place (``Space.pipeline_split``, ``_pipeline_split.SPLITS``): 126 layers
+(Llama 3.1 405B) split over no power-of-two pipeline, 126 + 2 over 8 or 16 stages.
 
 Each configuration's step is the makespan of its pipeline schedule on the engine. Graphs depend
 only on the schedule's shape (pp, micro-batches, interleave, layers per chunk, which collectives
@@ -28,6 +31,7 @@ from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
 from stallscope.plan._layout import layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
+from stallscope.plan._pipeline_split import SPLITS, split_name
 from stallscope.plan._predict import (
     STALL_COLUMNS,
     Prediction,
@@ -61,6 +65,9 @@ class Space:
     zero: Sequence[int] = (0, 1, 2, 3)
     interleave: Sequence[int] = (1, 2, 4)
     context_parallel: Sequence[int] = (1,)
+    #: names of ``_pipeline_split.SPLITS``: the even split, the embedding and / or the loss
+    #: as a layer (tried with pp > 1 only)
+    pipeline_split: Sequence[str] = ("even", "embedding+loss")
     max_tp: int = 0  # 0: the GPUs of one node
     precision: str = "bf16"
     stack: str | Stack = DEFAULT_STACK  # the training software every configuration runs on
@@ -83,13 +90,22 @@ def candidates(
 ) -> Iterator[Strategy]:
     """Every configuration of ``space`` that passes ``check`` for ``gpus`` GPUs."""
     max_tp = space.max_tp or gpn
+    splits = [(n, SPLITS[n]) for n in space.pipeline_split]
     # with flash attention, selective recompute has nothing to recompute: the same as none
     rcs = [r for r in space.recompute if not (model.flash_attention and r == "selective")]
     for tp in divisors(gpus):
         if tp > max_tp or model.heads % tp or model.kv_heads % tp or model.ffn_hidden % tp:
             continue
         for pp, cp in itertools.product(divisors(gpus // tp), space.context_parallel):
-            if model.layers % pp or (gpus // (tp * pp)) % cp:
+            if (gpus // (tp * pp)) % cp:
+                continue
+            # (embedding as a layer, loss as a layer, layers per stage) of each split pp allows
+            ways = [
+                (e, lo, (model.layers + e + lo) // pp)
+                for name, (e, lo) in splits
+                if (name == "even" or pp > 1) and (model.layers + e + lo) % pp == 0
+            ]
+            if not ways:
                 continue
             if cp > 1 and (not model.flash_attention or model.seq_len % (2 * cp)):
                 continue
@@ -100,8 +116,8 @@ def candidates(
                 if (global_batch // dp) % mb:
                     continue
                 m = global_batch // (dp * mb)
-                for v in space.interleave:
-                    if v > 1 and (pp == 1 or model.layers % (pp * v) or m % pp):
+                for v, (e, lo, per) in itertools.product(space.interleave, ways):
+                    if v > 1 and (pp == 1 or per % v or m % pp):
                         continue
                     for z in space.zero if dp > 1 else (0,):
                         for sp in space.sequence_parallel if tp > 1 else (False,):
@@ -111,6 +127,7 @@ def candidates(
                                 yield Strategy(
                                     tp, pp, dp, mb, global_batch, rc, sp, z, v,
                                     space.precision, cp=cp, stack=space.stack,
+                                    embedding_as_layer=e, loss_as_layer=lo,
                                 )  # fmt: skip
 
 
@@ -186,6 +203,12 @@ def search(
             f"{(gpus // system.gpus_per_node + 1) * system.gpus_per_node}"
         )
     batch = global_batch or default_global_batch(model)
+    bad = [n for n in space.pipeline_split if n not in SPLITS]
+    if bad or not space.pipeline_split:
+        raise PlanError(
+            f"pipeline split {listed(bad) if bad else '(none)'} is not among "
+            f"{listed(list(SPLITS))}: name one or more of those"
+        )
     cap = system.device.hbm_GB * GIB
     groups: dict[Shape, list[tuple[Strategy, Memory, np.ndarray]]] = defaultdict(list)
     enumerated = fitting = 0
@@ -244,6 +267,7 @@ def _row(model: Model, system: Cluster, s: Strategy, mem: Memory, step_ns: int) 
         "sequence_parallel": s.sequence_parallel,
         "zero": s.zero,
         "interleave": s.interleave,
+        "split": split_name(s),
         "step_s": step,
         "tokens_per_s": s.global_batch * model.seq_len / step,
         "tokens_per_s_per_gpu": s.global_batch * model.seq_len / step / s.gpus,
@@ -268,6 +292,8 @@ def _strategy(row: dict[str, Any], stack: str | Stack = DEFAULT_STACK) -> Strate
         precision=row["precision"],
         cp=row["cp"],
         stack=stack,
+        embedding_as_layer=SPLITS[row["split"]][0],
+        loss_as_layer=SPLITS[row["split"]][1],
     )
 
 

@@ -258,3 +258,36 @@ def test_model_options_with_a_measured_run_are_refused(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["predict", str(tmp_path), "--tp", "8", "--seq-len", "8"])
     assert res.exit_code == 2
     assert "--tp, --seq-len are options of the model mode" in res.output
+
+
+def test_plan_tries_the_embedding_and_loss_as_layers(tmp_path: Path) -> None:
+    m, s = tmp_path / "m.json", tmp_path / "s.json"  # 6 layers + 2 = 8 stages of 1
+    m.write_text(json.dumps(MODEL | {"layers": 6}))
+    s.write_text(json.dumps(SYSTEM))
+    args = ["plan", "--model", str(m), "--system", str(s), "--gpus", "8", "--top", "1000"]
+    args += ["--global-batch", "16"]
+    res = CliRunner().invoke(cli, [*args, "--json", "-"])
+    assert res.exit_code == 0, res.output
+    confs = orjson.loads(res.stdout)["configurations"]
+    assert {c["pp"] for c in confs if c["embedding_as_layer"]} >= {4, 8}
+    assert all(c["loss_as_layer"] == c["embedding_as_layer"] for c in confs)
+    even = CliRunner().invoke(cli, [*args, "--pipeline-split", "even", "--json", "-"])
+    assert {c["pp"] for c in orjson.loads(even.stdout)["configurations"]} <= {1, 2}
+    text = CliRunner().invoke(cli, args)
+    assert text.exit_code == 0 and "embedding+loss" in text.output and "split" in text.output
+    bad = CliRunner().invoke(cli, [*args, "--pipeline-split", "even,middle"])
+    assert bad.exit_code == 2 and "middle: choose among even, embedding, loss" in bad.output
+    what = [
+        "whatif",
+        *args[1:7],
+        "--global-batch",
+        "16",
+        "--knob",
+        "nic=1",
+        "--pipeline-split",
+        "even",
+        "--json",
+        "-",
+    ]
+    rows = orjson.loads(CliRunner().invoke(cli, what).stdout)["rows"]
+    assert rows and "emb-layer" not in rows[0]["config"]

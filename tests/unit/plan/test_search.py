@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stallscope.plan import Cluster, Model, PlanError, load_system
+from stallscope.plan import Cluster, Model, PlanError, load_model, load_system
 from stallscope.plan._costs import costs
 from stallscope.plan._layout import layout
 from stallscope.plan._memory import GIB, memory
@@ -13,7 +13,7 @@ from stallscope.plan._predict import shape_of, slot_values
 from stallscope.plan._schedule import build, in_flight_counts
 from stallscope.plan._search import Space, candidates, search
 
-from .conftest import DGX_A100
+from .conftest import DGX_A100, GPT3
 
 
 def _reference_step(model: Model, system: Cluster, s: object) -> int:
@@ -66,16 +66,22 @@ def test_what_does_not_fit_is_left_out_and_nothing_fitting_is_an_error(gpt3: Mod
 
 def test_gpus_that_split_nothing_name_the_divisibility_and_what_would(gpt3: Model) -> None:
     """7 GPUs divide neither GPT-3's 96 heads nor its 96 layers, and a batch of 2048 is not a
-    multiple of 7: the error says so and names GPU counts and batches that do split."""
+    multiple of 7: with the even split alone the error says so and names GPU counts and
+    batches that do split. With the embedding and the loss as layers, 98 = 7 x 14 does."""
     a100 = load_system(DGX_A100)
+    even = Space(pipeline_split=("even",))
     with pytest.raises(PlanError) as err:
-        search(gpt3, a100, 7, global_batch=2048)
+        search(gpt3, a100, 7, global_batch=2048, space=even)
     msg = str(err.value)
     assert "no split of 7 GPUs" in msg and "96 heads" in msg and "96 layers" in msg
     assert "Use 6 or 8 GPUs, or a global batch of 2044 or 2051" in msg
     for g in (6, 8):  # what it names does split
-        assert next(candidates(gpt3, g, 2048, Space(), 8), None) is not None
-    assert next(candidates(gpt3, 7, 2051, Space(), 8), None) is not None
+        assert next(candidates(gpt3, g, 2048, even, 8), None) is not None
+    assert next(candidates(gpt3, 7, 2051, even, 8), None) is not None
+    seven = list(candidates(gpt3, 7, 2048, Space(), 8))
+    assert seven and {(s.tp, s.pp, s.embedding_as_layer, s.loss_as_layer) for s in seven} == {
+        (1, 7, True, True)
+    }
 
 
 def test_gpt3_175b_on_64_dgx_a100_nodes(gpt3: Model, a100: Cluster) -> None:
@@ -96,3 +102,34 @@ def test_every_candidate_passes_the_checks(gpt3: Model) -> None:
         check(gpt3, s, 1536)
         n += 1
     assert n > 1000
+
+
+def test_the_search_tries_megatron_core_s_uneven_splits(a100: Cluster) -> None:
+    """30 layers split over 2, 3, 5, 6, ... stages; with the embedding and the loss as layers
+    32 split over 2, 4, 8, ...; with one of them 31 over none."""
+    m = load_model(
+        GPT3
+        | {
+            "name": "gpt3-30",
+            "layers": 30,
+            "hidden": 4096,
+            "heads": 32,
+            "kv_heads": 32,
+            "ffn_hidden": 16384,
+        }
+    )
+    both = list(candidates(m, 64, 512, Space(), 8))
+    by_split = {(s.embedding_as_layer, s.loss_as_layer) for s in both}
+    assert by_split == {(False, False), (True, True)}
+    assert {s.pp for s in both if s.embedding_as_layer} == {2, 4, 8, 16, 32}
+    assert {s.pp for s in both if not s.embedding_as_layer} == {1, 2}
+    one = Space(pipeline_split=("embedding", "loss"))
+    assert next(candidates(m, 64, 512, one, 8), None) is None  # 31 is prime
+    res = search(m, a100, 64, global_batch=512, top=50)
+    splits = set(res.table["split"])
+    assert splits == {"even", "embedding+loss"}
+    for row, p in zip(res.table.iter_rows(named=True), res.best, strict=True):
+        assert p.strategy.embedding_as_layer == (row["split"] == "embedding+loss")
+        assert p.step_ns == pytest.approx(row["step_s"] * 1e9, rel=1e-6)
+    with pytest.raises(PlanError, match=r"pipeline split middle is not among .*embedding\+loss"):
+        search(m, a100, 64, global_batch=512, space=Space(pipeline_split=("middle",)))
