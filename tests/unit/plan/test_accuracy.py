@@ -7,6 +7,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from stallscope.cli.main import cli
@@ -70,3 +71,21 @@ def test_the_json_outputs_carry_it() -> None:
         res = CliRunner().invoke(cli, [*args, "--json", "-"])
         assert res.exit_code == 0, res.output
         assert orjson.loads(res.output)["accuracy"] == accuracy()
+
+
+def test_the_note_says_bounds_only_when_nearly_every_run_errs_one_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import stallscope.plan._accuracy as acc
+
+    def note(too_fast: int, mean: float) -> str:
+        doc = {"runs": 100, "too_fast": too_fast, "mean_error": mean, "mean_abs_error": 0.11,
+               "max_abs_error": 0.3, "date": "2026-11-28"}  # fmt: skip
+        monkeypatch.setattr(acc, "accuracy", lambda: doc)
+        return acc.accuracy_note()
+
+    assert note(98, -0.13).endswith("read them as lower bounds")
+    assert note(5, 0.1).endswith("read them as upper bounds")
+    assert note(78, -0.09).endswith("most are lower bounds, give or take 11 %")
+    assert "9 % too short on average (78 of 100 too short" in note(78, -0.09)
+    assert note(30, 0.02).endswith("most are upper bounds, give or take 11 %")
