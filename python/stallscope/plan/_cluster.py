@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final
 
@@ -221,9 +222,53 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
 
             dev = fit_layer_factor(_keep_mamf_ratios(dev, fractions), doc["layers"], label)
     elif "matmul_fraction" not in overrides:
-        for t in gemm_tables(dev.name):  # public shape tables of the GPU's family
+        public = gemm_tables(dev.name)
+        for t in public:  # public shape tables of the GPU's family
             dev = _public_calibration(dev, t, where)
+        if not public:  # its MAMF (or the default) alone: the best shape's rate
+            dev = _typical_shapes(dev)
     return _keep_mamf_ratios(dev, fractions)
+
+
+@lru_cache(maxsize=1)
+def typical_over_best() -> tuple[tuple[str, float], ...]:
+    """Per precision, how far a model's layer GEMMs run below the best shape's rate: a measured
+    table's large-GEMM fraction (fitted over its layer shapes) over the fraction that
+    reproduces its GPU's MAMF (plan/data/efficiency.json ``typical_gemm``); empty without the
+    shipped table."""
+    eff = efficiency_defaults()
+    gpu = str(eff["typical_gemm"]["measured_on"])
+    if _shipped_table(gpu) is None:
+        return ()
+    dev = build_device(gpu, {}, "plan/data/efficiency.json typical_gemm")
+    fixed = float(eff["gemm_fixed_us"]["value"]) * 1e-6
+    mamf = _mamf_fractions(dev.name, dev.peak_tflops, fixed)
+    fitted = dev.matmul_fractions
+    return tuple((p, fitted[p] / f) for p, (f, _) in sorted(mamf.items()) if p in fitted)
+
+
+def _typical_shapes(dev: DeviceModel) -> DeviceModel:
+    """``dev``, whose GEMM fractions are its best shape's (MAMF, or the default taken from
+    one), at the rate of a model's layer shapes: each fraction times ``typical_over_best``'s
+    ratio for its precision (fp16 and those without one: bf16's)."""
+    ratios = dict(typical_over_best())
+    if "bf16" not in ratios:
+        return dev
+    gpu = efficiency_defaults()["typical_gemm"]["measured_on"]
+
+    def r(p: str) -> float:
+        return ratios.get(p, ratios["bf16"])
+
+    basis = dict(dev.basis)
+    basis["matmul"] += "; x " + ", ".join(f"{r(p):.3f} ({p})" for p in sorted(ratios)) + (
+        f": a model's layer shapes against the best one, measured on {gpu} (typical_gemm)"
+    )
+    return replace(
+        dev,
+        matmul_fraction=dev.matmul_fraction * ratios["bf16"],
+        matmul_fractions={p: f * r(p) for p, f in dev.matmul_fractions.items()},
+        basis=basis,
+    )
 
 
 def _public_calibration(dev: DeviceModel, t: Mapping[str, Any], where: str) -> DeviceModel:
