@@ -232,9 +232,9 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
 
 @lru_cache(maxsize=1)
 def typical_over_best() -> tuple[tuple[str, float], ...]:
-    """Per precision, how far a model's layer GEMMs run below the best shape's rate: a measured
-    table's large-GEMM fraction (fitted over its layer shapes) over the fraction that
-    reproduces its GPU's MAMF (plan/data/efficiency.json ``typical_gemm``); empty without the
+    """Per precision, how far measured layer GEMMs run below a GPU's MAMF: a measured table's
+    large-GEMM fraction (fitted over a model's layer shapes) over the fraction that reproduces
+    its own GPU's MAMF (plan/data/efficiency.json ``typical_gemm``); empty without the
     shipped table."""
     eff = efficiency_defaults()
     gpu = str(eff["typical_gemm"]["measured_on"])
@@ -249,7 +249,7 @@ def typical_over_best() -> tuple[tuple[str, float], ...]:
 
 def _typical_shapes(dev: DeviceModel) -> DeviceModel:
     """``dev``, whose GEMM fractions are its best shape's (MAMF, or the default taken from
-    one), at the rate of a model's layer shapes: each fraction times ``typical_over_best``'s
+    one), at the rate measured layer GEMMs reach: each fraction times ``typical_over_best``'s
     ratio for its precision (fp16 and those without one: bf16's)."""
     ratios = dict(typical_over_best())
     if "bf16" not in ratios:
@@ -260,8 +260,10 @@ def _typical_shapes(dev: DeviceModel) -> DeviceModel:
         return ratios.get(p, ratios["bf16"])
 
     basis = dict(dev.basis)
-    basis["matmul"] += "; x " + ", ".join(f"{r(p):.3f} ({p})" for p in sorted(ratios)) + (
-        f": a model's layer shapes against the best one, measured on {gpu} (typical_gemm)"
+    basis["matmul"] += (
+        "; x "
+        + ", ".join(f"{r(p):.3f} ({p})" for p in sorted(ratios))
+        + f": a measured table's GEMMs over its own GPU's MAMF, {gpu} (typical_gemm)"
     )
     return replace(
         dev,
