@@ -13,6 +13,7 @@ import polars as pl
 from stallscope.plan._cluster import Cluster, load_system
 from stallscope.plan._errors import PlanError
 from stallscope.plan._model import Model, load_model
+from stallscope.plan._pipeline_layout import layout_string
 from stallscope.plan._predict import Prediction, predict_strategy
 from stallscope.plan._search import SearchResult, Space, search
 from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack
@@ -69,7 +70,7 @@ def predict_model(
     last_stage_layers: int | None = None,
     embedding_as_layer: bool = False,
     loss_as_layer: bool = False,
-    pipeline_layout: str | None = None,
+    pipeline_layout: str | Sequence[Sequence[str]] | None = None,
 ) -> Prediction:
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory.
     ``stack``: the training software (a preset of ``stacks()``, a Stack or a dict of its
@@ -78,8 +79,8 @@ def predict_model(
     ``embedding_as_layer`` / ``loss_as_layer``: the embedding / loss takes one layer's place in
     the pipeline split (Megatron-Core's ``account_for_embedding/loss_in_pipeline_split``).
     ``pipeline_layout``: every chunk's layers in Megatron-Core's notation
-    (``--pipeline-model-parallel-layout``, e.g. ``"Et*3|(t*4|)*30,t*3L"``); it sets no
-    interleave, give the one it implies."""
+    (``--pipeline-model-parallel-layout``, e.g. ``"Et*3|(t*4|)*30,t*3L"``), or its list form
+    (one list of LayerType names per chunk); it sets no interleave, give the one it implies."""
     _counts(
         nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp, cp=cp,
         micro_batch=micro_batch, global_batch=global_batch, interleave=interleave,
@@ -110,7 +111,7 @@ def predict_model(
         last_stage_layers=None if last_stage_layers is None else int(last_stage_layers),
         embedding_as_layer=embedding_as_layer,
         loss_as_layer=loss_as_layer,
-        pipeline_layout=pipeline_layout,
+        pipeline_layout=None if pipeline_layout is None else layout_string(pipeline_layout),
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

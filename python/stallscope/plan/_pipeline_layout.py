@@ -16,6 +16,7 @@ under interleaving, are ``Et*3|(t*4|)*30,t*3L`` at v = 2: 32 chunks, stage 0 hol
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
@@ -31,6 +32,39 @@ _GROUP: Final = re.compile(r"\(([^()]*)\)\*(\d+)")
 _LETTER: Final = re.compile(r"([^()|*\d])\*(\d+)")
 #: Most letters and chunks a layout may unroll to (a typo such as t*999999 stays an error)
 MAX_UNROLLED: Final = 1_000_000
+
+
+#: Megatron-Core's LayerType names (a layout given as a list) and their letters
+LAYER_TYPES: Final = {"embedding": "E", "decoder": "t", "loss": "L", "mtp": "m"}
+
+
+def layout_string(layout: str | Sequence[Sequence[str]]) -> str:
+    """A layout as Megatron-Core's notation: a string as it is, or the list form Megatron-Core
+    also takes (one list of LayerType names per chunk in model order, ``[["embedding",
+    "decoder"], ["decoder", "loss"]]``; the letters do too) written out."""
+    if isinstance(layout, str):
+        return layout
+    if not isinstance(layout, Sequence) or not all(
+        isinstance(c, Sequence) and not isinstance(c, str) for c in layout
+    ):
+        raise PlanError(
+            "a pipeline layout is a string such as 'Et*3|(t*4|)*6t*3L' or a list of chunks, each a "
+            f"list of layer types ({', '.join(LAYER_TYPES)}), got {layout!r}"
+        )
+    chunks = []
+    for chunk in layout:
+        letters = []
+        for name in chunk:
+            key = str(name).strip()
+            letter = LAYER_TYPES.get(key.lower(), key if key in LAYER_TYPES.values() else "")
+            if not letter:
+                raise PlanError(
+                    f"pipeline layout: {name!r} is not a layer type; use "
+                    f"{', '.join(LAYER_TYPES)} (or their letters {', '.join(LAYER_TYPES.values())})"
+                )
+            letters.append(letter)
+        chunks.append("".join(letters))
+    return write_layout(chunks)
 
 
 def _bad(layout: str, why: str, fix: str) -> PlanError:

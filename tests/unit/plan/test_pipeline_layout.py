@@ -122,3 +122,18 @@ def test_the_api_takes_the_layout() -> None:
     assert p.to_dict()["pipeline_layout"] == LLAMA3
     with pytest.raises(PlanError, match="set interleave 2"):
         predict_model(DEEP, DGX_A100, pipeline_layout=LLAMA3, **kw)  # type: ignore[arg-type]
+
+
+def test_the_api_takes_megatron_core_s_list_form_too() -> None:
+    from stallscope.plan._pipeline_layout import layout_string
+
+    chunks = [["embedding", *["decoder"] * 3], *[["decoder"] * 4] * 30, [*["t"] * 3, "loss"]]
+    assert parse(layout_string(chunks)) == parse(LLAMA3)
+    kw = {"nodes": 32, "tp": 8, "pp": 16, "global_batch": 32, "recompute": "full", "interleave": 2}
+    listed = predict_model(DEEP, DGX_A100, pipeline_layout=chunks, **kw)  # type: ignore[arg-type]
+    written = predict_model(DEEP, DGX_A100, pipeline_layout=LLAMA3, **kw)  # type: ignore[arg-type]
+    assert listed.step_ns == written.step_ns
+    with pytest.raises(PlanError, match="'encoder' is not a layer type"):
+        layout_string([["embedding", "encoder"], ["loss"]])
+    with pytest.raises(PlanError, match="or a list of chunks"):
+        layout_string(["Et", "tL"])
