@@ -63,7 +63,27 @@ def split_arg(text: str) -> tuple[str, ...]:
     return names
 
 
+def cp_arg(text: str) -> tuple[int, ...]:
+    """The --cp sizes; a BadParameter naming what is wrong."""
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or any(c < 1 for c in sizes):
+        raise click.BadParameter(
+            f"{text!r}: give context-parallel sizes >= 1, comma-separated (e.g. 1,2,4)",
+            param_hint="--cp",
+        )
+    return tuple(sorted(set(sizes)))
+
+
 def split_option(f: F) -> F:
+    """--pipeline-split and --cp: what the search may choose beyond tp, pp, dp and the rest."""
+    f = click.option(
+        "--cp", "cp", default="1", show_default=True,
+        help="Context-parallel sizes to try, comma-separated (ring attention over each "
+        "sequence's tokens; e.g. 1,2,4 for long sequences).",
+    )(f)  # fmt: skip
     return click.option(
         "--pipeline-split", "pipeline_split", default="even,embedding+loss", show_default=True,
         help=SPLIT_HELP,
@@ -144,6 +164,7 @@ def plan(
     precision: str,
     stack: str | None,
     pipeline_split: str,
+    cp: str,
     json_path: Path | None,
 ) -> None:
     """Rank every parallel configuration (tp, pp, dp, micro-batch, recompute, sequence
@@ -157,7 +178,10 @@ def plan(
     with plan_errors():
         m, s = model_arg(model, seq_len), load_system(system)
         sw = stack_arg(stack)
-        space = Space(precision=precision, stack=sw, pipeline_split=split_arg(pipeline_split))
+        space = Space(
+            precision=precision, stack=sw, pipeline_split=split_arg(pipeline_split),
+            context_parallel=cp_arg(cp),
+        )  # fmt: skip
         result = search(m, s, gpus, global_batch, top, space)
     t = result.table
     if json_path is not None:
@@ -178,8 +202,9 @@ def plan(
         if str(json_path) == "-":
             return
     split = ["split"] if (t["split"] != "even").any() else []  # shown where a row is uneven
+    cps = ["cp"] if (t["cp"] > 1).any() else []
     shown = t.select(
-        "rank", "tp", "pp", "dp", "micro_batch", "interleave", *split, "recompute",
+        "rank", "tp", "pp", *cps, "dp", "micro_batch", "interleave", *split, "recompute",
         "sequence_parallel", "zero", (t["step_s"]).alias("step_s"), "tokens_per_s_per_gpu",
         (t["mfu"] * 100).alias("mfu_%"), "memory_GiB", "bubble_s", "interconnect_s", "network_s",
     )  # fmt: skip
@@ -250,6 +275,7 @@ def whatif(
     precision: str,
     stack: str | None,
     pipeline_split: str,
+    cp: str,
     knobs: tuple[str, ...],
     plot_path: Path | None,
     json_path: Path | None,
@@ -265,8 +291,9 @@ def whatif(
         parsed = dict(parse_knob(k) for k in knobs) or None
         m, s = model_arg(model, seq_len), load_system(system)
         space = Space(
-            precision=precision, stack=stack_arg(stack), pipeline_split=split_arg(pipeline_split)
-        )
+            precision=precision, stack=stack_arg(stack), pipeline_split=split_arg(pipeline_split),
+            context_parallel=cp_arg(cp),
+        )  # fmt: skip
         table = whatif_table(m, s, gpus, parsed, global_batch, space)
         if plot_path is not None:
             from stallscope.cli._paths import output_file

@@ -291,3 +291,21 @@ def test_plan_tries_the_embedding_and_loss_as_layers(tmp_path: Path) -> None:
     ]
     rows = orjson.loads(CliRunner().invoke(cli, what).stdout)["rows"]
     assert rows and "emb-layer" not in rows[0]["config"]
+
+
+def test_plan_searches_the_context_parallel_sizes_given(files: tuple[str, str]) -> None:
+    m, s = files
+    args = ["plan", "--model", m, "--system", s, "--gpus", "16", "--global-batch", "16"]
+    res = CliRunner().invoke(cli, [*args, "--cp", "2", "--top", "3", "--json", "-"])
+    assert res.exit_code == 0, res.output
+    confs = orjson.loads(res.stdout)["configurations"]
+    assert confs and all(c["cp"] == 2 for c in confs)
+    text = CliRunner().invoke(cli, [*args, "--cp", "1,2", "--top", "50"])
+    assert text.exit_code == 0, text.output
+    header = next(line for line in text.output.splitlines() if line.lstrip().startswith("rank"))
+    assert " cp " in header  # shown: some of the 50 rows run cp 2
+    plain = CliRunner().invoke(cli, [*args, "--top", "3", "--json", "-"])
+    assert all(c["cp"] == 1 for c in orjson.loads(plain.stdout)["configurations"])
+    for bad in ("0", "2,x", ""):
+        res = CliRunner().invoke(cli, [*args, "--cp", bad])
+        assert res.exit_code == 2 and "context-parallel sizes >= 1" in res.output
