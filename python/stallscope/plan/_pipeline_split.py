@@ -41,9 +41,7 @@ SPLITS: Final[dict[str, tuple[bool, bool]]] = {
 
 def split_name(s: Strategy) -> str:
     """The SPLITS name of ``s``'s split ("" for one given by stage counts or a layout)."""
-    if s.pipeline_layout is not None or s.first_stage_layers is not None:
-        return ""
-    if s.last_stage_layers is not None:
+    if any(x is not None for x in (s.pipeline_layout, s.first_stage_layers, s.last_stage_layers)):
         return ""
     return next(k for k, v in SPLITS.items() if v == (s.embedding_as_layer, s.loss_as_layer))
 

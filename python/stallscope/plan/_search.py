@@ -72,6 +72,14 @@ class Space:
     precision: str = "bf16"
     stack: str | Stack = DEFAULT_STACK  # the training software every configuration runs on
 
+    def __post_init__(self) -> None:
+        bad = [n for n in self.pipeline_split if n not in SPLITS]
+        if bad or not self.pipeline_split:
+            raise PlanError(
+                f"pipeline split {listed(bad) if bad else '(none)'} is not among "
+                f"{listed(list(SPLITS))}: name one or more of those"
+            )
+
 
 @dataclass
 class SearchResult:
@@ -203,12 +211,6 @@ def search(
             f"{(gpus // system.gpus_per_node + 1) * system.gpus_per_node}"
         )
     batch = global_batch or default_global_batch(model)
-    bad = [n for n in space.pipeline_split if n not in SPLITS]
-    if bad or not space.pipeline_split:
-        raise PlanError(
-            f"pipeline split {listed(bad) if bad else '(none)'} is not among "
-            f"{listed(list(SPLITS))}: name one or more of those"
-        )
     cap = system.device.hbm_GB * GIB
     groups: dict[Shape, list[tuple[Strategy, Memory, np.ndarray]]] = defaultdict(list)
     enumerated = fitting = 0
