@@ -102,9 +102,11 @@ class Memory:
         )
 
 
-def stage_params(model: Model, s: Strategy, stage: int) -> float:
-    """Parameters one GPU of ``stage`` holds before ZeRO sharding (its TP share)."""
-    per = stage_layers(model, s)[stage] * model.layer_params() / s.tp
+def stage_params(model: Model, s: Strategy, stage: int, layers: int | None = None) -> float:
+    """Parameters one GPU of ``stage`` holds before ZeRO sharding (its TP share); ``layers``:
+    the stage's transformer layers where the caller has them (else ``stage_layers``)."""
+    n = stage_layers(model, s)[stage] if layers is None else layers
+    per = n * model.layer_params() / s.tp
     emb = model.embedding_params() / s.tp
     if stage == 0:
         per += emb
@@ -135,13 +137,13 @@ def memory(
     if every_stage or s.uneven:  # a lighter first or last stage: any stage may be the most loaded
         stages = set(range(s.pp))
     for k in sorted(stages):
-        p = stage_params(model, s, k)
+        p = stage_params(model, s, k, layers[k])
         w = p * s.weight_bytes / (s.replicas if s.zero >= 3 else 1)
         if s.zero >= 3:  # the gathered weights of the layer in use and the one prefetched
             w += 2 * model.layer_params() / s.tp * s.weight_bytes
         gr = p * s.grad_bytes / (s.replicas if s.zero >= 2 else 1)
         opt = p * s.optimizer_bytes / (s.replicas if s.zero >= 1 else 1)
-        held_layers = in_flight[k] * (layers[k] // s.interleave)  # chunks of one stage alike
+        held_layers = in_flight[k] * chunks[k][0]  # chunks of one stage alike
         if len(set(chunks[k])) > 1:  # a lighter chunk: the peak of its compute order's layers
             held_layers = layers_in_flight(s.pp, s.micro_batches, s.interleave, k, chunks[k])
         act = held_layers * per_layer + recompute_one  # full: one layer recomputed at a time

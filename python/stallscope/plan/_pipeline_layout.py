@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Final
 
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
@@ -167,10 +168,16 @@ def check_layout(model: Model, s: Strategy) -> None:
         )
 
 
+@lru_cache(maxsize=64)
+def _chunk_counts(layout: str) -> tuple[int, ...]:
+    """Transformer layers of each chunk of ``layout`` in model order (parsed once per layout)."""
+    return tuple(c.count("t") for c in parse(layout))
+
+
 def layout_chunk_layers(s: Strategy) -> tuple[tuple[int, ...], ...]:
     """Transformer layers of each chunk of each stage (``[stage][chunk]``) of a checked layout."""
     assert s.pipeline_layout is not None
-    counts = [c.count("t") for c in parse(s.pipeline_layout)]
+    counts = _chunk_counts(s.pipeline_layout)
     return tuple(tuple(counts[v * s.pp + p] for v in range(s.interleave)) for p in range(s.pp))
 
 

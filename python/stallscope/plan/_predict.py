@@ -15,7 +15,7 @@ from stallscope.plan._costs import Costs, costs
 from stallscope.plan._layout import Layout, layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
-from stallscope.plan._pipeline_split import chunk_layers, stage_layers
+from stallscope.plan._pipeline_split import chunk_layers
 from stallscope.plan._schedule import SLOTS, Schedule, Shape, in_flight_counts, scale_stages
 from stallscope.plan._strategy import Strategy, check
 from stallscope.predict._compiled import CompiledGraph, attribute_classes
@@ -107,8 +107,8 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         return "network" if nodes > 1 else "interconnect"
 
     chunks = chunk_layers(model, s)
-    per_chunk = [n // s.interleave for n in stage_layers(model, s)]
     uneven_chunks = any(len(set(c)) > 1 for c in chunks)
+    per_chunk = [c[0] for c in chunks]  # each stage's (chunks alike unless uneven_chunks)
     return Shape(
         pp=s.pp,
         micro_batches=s.micro_batches,
