@@ -225,8 +225,8 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
         public = gemm_tables(dev.name)
         for t in public:  # public shape tables of the GPU's family
             dev = _public_calibration(dev, t, where)
-        if not public:  # its MAMF (or the default) alone: the best shape's rate
-            dev = _typical_shapes(dev)
+        # a public table or a MAMF (or the default) alone: best kernels in short bursts
+        dev = _typical_public(dev) if public else _typical_shapes(dev)
     return _keep_mamf_ratios(dev, fractions)
 
 
@@ -245,6 +245,39 @@ def typical_over_best() -> tuple[tuple[str, float], ...]:
     mamf = _mamf_fractions(dev.name, dev.peak_tflops, fixed)
     fitted = dev.matmul_fractions
     return tuple((p, fitted[p] / f) for p, (f, _) in sorted(mamf.items()) if p in fitted)
+
+
+@lru_cache(maxsize=1)
+def typical_over_public() -> float | None:
+    """How far measured layer GEMMs run below a public shape table of the same die (bf16): the
+    shipped table's large-GEMM fraction on typical_gemm's GPU over the fraction its family's
+    public table (gemm_tables.json) fits; None without both."""
+    gpu = str(efficiency_defaults()["typical_gemm"]["measured_on"])
+    tables = gemm_tables(gpu)
+    if _shipped_table(gpu) is None or not tables:
+        return None
+    measured = build_device(gpu, {}, "plan/data/efficiency.json typical_gemm")
+    public = _public_calibration(replace(measured, matmul_fractions={}), tables[0], "typical")
+    return measured.matmul_fractions["bf16"] / public.matmul_fraction
+
+
+def _typical_public(dev: DeviceModel) -> DeviceModel:
+    """``dev``, whose bf16 GEMM fraction a public shape table fitted, at the rate measured layer
+    GEMMs reach: times ``typical_over_public`` (the other precisions follow bf16 by their MAMF
+    ratio, ``_keep_mamf_ratios``)."""
+    ratio = typical_over_public()
+    if ratio is None:
+        return dev
+    gpu = efficiency_defaults()["typical_gemm"]["measured_on"]
+    basis = dict(dev.basis)
+    basis["matmul"] += (
+        f"; x {ratio:.3f}: a measured table's GEMMs over its die's public table, {gpu} "
+        "(typical_gemm)"
+    )
+    fractions = {p: f * ratio for p, f in dev.matmul_fractions.items()}
+    return replace(
+        dev, matmul_fraction=dev.matmul_fraction * ratio, matmul_fractions=fractions, basis=basis
+    )
 
 
 def _typical_shapes(dev: DeviceModel) -> DeviceModel:
@@ -284,11 +317,20 @@ def _public_calibration(dev: DeviceModel, t: Mapping[str, Any], where: str) -> D
     fit = build_device(measured, {"matmul_fraction": 0.0}, where).calibrated(
         rows, source, shapes=False
     )
-    basis = dict(dev.basis) | {"matmul": f"{fit.basis['matmul']}, measured on {measured}"}
-    fractions = dict(fit.matmul_fractions)  # the other precisions: their MAMF ratio, below
+    # A GPU of the die at other clocks (GB200 over B200) scales the fit by the two GPUs' MAMF
+    # fractions: their best shapes say how much of its own peak each one reaches.
+    own = _mamf_fractions(dev.name, dev.peak_tflops, fit.gemm_fixed_s).get("bf16")
+    src = _mamf_fractions(measured, fit.peak_tflops, fit.gemm_fixed_s).get("bf16")
+    scale = own[0] / src[0] if own and src else 1.0
+    note = f", measured on {measured}"
+    if abs(scale - 1.0) > 1e-9:
+        note += f", x {scale:.3f} (MAMF fractions {dev.name} / {measured})"
+    basis = dict(dev.basis) | {"matmul": fit.basis["matmul"] + note}
+    # the other precisions: their MAMF ratio to bf16 (_keep_mamf_ratios)
+    fractions = {p: f * scale for p, f in fit.matmul_fractions.items()}
     return replace(
         dev,
-        matmul_fraction=fit.matmul_fraction,
+        matmul_fraction=fit.matmul_fraction * scale,
         matmul_fractions=fractions,
         gemm_fixed_s=fit.gemm_fixed_s,
         basis=basis,

@@ -1,6 +1,7 @@
 """A GPU timed by its MAMF alone runs its GEMMs at the measured table's ratio of its layer-shape
-fit to its own MAMF (plan/data/efficiency.json typical_gemm): the ratio comes from the shipped
-table, applies only where no table or shape table times the GPU, and vanishes without it."""
+fit to its own MAMF, one timed by a public shape table at the measured table's ratio to its own
+die's public table (plan/data/efficiency.json typical_gemm): the ratios come from the shipped
+table, apply only where no measured table times the GPU, and vanish without it."""
 
 from __future__ import annotations
 
@@ -10,22 +11,26 @@ import pytest
 
 import stallscope.plan._cluster as cluster
 from stallscope.plan import load_system
-from stallscope.plan._cluster import build_device, typical_over_best
-from stallscope.plan._gemm import efficiency_defaults
+from stallscope.plan._cluster import build_device, typical_over_best, typical_over_public
+from stallscope.plan._gemm import efficiency_defaults, gemm_tables
 
 
 @pytest.fixture
 def no_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The package without its measured table: every GPU by its MAMF alone."""
     typical_over_best.cache_clear()
+    typical_over_public.cache_clear()
     monkeypatch.setattr(cluster, "_shipped_table", lambda gpu: None)
     yield
     typical_over_best.cache_clear()
+    typical_over_public.cache_clear()
 
 
-def _mamf(gpu: str) -> dict[str, float]:
+def _mamf(gpu: str, fixed: float | None = None) -> dict[str, float]:
+    """Per precision, the GEMM fraction of ``gpu``'s MAMF (at the default fixed time)."""
     d = build_device(gpu, {}, "test")
-    fixed = float(efficiency_defaults()["gemm_fixed_us"]["value"]) * 1e-6
+    if fixed is None:
+        fixed = float(efficiency_defaults()["gemm_fixed_us"]["value"]) * 1e-6
     return {p: f for p, (f, _) in cluster._mamf_fractions(d.name, d.peak_tflops, fixed).items()}
 
 
@@ -44,8 +49,6 @@ def test_only_gpus_timed_by_their_mamf_take_it() -> None:
     a100 = build_device("A100-SXM4-80GB", {}, "test")
     assert a100.matmul_fraction == pytest.approx(_mamf("A100-SXM4-80GB")["bf16"] * ratios["bf16"])
     assert "typical_gemm" in a100.basis["matmul"]
-    gb200 = build_device("GB200", {}, "test")
-    assert gb200.fraction("fp8") == pytest.approx(_mamf("GB200")["fp8"] * ratios["fp8"])
     # the H100 keeps its die's measured table, a given fraction stands as given
     h100 = load_system("dgx-h100").device
     assert (
@@ -64,3 +67,44 @@ def test_without_the_table_the_mamf_stands(no_table: None) -> None:
     a100 = build_device("A100-SXM4-80GB", {}, "test")
     assert a100.matmul_fraction == pytest.approx(_mamf("A100-SXM4-80GB")["bf16"])
     assert "typical_gemm" not in a100.basis["matmul"]
+
+
+def _public_fit(gpu: str) -> float:
+    """The bf16 fraction the public shape table of ``gpu``'s family fits on ``gpu`` itself."""
+    t = gemm_tables(gpu)[0]
+    rows = [{"op": "gemm", "dtype": t["dtype"], **r} for r in t["rows"]]
+    d = build_device(t["measured_on"], {"matmul_fraction": 0.0}, "test")
+    return d.calibrated(rows, "test", shapes=False).matmul_fraction
+
+
+def test_the_public_ratio_is_the_table_fit_over_its_die_public_fit() -> None:
+    ratio = typical_over_public()
+    h200 = build_device("H200-SXM", {}, "test")
+    assert ratio == pytest.approx(h200.matmul_fractions["bf16"] / _public_fit("H100-SXM"))
+    assert 0.5 < ratio < 1.0  # public tables time best kernels in short bursts
+
+
+def test_gpus_timed_by_a_public_table_take_the_public_ratio() -> None:
+    ratio = typical_over_public()
+    assert ratio is not None
+    b200 = build_device("B200", {}, "test")
+    assert b200.matmul_fraction == pytest.approx(_public_fit("B200") * ratio)
+    assert "typical_gemm" in b200.basis["matmul"]
+    # fp8 keeps its MAMF ratio to bf16
+    mamf = _mamf("B200")
+    assert b200.fraction("fp8") == pytest.approx(b200.matmul_fraction * mamf["fp8"] / mamf["bf16"])
+    # GB200 shares B200's die at other clocks: the fit scaled by the two MAMF fractions
+    gb200 = build_device("GB200", {}, "test")
+    fixed = b200.gemm_fixed_s  # the public table's fit
+    scale = _mamf("GB200", fixed)["bf16"] / _mamf("B200", fixed)["bf16"]
+    assert gb200.matmul_fraction == pytest.approx(b200.matmul_fraction * scale, rel=1e-6)
+    assert "MAMF fractions GB200 / B200" in gb200.basis["matmul"]
+    mi300 = build_device("MI300X", {}, "test")
+    assert mi300.matmul_fraction == pytest.approx(_public_fit("MI300X") * ratio)
+
+
+def test_without_the_table_a_public_fit_stands(no_table: None) -> None:
+    assert typical_over_public() is None
+    b200 = build_device("B200", {}, "test")
+    assert b200.matmul_fraction == pytest.approx(_public_fit("B200"))
+    assert "typical_gemm" not in b200.basis["matmul"]
