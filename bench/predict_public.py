@@ -21,7 +21,8 @@ without its number of chunks, so only interleaves above 1 are tried). Model deta
 the run: Megatron-LM and Megatron-DeepSpeed 2021-2022 (Narayanan, Korthikanti, Megatron-LM's
 GPT-3 example, MT-NLG, BLOOM): unfused attention (the stack) with dropout 0.1 (the frameworks'
 defaults); the 2024-25 stacks (NeMo / Megatron-Core with Transformer Engine, torchtitan,
-llm-foundry): flash attention, no dropout. Entries without a system preset (llm-foundry's
+llm-foundry): flash attention, no dropout unless the entry's configuration keeps it
+(``dropout``: NeMo's GPT-3 configurations, 0.1). Entries without a system preset (llm-foundry's
 tables, BLOOM, Llama 3) run on DGX-like nodes: 8 GPUs on NVSwitch, 1600 Gb/s per A100 node (as
 llm-foundry's table heading states) and 3200 Gb/s per H100 node (Llama 3: 400 Gb/s per GPU),
 unless the entry gives its own ``inter_node_Gbps`` (BLOOM: 4 x 100 Gb/s Omni-Path per node).
@@ -86,7 +87,8 @@ def model_of(e: dict[str, Any]) -> Model:
     m = load_model(e["model"])
     flash = stack_of(e).attention != "unfused"
     old = e["id"].startswith(FRAMEWORK_2021)
-    d = m.to_dict() | {"seq_len": e["seq_len"], "flash_attention": flash, "dropout": old}
+    dropout = old or bool(e.get("dropout"))
+    d = m.to_dict() | {"seq_len": e["seq_len"], "flash_attention": flash, "dropout": dropout}
     return load_model(d)
 
 

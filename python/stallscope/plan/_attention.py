@@ -70,6 +70,13 @@ def _curve(by_dim: dict[str, dict[str, list[float]]], mask: str, head_dim: int) 
     return [a + f * (b - a) for a, b in zip(lo, hi, strict=True)]
 
 
+def dropout_rates() -> tuple[float, float]:
+    """(forward, backward) rate of a fused attention kernel with dropout over its rate without
+    (``attention.json`` ``dropout``)."""
+    d = attention_data()["dropout"]
+    return float(d["fwd"]), float(d["bwd"])
+
+
 def slowdown(kernel: str) -> float:
     """How many times slower than FlashAttention-2 ``kernel`` runs (1 for the tabled ones)."""
     return float(attention_data()["fractions"]["slower_than_flash2"].get(kernel, 1.0))

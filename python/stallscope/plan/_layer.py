@@ -6,8 +6,9 @@ cp tokens, GEMMs (m x k) @ (k x n):
 * ``gemm_qkv`` (T, h, (h + 2 kv_h) / t); ``gemm_proj`` (T, h / t, h); ``gemm_fc1`` (T, h, f / t,
   twice with a gated FFN); ``gemm_fc2`` (T, f / t, h). Backward: the data gradient and the
   weight gradient of each, the same FLOPs each (m, n, k permuted).
-* ``attention``: the stack's fused kernel at its published rate (``_attention``), or the
-  unfused batched GEMMs plus the s x s softmax, mask and dropout as memory-bound kernels.
+* ``attention``: the stack's fused kernel at its published rate (``_attention``; slower with
+  dropout, ``dropout_rates``), or the unfused batched GEMMs plus the s x s softmax, mask and
+  dropout as memory-bound kernels.
 * ``elementwise``: two norms, two residual adds (with dropout), the FFN activation; per-token
   work divided by t with sequence parallelism; backward moves twice the bytes.
 * ``fp8_cast`` (FP8 only): the casts of GEMM inputs to FP8 with their transposes that no other
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Final
 
+from stallscope.plan._attention import dropout_rates
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._gemm import efficiency_defaults
 from stallscope.plan._model import Model
@@ -101,6 +103,9 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
         att_f, att_b = d.attention_s(b, heads, seq, model.head_dim, True, prec, kernel)
         # with context parallelism each GPU holds seq / cp queries against every key
         att_f, att_b = att_f / s.cp, att_b / s.cp
+        if model.dropout:  # a random number per score element inside the kernel
+            keep_f, keep_b = dropout_rates()
+            att_f, att_b = att_f / keep_f, att_b / keep_b
         core_f = 0.0  # selective recompute has nothing left to recompute
     else:
         bh = b * heads

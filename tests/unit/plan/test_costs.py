@@ -190,3 +190,23 @@ def test_a_job_waits_for_its_slowest_gpu(gpt3: Model, a100: Cluster) -> None:
     rest = sum(v for k, v in f1.items() if k != "slowest_gpu")
     assert f1["slowest_gpu"] == pytest.approx(slowest_gpu_share(8) * rest)
     assert f64["slowest_gpu"] == pytest.approx(slowest_gpu_share(512) * rest)
+
+
+def test_dropout_slows_fused_attention_by_the_published_rates(gpt3: Model, a100: Cluster) -> None:
+    """A fused kernel draws a random number per score element: with dropout its forward and
+    backward run at attention.json's fractions of their rates, and the residual's dropout adds
+    its 1-byte masks to the element-wise kernels."""
+    from stallscope.plan._attention import dropout_rates
+    from stallscope.plan._layer import layer_cost
+
+    s = Strategy(tp=8, pp=1, dp=1, micro_batch=1, global_batch=8)
+    dry = layer_cost(gpt3, s, a100)
+    wet = layer_cost(load_model(gpt3.to_dict() | {"dropout": True}), s, a100)
+    keep_f, keep_b = dropout_rates()
+    assert 0.5 < keep_b < keep_f < 1.0  # the backward regenerates the mask and loses more
+    f0, f1 = dict(dry.f_parts), dict(wet.f_parts)
+    b0, b1 = dict(dry.b_parts), dict(wet.b_parts)
+    assert f1["attention"] == pytest.approx(f0["attention"] / keep_f)
+    assert b1["attention"] == pytest.approx(b0["attention"] / keep_b)
+    assert f1["elementwise"] > f0["elementwise"]
+    assert f1["gemm_fc1"] == f0["gemm_fc1"]

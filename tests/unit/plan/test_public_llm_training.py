@@ -30,6 +30,7 @@ KEYS = {
 OPTIONAL = {
     "params", "mfu_basis", "first_stage_layers", "last_stage_layers", "stage_layers_source",
     "inter_node_Gbps", "inter_node_source", "interleaved", "embedding_as_layer", "loss_as_layer",
+    "dropout",
 }  # fmt: skip
 RESULTS = {
     "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
@@ -106,6 +107,8 @@ def test_entry_schema(e: dict[str, Any]) -> None:
         assert e["inter_node_Gbps"] > 0 and e["system"] is None
         s = e["inter_node_source"]
         assert s["url"].startswith("https://") and DATE.match(s["date"]) and s["where"]
+    if "dropout" in e:  # only where the run's configuration says so, and the notes tell where
+        assert e["dropout"] is True and "Dropout 0.1" in e["notes"]
     assert e["interconnect"] and isinstance(e["notes"], str)
     st = load_stack(e["stack"])  # a known preset, known fields
     assert st.name and e["stack"]["preset"] in stack_names()
