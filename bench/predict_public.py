@@ -77,7 +77,7 @@ DATA = Path(__file__).parent / "data" / "public_llm_training.json"
 FRAMEWORK_2021 = ("narayanan21", "korthikanti22", "megatronlm2101", "smith22", "bigscience22")
 #: The split of the held-out check: the sources' publication dates (2021-2024-04: Megatron-LM
 #: papers and README, MT-NLG, BLOOM, llm-foundry; 2024-07 on: Llama 3, NeMo 24.07,
-#: dgxc-benchmarking 24.11, 25.04, 25.05).
+#: dgxc-benchmarking 24.11, 25.04, 25.05; 2025-12 on: Megatron-Bridge 25.11, 26.04.01, 26.06).
 SPLIT_DATE = "2024-06-01"
 DEFAULT_OUT = Path(__file__).parent / "results" / "predict_public.json"
 ACCURACY = Path(__file__).parents[1] / "python" / "stallscope" / "plan" / "data" / "accuracy.json"
