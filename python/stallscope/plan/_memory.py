@@ -15,7 +15,11 @@ s = seq_len, b = micro-batch, h = hidden, a = heads, t = tp:
   as^2b, dropout output 2as^2b -> 5as^2b / t.
 
 That is Korthikanti's s b h (10 + 24/t + 5as/(ht)), sbh (34 + 5as/h) at t = 1 and
-sbh/t (34 + 5as/h) with sequence parallelism. Selective recompute drops the s^2 term; full
+sbh/t (34 + 5as/h) with sequence parallelism. FP8 training keeps each GEMM's input for the
+weight gradient in FP8, one byte per value (the QKV, projection, FFN-up and FFN-down inputs;
+Transformer Engine saves the quantized input of its Linear and LayerNormMLP, column-wise only,
+and the FFN activation's input stays 16-bit: NVIDIA/TransformerEngine@d0067d0d, 2026-08-22,
+transformer_engine/pytorch/module/linear.py and layernorm_mlp.py). Selective recompute drops the s^2 term; full
 recompute keeps only each layer's input (2sbh, / t with sequence parallelism) and holds one
 layer's activations while it recomputes.
 """
@@ -45,10 +49,11 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
     if rc == "full":
         return 2 * sb * h / sp
     mask = 1 if model.dropout else 0
-    whole = (2 + 2 + mask + 2 + 2 + mask) * sb * h
+    gin = 1 if s.precision == "fp8" else 2  # bytes per value of a GEMM input kept for backward
+    whole = (2 + gin + mask + 2 + gin + mask) * sb * h
     kv = model.kv_hidden
-    split = (2 * h + 4 * kv + 2 * h) * sb + (4 if model.gated_ffn else 2) * sb * model.ffn_hidden
-    split += 2 * sb * model.ffn_hidden
+    split = (2 * h + 4 * kv + gin * h) * sb + (4 if model.gated_ffn else 2) * sb * model.ffn_hidden
+    split += gin * sb * model.ffn_hidden
     scores = 0.0
     flash = fused_attention(model, s)
     if not flash and rc != "selective":

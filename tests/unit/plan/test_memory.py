@@ -43,6 +43,22 @@ def test_flash_attention_drops_the_score_term() -> None:
     assert layer_activation_bytes(m, st) == pytest.approx(sbh / 8 * 34 + lse)
 
 
+def test_fp8_keeps_its_gemm_inputs_in_one_byte() -> None:
+    """FP8 training saves the QKV, projection, FFN-up and FFN-down inputs quantized (one byte a
+    value): 2 sbh (the two norms' outputs, / t with sequence parallelism) + sbh / t (the
+    projection's input) + sbf / t (the FFN-down input) fewer bytes than 16-bit training."""
+    m = _m(flash_attention=True, dropout=False)
+    t, sbh, f = 8, m.seq_len * m.hidden, m.ffn_hidden
+    for sp in (False, True):
+        st = Strategy(tp=t, micro_batch=1, global_batch=1, sequence_parallel=sp)
+        saved = 2 * sbh / (t if sp else 1) + sbh / t + m.seq_len * f / t
+        bf16 = layer_activation_bytes(m, st)
+        fp8 = layer_activation_bytes(m, st.with_(precision="fp8"))
+        assert bf16 - fp8 == pytest.approx(saved)
+    full = Strategy(tp=t, micro_batch=1, global_batch=1, recompute="full")
+    assert layer_activation_bytes(m, full.with_(precision="fp8")) == layer_activation_bytes(m, full)
+
+
 def test_hand_computed_small_case() -> None:
     # 4 layers, h = 1024, 16 heads, s = 512, V = 1000, f = 4096, no dropout, flash, tied;
     # tp=2, pp=2, dp=2, micro-batch 2, 8 micro-batches, ZeRO-1, no recompute.
