@@ -161,15 +161,16 @@ def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[
 
     Transformer Engine (``fp8_recipe`` delayed) writes the QKV and FFN-up inputs in FP8 from
     its LayerNorm and the FFN-down input from its activation, so the forward casts only the
-    projection's input; the backward casts each GEMM's output gradient. A dynamic recipe
-    (torchao) casts all four forward inputs and reads each tensor once more for its amax."""
+    projection's input; the backward casts each GEMM's output gradient. Current scaling
+    (Transformer Engine) and a dynamic recipe (torchao) take each tensor's scale from its own
+    amax: they cast all four forward inputs and read each tensor once more for its amax."""
     if s.precision != "fp8":
         return 0.0, 0.0
     d = system.device
     t, h = s.tp, model.hidden
     f = (2 if model.gated_ffn else 1) * model.ffn_hidden
     qkv = h + 2 * model.kv_hidden
-    dynamic = s.software.fp8_recipe == "dynamic"
+    dynamic = s.software.fp8_recipe in ("current", "dynamic")  # an amax pass per tensor
     per = CAST_BYTES + (2 if dynamic else 0)
     fwd_elems = tokens * h / t + (tokens * (2 * h + model.ffn_hidden / t) if dynamic else 0)
     bwd_elems = tokens * (qkv / t + h + f / t + h)
@@ -178,8 +179,8 @@ def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[
 
 def fp8_weight_casts(model: Model, s: Strategy, system: Cluster, micro_batches: int) -> float:
     """Seconds per step of casting one layer's weights to FP8 with their transposes: once per
-    step with Transformer Engine's weight cache (none with FP8 weights kept as such), every
-    micro-batch with a dynamic recipe."""
+    step with Transformer Engine's weight cache, whatever its recipe (none with FP8 weights
+    kept as such), every micro-batch with torchao's dynamic recipe."""
     st = s.software
     if s.precision != "fp8" or st.fp8_params:
         return 0.0

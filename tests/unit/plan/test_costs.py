@@ -147,6 +147,10 @@ def test_fp8_casts_and_weight_casts_by_stack(gpt3: Model) -> None:
     dyn = costs(gpt3, s.with_(stack={"preset": "nemo-24", "fp8_recipe": "dynamic"}), h100)
     assert dyn.layer is not None and dict(dyn.layer.f_parts)["fp8_cast"] > 3 * f
     assert dyn.weight_cast_layer == pytest.approx(8 * te.weight_cast_layer)  # every micro-batch
+    cur = costs(gpt3, s.with_(stack={"preset": "nemo-24", "fp8_recipe": "current"}), h100)
+    assert cur.layer is not None  # activations cast as the dynamic recipe, weights once a step
+    assert dict(cur.layer.f_parts)["fp8_cast"] == dict(dyn.layer.f_parts)["fp8_cast"]
+    assert cur.weight_cast_layer == pytest.approx(te.weight_cast_layer)
     bf16 = costs(gpt3, s.with_(precision="bf16"), h100)
     assert bf16.layer is not None and dict(bf16.layer.f_parts)["fp8_cast"] == 0.0
 
