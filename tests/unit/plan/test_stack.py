@@ -154,3 +154,20 @@ def test_nvlink_efficiency_by_gpu_family() -> None:
     assert load_system("dgx-h100").intra_node_fraction == pytest.approx(0.98)
     assert load_system("dgx-h200").intra_node_fraction == pytest.approx(0.98)
     assert load_system("dgx-a100").intra_node_fraction == pytest.approx(0.77)
+
+
+def test_blackwell_nvlink_efficiency_from_xla_collective_table() -> None:
+    """B200 and GB200 take the bus bandwidth XLA's collective table measured on each: the
+    NVL72 switches reduce in the network (all-reduce above its copies), a DGX B200's do not."""
+    from stallscope.plan import load_system
+    from stallscope.plan._gemm import efficiency_defaults
+
+    by_gpu = efficiency_defaults()["intra_node_fraction"]["by_gpu"]
+    b200, gb200 = load_system("dgx-b200"), load_system("gb200-nvl72")
+    assert (b200.intra_node_fraction, b200.intra_node_copy_fraction) == (0.68, 0.7)
+    assert (gb200.intra_node_fraction, gb200.intra_node_copy_fraction) == (0.93, 0.77)
+    assert gb200.intra_node_fraction > gb200.intra_node_copy_fraction
+    for gpu in ("B200", "GB200"):  # each figure with its measurement and date
+        entry = by_gpu[gpu]
+        assert "collective_interpolator_data.h" in entry["source"] and entry["date"]
+        assert entry["copy"]["basis"]
