@@ -51,6 +51,8 @@ GPT3: dict[str, Any] = {
     "ffn_hidden": 49152,
     "kv_heads": 96,
 }
+#: GPT-3's width at Llama 3.1 405B's depth (126 layers): the uneven pipeline splits' tests
+DEEP: dict[str, Any] = GPT3 | {"name": "gpt3-126", "layers": 126}
 DGX_A100: dict[str, Any] = {
     "name": "dgx-a100-test",
     "gpu": "A100-80GB",
@@ -67,6 +69,11 @@ DGX_A100: dict[str, Any] = {
 @pytest.fixture
 def gpt3() -> Model:
     return load_model(GPT3)
+
+
+@pytest.fixture
+def deep() -> Model:
+    return load_model(DEEP)
 
 
 @pytest.fixture

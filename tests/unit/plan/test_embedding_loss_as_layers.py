@@ -15,15 +15,9 @@ from stallscope.plan._schedule import SLOTS, Shape, build, in_flight_counts, lay
 from stallscope.plan._strategy import check
 from stallscope.predict._engine import attribute
 
-from .conftest import DGX_A100, GPT3
+from .conftest import DEEP, DGX_A100, GPT3
 
-#: GPT-3's shape with Llama 3.1 405B's 126 layers: 126 + 2 = 128 = 8 stages x 8 chunks of 2
-DEEP = GPT3 | {"name": "gpt3-126", "layers": 126}
-
-
-@pytest.fixture
-def deep() -> Model:
-    return load_model(DEEP)
+# DEEP's 126 layers + the embedding and the loss = 128 = 8 stages x 8 chunks of 2
 
 
 def _s(**kw: object) -> Strategy:

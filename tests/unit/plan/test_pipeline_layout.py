@@ -14,16 +14,11 @@ from stallscope.plan._pipeline_split import chunk_layers, stage_layers
 from stallscope.plan._predict import predict_strategy
 from stallscope.plan._strategy import check
 
-from .conftest import DGX_A100, GPT3
+from .conftest import DEEP, DGX_A100, GPT3
 
-#: Llama 3 405B's depth on GPT-3's width: 126 layers, 16 stages, a layer fewer at each end
-DEEP = GPT3 | {"name": "gpt3-126", "layers": 126}
-LLAMA3 = "Et*3|(t*4|)*30,t*3L"  # interleave 2: chunks of 3 + 4 on the end stages
-
-
-@pytest.fixture
-def deep() -> Model:
-    return load_model(DEEP)
+#: Llama 3 405B's split of 126 layers on 16 stages, a layer fewer at each end; interleave 2:
+#: chunks of 3 + 4 on the end stages
+LLAMA3 = "Et*3|(t*4|)*30,t*3L"
 
 
 def _s(**kw: object) -> Strategy:
