@@ -170,11 +170,11 @@ def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[
     t, h = s.tp, model.hidden
     f = (2 if model.gated_ffn else 1) * model.ffn_hidden
     qkv = h + 2 * model.kv_hidden
-    dynamic = s.software.fp8_recipe in ("current", "dynamic")  # an amax pass per tensor
-    per = CAST_BYTES + (2 if dynamic else 0)
-    fwd_elems = tokens * h / t + (tokens * (2 * h + model.ffn_hidden / t) if dynamic else 0)
+    amax_pass = s.software.fp8_recipe in ("current", "dynamic")  # each tensor's own amax
+    per = CAST_BYTES + (2 if amax_pass else 0)
+    fwd_elems = tokens * h / t + (tokens * (2 * h + model.ffn_hidden / t) if amax_pass else 0)
     bwd_elems = tokens * (qkv / t + h + f / t + h)
-    return d.memory_s(per * fwd_elems, 4 if dynamic else 1), d.memory_s(per * bwd_elems, 4)
+    return d.memory_s(per * fwd_elems, 4 if amax_pass else 1), d.memory_s(per * bwd_elems, 4)
 
 
 def fp8_weight_casts(model: Model, s: Strategy, system: Cluster, micro_batches: int) -> float:

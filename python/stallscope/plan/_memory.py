@@ -19,9 +19,9 @@ sbh/t (34 + 5as/h) with sequence parallelism. FP8 training keeps each GEMM's inp
 weight gradient in FP8, one byte per value (the QKV, projection, FFN-up and FFN-down inputs;
 Transformer Engine saves the quantized input of its Linear and LayerNormMLP, column-wise only,
 and the FFN activation's input stays 16-bit: NVIDIA/TransformerEngine@d0067d0d, 2026-08-22,
-transformer_engine/pytorch/module/linear.py and layernorm_mlp.py). Selective recompute drops the s^2 term; full
-recompute keeps only each layer's input (2sbh, / t with sequence parallelism) and holds one
-layer's activations while it recomputes.
+transformer_engine/pytorch/module/linear.py and layernorm_mlp.py). Selective recompute drops
+the s^2 term; full recompute keeps only each layer's input (2sbh, / t with sequence
+parallelism) and holds one layer's activations while it recomputes.
 """
 
 from __future__ import annotations
