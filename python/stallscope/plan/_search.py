@@ -79,6 +79,11 @@ class Space:
                 f"pipeline split {listed(bad) if bad else '(none)'} is not among "
                 f"{listed(list(SPLITS))}: name one or more of those"
             )
+        if not self.context_parallel or any(c < 1 for c in self.context_parallel):
+            raise PlanError(
+                f"context-parallel sizes {tuple(self.context_parallel)}: give sizes >= 1 "
+                "(1: no context parallelism)"
+            )
 
 
 @dataclass

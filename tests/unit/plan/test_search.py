@@ -133,3 +133,10 @@ def test_the_search_tries_megatron_core_s_uneven_splits(a100: Cluster) -> None:
         assert p.step_ns == pytest.approx(row["step_s"] * 1e9, rel=1e-6)
     with pytest.raises(PlanError, match=r"pipeline split middle is not among .*embedding\+loss"):
         search(m, a100, 64, global_batch=512, space=Space(pipeline_split=("middle",)))
+
+
+def test_a_context_parallel_size_below_one_is_refused() -> None:
+    """The API gets the clear error the CLI gives, not a division by zero in the search."""
+    for sizes in ((0,), (1, -2), ()):
+        with pytest.raises(PlanError, match=r"context-parallel sizes .*: give sizes >= 1"):
+            Space(context_parallel=sizes)
