@@ -30,15 +30,11 @@ def accuracy_note() -> str:
     mean = 100 * float(a["mean_error"])
     side = "short" if mean < 0 else "long"
     short = int(a["too_fast"]) / max(1, int(a["runs"]))
-    how = (  # one-sided only when nearly every run errs on that side
-        "read them as lower bounds"
-        if short >= 0.9
-        else "read them as upper bounds"
-        if short <= 0.1
-        else f"most are lower bounds, give or take {100 * float(a['mean_abs_error']):.0f} %"
-        if short >= 0.5
-        else f"most are upper bounds, give or take {100 * float(a['mean_abs_error']):.0f} %"
-    )
+    bound = "lower" if short >= 0.5 else "upper"
+    if short >= 0.9 or short <= 0.1:  # one-sided only when nearly every run errs that way
+        how = f"read them as {bound} bounds"
+    else:
+        how = f"most are {bound} bounds, give or take {100 * float(a['mean_abs_error']):.0f} %"
     return (
         f"accuracy: against {a['runs']} published training runs the predicted steps are "
         f"{abs(mean):.0f} % too {side} on average ({a['too_fast']} of {a['runs']} too short, the "
