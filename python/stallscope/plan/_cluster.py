@@ -15,7 +15,7 @@ all-reduce figure where the GPU's family has no measurement of its own), ``inter
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
@@ -269,15 +269,8 @@ def _typical_public(dev: DeviceModel) -> DeviceModel:
     if ratio is None:
         return dev
     gpu = efficiency_defaults()["typical_gemm"]["measured_on"]
-    basis = dict(dev.basis)
-    basis["matmul"] += (
-        f"; x {ratio:.3f}: a measured table's GEMMs over its die's public table, {gpu} "
-        "(typical_gemm)"
-    )
-    fractions = {p: f * ratio for p, f in dev.matmul_fractions.items()}
-    return replace(
-        dev, matmul_fraction=dev.matmul_fraction * ratio, matmul_fractions=fractions, basis=basis
-    )
+    note = f"; x {ratio:.3f}: a measured table's GEMMs over its die's public table, {gpu} "
+    return _times(dev, lambda p: ratio, note + "(typical_gemm)")
 
 
 def _typical_shapes(dev: DeviceModel) -> DeviceModel:
@@ -292,16 +285,19 @@ def _typical_shapes(dev: DeviceModel) -> DeviceModel:
     def r(p: str) -> float:
         return ratios.get(p, ratios["bf16"])
 
-    basis = dict(dev.basis)
-    basis["matmul"] += (
-        "; x "
-        + ", ".join(f"{r(p):.3f} ({p})" for p in sorted(ratios))
-        + f": a measured table's GEMMs over its own GPU's MAMF, {gpu} (typical_gemm)"
-    )
+    each = ", ".join(f"{r(p):.3f} ({p})" for p in sorted(ratios))
+    note = f"; x {each}: a measured table's GEMMs over its own GPU's MAMF, {gpu} (typical_gemm)"
+    return _times(dev, r, note)
+
+
+def _times(dev: DeviceModel, ratio: Callable[[str], float], note: str) -> DeviceModel:
+    """``dev`` with each precision's GEMM fraction times ``ratio(precision)`` (the default
+    fraction bf16's) and ``note`` added to its matmul basis."""
+    basis = dict(dev.basis) | {"matmul": dev.basis["matmul"] + note}
     return replace(
         dev,
-        matmul_fraction=dev.matmul_fraction * ratios["bf16"],
-        matmul_fractions={p: f * r(p) for p, f in dev.matmul_fractions.items()},
+        matmul_fraction=dev.matmul_fraction * ratio("bf16"),
+        matmul_fractions={p: f * ratio(p) for p, f in dev.matmul_fractions.items()},
         basis=basis,
     )
 
