@@ -415,10 +415,18 @@ def carried_over(src: DeviceModel, dev: DeviceModel) -> DeviceModel:
     )
     peaks = {p: dev.peak_tflops.get(p, v) / v for p, v in src.peak_tflops.items() if v}
     scale = peaks.get("bf16", 1.0)  # attention in 16 bit: the fraction keeps the rate's ratio
+    mamf = _mamf_scales(src, dev)
+    if mamf:
+        note += "; x " + ", ".join(f"{f:.3f} ({p})" for p, f in sorted(mamf.items()))
+        note += f" (MAMF fractions {dev.name} / {src.name})"
+
+    def gemm(p: str) -> float:
+        return mamf.get(p, mamf.get("bf16", 1.0))
+
     return replace(
         dev,
-        matmul_fraction=src.matmul_fraction,
-        matmul_fractions=dict(src.matmul_fractions),
+        matmul_fraction=src.matmul_fraction * gemm("bf16"),
+        matmul_fractions={p: f * gemm(p) for p, f in src.matmul_fractions.items()},
         gemm_fixed_s=src.gemm_fixed_s,
         attn_fwd_fraction=src.attn_fwd_fraction,
         attn_bwd_fraction=src.attn_bwd_fraction,
@@ -432,6 +440,20 @@ def carried_over(src: DeviceModel, dev: DeviceModel) -> DeviceModel:
         sustained=src.sustained,  # the same die (H100 SXM and H200: both at 700 W)
         basis={k: v + note for k, v in src.basis.items()},
     )
+
+
+def _mamf_scales(src: DeviceModel, dev: DeviceModel) -> dict[str, float]:
+    """Per precision, ``dev``'s MAMF fraction over ``src``'s where their MAMF entries differ:
+    GPUs of one die under other power limits or memories (H100 and H200 at 700 W, GH200 at
+    up to 1000 W) sustain different clocks, and their best shapes say by how much."""
+    fixed = src.gemm_fixed_s
+    own = _mamf_fractions(dev.name, dev.peak_tflops, fixed)
+    base = _mamf_fractions(src.name, src.peak_tflops, fixed)
+    return {
+        p: own[p][0] / base[p][0]
+        for p in own
+        if p in base and abs(own[p][0] / base[p][0] - 1.0) > 1e-9
+    }
 
 
 def _read_table(table: Any, where: str) -> Any:

@@ -73,7 +73,10 @@ def test_a_table_of_the_same_die_carries_over() -> None:
     h100 = load_system("dgx-h100").device
     if not h200.attention_measured:
         pytest.skip("no measured H200 table shipped with this checkout")
-    assert h100.matmul_fractions == h200.matmul_fractions
+    fp8 = h100.matmul_fractions["fp8"] / h200.matmul_fractions["fp8"]
+    same = {p: f for p, f in h100.matmul_fractions.items() if p != "fp8"}
+    assert same == {p: f for p, f in h200.matmul_fractions.items() if p != "fp8"}
+    assert fp8 < 1.0  # fp8: their MAMF ratio (below)
     assert h100.hbm_fraction == h200.hbm_fraction  # of each GPU's own bandwidth
     assert h100.layer_factor == h200.layer_factor  # fitted on the GPU it was measured on
     assert h100.attention_curves == h200.attention_curves  # equal bf16 peaks
@@ -119,3 +122,19 @@ def test_the_sustained_factor_carries_over_with_the_table() -> None:
     h100 = load_system(H100).device
     src = replace(h200, sustained=1.05)
     assert carried_over(src, h100).sustained == 1.05
+
+
+def test_a_carried_over_table_scales_by_the_two_gpus_mamf_fractions() -> None:
+    # The MAMF table times fp8 on both H100 and H200 (1402.6 and 1453.4 TFLOP/s at their best
+    # shapes) and bf16 only on H100, which H200 shares as its die's: the H100 keeps the H200's
+    # bf16 fit and takes fp8 at the ratio of the two best shapes' fractions.
+    h200 = load_system({**H100, "gpu": "H200-SXM"}).device
+    h100 = load_system(H100).device
+    ratio = h100.matmul_fractions["fp8"] / h200.matmul_fractions["fp8"]
+    assert ratio == pytest.approx(0.965, abs=0.005)
+    assert h100.matmul_fractions["bf16"] == h200.matmul_fractions["bf16"]
+    assert h100.matmul_fraction == h200.matmul_fraction
+    assert "x 0.965 (fp8) (MAMF fractions H100-SXM / H200-SXM)" in h100.basis["matmul"]
+    # a GPU carried over onto itself, or without entries of its own, is unscaled
+    same = carried_over(h200, h200)
+    assert same.matmul_fractions == h200.matmul_fractions
