@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._comm import collective_s, p2p_s
+from stallscope.plan._fp8 import fp8_weight_casts
 from stallscope.plan._layer import (
     ACT_BYTES,
     GEMM_PARTS,
     LayerCost,
-    fp8_weight_casts,
     gemm_fwd_bwd,
     layer_cost,
 )

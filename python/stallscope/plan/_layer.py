@@ -11,8 +11,8 @@ cp tokens, GEMMs (m x k) @ (k x n):
   dropout as memory-bound kernels.
 * ``elementwise``: two norms, two residual adds (with dropout), the FFN activation; per-token
   work divided by t with sequence parallelism; backward moves twice the bytes.
-* ``fp8_cast`` (FP8 only): the casts of GEMM inputs to FP8 with their transposes that no other
-  kernel does on the way (``fp8_casts``).
+* ``fp8_cast`` (FP8 only): the casts of GEMM inputs to FP8 that no other kernel does on the
+  way (``_fp8``).
 * ``recompute`` (backward only): full recompute repeats the forward; selective the attention
   core (nothing with flash attention, which recomputes it anyway).
 * ``measured_gap``: what a measured layer on the device takes beyond the kernel sum
@@ -31,6 +31,7 @@ from typing import Final
 
 from stallscope.plan._attention import dropout_rates
 from stallscope.plan._cluster import Cluster
+from stallscope.plan._fp8 import fp8_casts, mx_gemm_factor
 from stallscope.plan._gemm import efficiency_defaults
 from stallscope.plan._model import Model
 from stallscope.plan._strategy import Strategy, fused_attention
@@ -50,9 +51,6 @@ LAYER_PARTS: Final = (
     "slowest_gpu",
 )
 GEMM_PARTS: Final = ("gemm_qkv", "gemm_proj", "gemm_fc1", "gemm_fc2")
-#: Bytes per element of an FP8 cast with its transpose (read 16 bit, write FP8 and its
-#: transpose: Hopper's FP8 GEMMs take only the TN layout, so the backward needs both).
-CAST_BYTES: Final = 4
 
 
 @dataclass(frozen=True)
@@ -94,8 +92,10 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     }
     fwd: dict[str, float] = {}
     bwd: dict[str, float] = {}
+    mx = mx_gemm_factor(s, system)  # block-scaled FP8 kernels (MXFP8) against per-tensor ones
     for name, (m_, k_, n_) in shapes.items():
-        fwd[name], bwd[name] = gemm_fwd_bwd(system, m_, k_, n_, prec)
+        g_f, g_b = gemm_fwd_bwd(system, m_, k_, n_, prec)
+        fwd[name], bwd[name] = g_f * mx, g_b * mx
 
     heads = model.heads // t
     if fused_attention(model, s):
@@ -154,35 +154,3 @@ def slowest_gpu_share(gpus: int) -> float:
         return 0.0
     sigma = float(efficiency_defaults()["gpu_spread"]["value"])
     return sigma * NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
-
-
-def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[float, float]:
-    """(forward, backward) seconds of one layer's FP8 casts for one micro-batch.
-
-    Transformer Engine (``fp8_recipe`` delayed) writes the QKV and FFN-up inputs in FP8 from
-    its LayerNorm and the FFN-down input from its activation, so the forward casts only the
-    projection's input; the backward casts each GEMM's output gradient. Current scaling
-    (Transformer Engine) and a dynamic recipe (torchao) take each tensor's scale from its own
-    amax: they cast all four forward inputs and read each tensor once more for its amax."""
-    if s.precision != "fp8":
-        return 0.0, 0.0
-    d = system.device
-    t, h = s.tp, model.hidden
-    f = (2 if model.gated_ffn else 1) * model.ffn_hidden
-    qkv = h + 2 * model.kv_hidden
-    amax_pass = s.software.fp8_recipe in ("current", "dynamic")  # each tensor's own amax
-    per = CAST_BYTES + (2 if amax_pass else 0)
-    fwd_elems = tokens * h / t + (tokens * (2 * h + model.ffn_hidden / t) if amax_pass else 0)
-    bwd_elems = tokens * (qkv / t + h + f / t + h)
-    return d.memory_s(per * fwd_elems, 4 if amax_pass else 1), d.memory_s(per * bwd_elems, 4)
-
-
-def fp8_weight_casts(model: Model, s: Strategy, system: Cluster, micro_batches: int) -> float:
-    """Seconds per step of casting one layer's weights to FP8 with their transposes: once per
-    step with Transformer Engine's weight cache, whatever its recipe (none with FP8 weights
-    kept as such), every micro-batch with torchao's dynamic recipe."""
-    st = s.software
-    if s.precision != "fp8" or st.fp8_params:
-        return 0.0
-    per_step = micro_batches if st.fp8_recipe == "dynamic" else 1
-    return per_step * system.device.memory_s(CAST_BYTES * model.layer_params() / s.tp, 4)

@@ -23,8 +23,9 @@ Fields:
 * ``fp8_params``: FP8 weights kept as such (no weight casts); ``fp8_recipe``: ``delayed``
   (Transformer Engine: scales from an amax history), ``current`` (Transformer Engine's
   per-tensor current scaling: an amax pass before each activation cast, the weights cast once
-  per step) or ``dynamic`` (torchao: an amax pass before each cast, the weights cast every
-  micro-batch).
+  per step), ``dynamic`` (torchao: an amax pass before each cast, the weights cast every
+  micro-batch) or ``mxfp8`` (Transformer Engine's MXFP8 block scaling on Blackwell: each input
+  cast in both layouts, block-scaled GEMM kernels); ``_fp8`` times them.
 * ``fsdp_param_bytes``, ``fsdp_reduce_bytes``: bytes per parameter of ZeRO-3's all-gather and
   of the gradient reduction (2 for 16 bit, 4 for fp32).
 """
@@ -43,7 +44,7 @@ import polars as pl
 from stallscope.plan._errors import PlanError, listed, nearest_names
 
 ATTENTION: Final = ("unfused", "flash2", "flash3", "cudnn", "flash-triton", "sdpa", "auto")
-FP8_RECIPES: Final = ("delayed", "current", "dynamic")
+FP8_RECIPES: Final = ("delayed", "current", "dynamic", "mxfp8")
 #: The stack a configuration runs on when it does not say.
 DEFAULT_STACK: Final = "megatron-core"
 
