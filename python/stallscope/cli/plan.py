@@ -27,20 +27,45 @@ STACK_HELP = (
 )
 
 
-def stack_arg(text: str | None) -> Any:
-    """A stack preset's name, or the Stack of a JSON file of its fields; None: the default."""
+FP8_RECIPE_HELP = (
+    "The FP8 recipe, in place of the stack's: delayed (an amax history), current (per-tensor "
+    "current scaling), dynamic (torchao) or mxfp8 (block scaling, Blackwell)."
+)
+#: The recipes --fp8-recipe offers (stallscope.plan._stack.FP8_RECIPES).
+FP8_RECIPE_CHOICES = ("delayed", "current", "dynamic", "mxfp8")
+
+
+def stack_arg(text: str | None, fp8_recipe: str | None = None, precision: str = "fp8") -> Any:
+    """A stack preset's name, or the Stack of a JSON file of its fields (None: the default),
+    with ``fp8_recipe`` in place of its own when given (an FP8 precision only)."""
+    from dataclasses import replace
+
+    if fp8_recipe is not None and precision != "fp8":
+        raise click.BadParameter(
+            f"an FP8 recipe applies to --precision fp8, not {precision}: add --precision fp8 "
+            "or leave --fp8-recipe out",
+            param_hint="--fp8-recipe",
+        )
+
     from stallscope.plan import DEFAULT_STACK, PlanError, load_stack
     from stallscope.plan._model import _read_json
 
-    if text is None:
-        return DEFAULT_STACK
-    path = Path(text)
-    if path.suffix == ".json" or path.exists():
-        return load_stack(_read_json(path, "stack"))
-    try:
-        return load_stack(text)
-    except PlanError as e:
-        raise click.BadParameter(str(e), param_hint="--stack") from None
+    path = Path(text) if text is not None else None
+    if path is not None and (path.suffix == ".json" or path.exists()):
+        st = load_stack(_read_json(path, "stack"))  # its errors: the file's (exit 1)
+    else:
+        try:
+            st = load_stack(text or DEFAULT_STACK)
+        except PlanError as e:
+            raise click.BadParameter(str(e), param_hint="--stack") from None
+    if fp8_recipe is None or fp8_recipe == st.fp8_recipe:
+        return st if text is not None else DEFAULT_STACK
+    return replace(st, name=f"{st.name}+{fp8_recipe}", fp8_recipe=fp8_recipe)
+
+
+fp8_recipe_option = click.option(
+    "--fp8-recipe", type=click.Choice(FP8_RECIPE_CHOICES), default=None, help=FP8_RECIPE_HELP
+)
 
 
 SPLIT_HELP = (
@@ -146,6 +171,7 @@ def _write_json(doc: Any, path: Path | None) -> None:
     "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
+@fp8_recipe_option
 @split_option
 @click.option(
     "--json",
@@ -163,6 +189,7 @@ def plan(
     top: int,
     precision: str,
     stack: str | None,
+    fp8_recipe: str | None,
     pipeline_split: str,
     cp: str,
     json_path: Path | None,
@@ -177,7 +204,7 @@ def plan(
 
     with plan_errors():
         m, s = model_arg(model, seq_len), load_system(system)
-        sw = stack_arg(stack)
+        sw = stack_arg(stack, fp8_recipe, precision)
         space = Space(
             precision=precision, stack=sw, pipeline_split=split_arg(pipeline_split),
             context_parallel=cp_arg(cp),
@@ -244,6 +271,7 @@ def plan(
     "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
+@fp8_recipe_option
 @split_option
 @click.option(
     "--knob",
@@ -274,6 +302,7 @@ def whatif(
     global_batch: int | None,
     precision: str,
     stack: str | None,
+    fp8_recipe: str | None,
     pipeline_split: str,
     cp: str,
     knobs: tuple[str, ...],
@@ -291,7 +320,7 @@ def whatif(
         parsed = dict(parse_knob(k) for k in knobs) or None
         m, s = model_arg(model, seq_len), load_system(system)
         space = Space(
-            precision=precision, stack=stack_arg(stack), pipeline_split=split_arg(pipeline_split),
+            precision=precision, stack=stack_arg(stack, fp8_recipe, precision), pipeline_split=split_arg(pipeline_split),
             context_parallel=cp_arg(cp),
         )  # fmt: skip
         table = whatif_table(m, s, gpus, parsed, global_batch, space)

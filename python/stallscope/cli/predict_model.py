@@ -17,6 +17,7 @@ from stallscope.cli.plan import (
     STACK_HELP,
     SYSTEM_HELP,
     _write_json,
+    fp8_recipe_option,
     model_arg,
     plan_errors,
     stack_arg,
@@ -47,6 +48,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--pipeline-layout", default=None, metavar="LAYOUT", help="Every pipeline chunk's layers in Megatron-Core's notation (--pipeline-model-parallel-layout): E embedding, t transformer layer, L loss, | between chunks in model order, (...)*n and x*n repeat; e.g. 'Et*3|(t*4|)*30,t*3L' for 126 layers on pp 16 with interleave 2."),
     click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
     click.option("--stack", "stack", default=None, help=STACK_HELP),
+    fp8_recipe_option,
 ]  # fmt: skip
 
 
@@ -81,6 +83,7 @@ def run_model_mode(
     pipeline_layout: str | None,
     precision: str,
     stack: str | None,
+    fp8_recipe: str | None,
     json_path: Path | None,
 ) -> None:
     """Predict the configuration; print its step and stalls, or write them as JSON."""
@@ -109,7 +112,7 @@ def run_model_mode(
             interleave=interleave, first_stage_layers=first_stage_layers,
             last_stage_layers=last_stage_layers, embedding_as_layer=embedding_as_layer,
             loss_as_layer=loss_as_layer, pipeline_layout=pipeline_layout, precision=precision,
-            stack=stack_arg(stack),
+            stack=stack_arg(stack, fp8_recipe, precision),
         )  # fmt: skip
     from stallscope.plan._accuracy import accuracy
 

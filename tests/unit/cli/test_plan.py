@@ -309,3 +309,29 @@ def test_plan_searches_the_context_parallel_sizes_given(files: tuple[str, str]) 
     for bad in ("0", "2,x", ""):
         res = CliRunner().invoke(cli, [*args, "--cp", bad])
         assert res.exit_code == 2 and "context-parallel sizes >= 1" in res.output
+
+
+def test_fp8_recipe_replaces_the_stacks_own() -> None:
+    from stallscope.cli.plan import FP8_RECIPE_CHOICES
+    from stallscope.plan._stack import FP8_RECIPES
+
+    assert FP8_RECIPE_CHOICES == FP8_RECIPES  # the option offers every recipe the planner times
+    base = ["predict", "--model", "llama3-8b", "--system", "dgx-b200", "--nodes", "1"]
+    base += ["--seq-len", "8192", "--global-batch", "64", "--zero", "1", "--precision", "fp8"]
+    steps = {}
+    for recipe in ("current", "mxfp8"):
+        res = CliRunner().invoke(cli, [*base, "--stack", "nemo-25", "--fp8-recipe", recipe])
+        assert res.exit_code == 0, res.output
+        res = CliRunner().invoke(
+            cli, [*base, "--stack", "nemo-25", "--fp8-recipe", recipe, "--json", "-"]
+        )
+        p = orjson.loads(res.output)["predictions"][0]
+        assert p["stack"] == f"nemo-25+{recipe}"
+        steps[recipe] = p["step_ns"]
+    assert steps["mxfp8"] > steps["current"]  # block-scaled kernels, more than the casts save
+    res = CliRunner().invoke(cli, [*base[:4], "dgx-h100", *base[5:], "--fp8-recipe", "mxfp8"])
+    assert res.exit_code == 1 and "'mxfp8' needs block-scaled FP8 tensor cores" in res.output
+    plan = ["plan", "--model", "llama3-8b", "--system", "dgx-h100", "--gpus", "8"]
+    res = CliRunner().invoke(cli, [*plan, "--fp8-recipe", "current"])
+    assert res.exit_code == 2 and "applies to --precision fp8, not bf16" in res.output
+    assert "Traceback" not in res.output
