@@ -66,7 +66,7 @@ def mamf_entry(gpu: str, precision: str) -> tuple[str, dict[str, Any]] | None:
         for fam, entry in devices.items():
             if prec not in entry or not up.startswith(fam.upper()) or len(fam) <= len(best):
                 continue
-            if fam.upper() == "A100-PCIE" and "PCIE" not in up:
+            if ("PCIE" in fam.upper()) != ("PCIE" in up):  # another board, clocks and power
                 continue
             best = fam
         if best:

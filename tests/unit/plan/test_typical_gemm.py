@@ -108,3 +108,17 @@ def test_without_the_table_a_public_fit_stands(no_table: None) -> None:
     b200 = build_device("B200", {}, "test")
     assert b200.matmul_fraction == pytest.approx(_public_fit("B200"))
     assert "typical_gemm" not in b200.basis["matmul"]
+
+
+def test_a_pcie_board_does_not_take_the_sxm_boards_mamf() -> None:
+    from stallscope.plan._gemm import mamf_entry
+
+    found = mamf_entry("H100-SXM", "bf16")
+    assert found is not None and found[0] == "H100"
+    # the H100 entry is an SXM board's (700 W); the PCIe card (350 W, 114 SMs) has none
+    assert mamf_entry("H100-PCIe", "bf16") is None
+    pcie = build_device("H100-PCIe", {}, "test")
+    default = float(efficiency_defaults()["matmul_tflops"]["default_fraction"])
+    assert pcie.matmul_fraction < default  # the default, then the measured table's ratio
+    found = mamf_entry("A100-PCIe-80GB", "bf16")
+    assert found is not None and found[0] == "A100-PCIE"
