@@ -256,17 +256,25 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def accuracy_summary(doc: dict[str, Any]) -> dict[str, Any]:
     """What the planner shows of a run of this benchmark (stallscope/plan/_accuracy.py)."""
-    errs = [r["error"] for r in doc["rows"] if r["counted"]]
+    rows = [r for r in doc["rows"] if r["counted"]]
+
+    def figures(errs: list[float]) -> dict[str, Any]:
+        return {
+            "runs": len(errs),
+            "mean_error": statistics.fmean(errs),
+            "mean_abs_error": statistics.fmean(abs(e) for e in errs),
+            "max_abs_error": max(abs(e) for e in errs),
+            "too_fast": sum(e < 0 for e in errs),
+        }
+
+    gpus = sorted({r["gpu"] for r in rows})
     return {
         "about": "The planner's step time against published measurements, written by "
         "bench/predict_public.py (its result: bench/results/predict_public.json); "
-        "error = predicted / measured - 1.",
-        "runs": len(errs),
-        "mean_error": statistics.fmean(errs),
-        "mean_abs_error": doc["mean_abs_error"],
-        "max_abs_error": doc["max_abs_error"],
-        "too_fast": sum(e < 0 for e in errs),
+        "error = predicted / measured - 1; per_gpu: the same over each GPU's runs.",
+        **figures([r["error"] for r in rows]),
         "date": doc["date"][:10],
+        "per_gpu": {g: figures([r["error"] for r in rows if r["gpu"] == g]) for g in gpus},
     }
 
 

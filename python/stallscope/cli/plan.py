@@ -257,7 +257,7 @@ def plan(
     )
     from stallscope.plan._accuracy import accuracy_note
 
-    if note := accuracy_note():
+    if note := accuracy_note(s.device.name):
         click.echo(note)
 
 
@@ -352,5 +352,7 @@ def whatif(
     )
     if plot_path is not None:
         click.echo(f"plot: {plot_path}")
-    if note := accuracy_note():  # the speed-ups are ratios; the step times carry its error
+    if note := accuracy_note(
+        s.device.name
+    ):  # the speed-ups are ratios; the step times carry its error
         click.echo(note)

@@ -12,21 +12,37 @@ from typing import Any
 _FILE = Path(__file__).with_name("data") / "accuracy.json"
 
 
+#: A GPU's own figures are shown once this many of its runs are in the set.
+MIN_GPU_RUNS = 3
+
+
 @cache
 def accuracy() -> dict[str, Any] | None:
     """The last public-accuracy summary (runs, mean_error, mean_abs_error, max_abs_error,
-    too_fast, date), or None when the package ships none."""
+    too_fast, date, and the same per GPU under per_gpu), or None when the package ships
+    none."""
     if not _FILE.is_file():
         return None
     doc: dict[str, Any] = json.loads(_FILE.read_text())
     return doc
 
 
-def accuracy_note() -> str:
-    """One line on the planner's error against published runs ("" without a summary)."""
+def accuracy_note(gpu: str | None = None) -> str:
+    """One line on the planner's error against published runs ("" without a summary): on
+    ``gpu``'s runs where the set holds at least MIN_GPU_RUNS of them, else on all of them,
+    saying so."""
     a = accuracy()
     if not a:
         return ""
+    date = a["date"]
+    own = (a.get("per_gpu") or {}).get(gpu) if gpu else None
+    scope = f"{a['runs']} published training runs"
+    lead = ""
+    if own and int(own["runs"]) >= MIN_GPU_RUNS:
+        a, scope = own, f"the {own['runs']} published training runs on {gpu}"
+    elif gpu:
+        n = int(own["runs"]) if own else 0
+        lead = f"{n or 'no'} published run{'' if n == 1 else 's'} on {gpu}; "
     mean = 100 * float(a["mean_error"])
     side = "short" if mean < 0 else "long"
     short = int(a["too_fast"]) / max(1, int(a["runs"]))
@@ -36,7 +52,7 @@ def accuracy_note() -> str:
     else:
         how = f"most are {bound} bounds, give or take {100 * float(a['mean_abs_error']):.0f} %"
     return (
-        f"accuracy: against {a['runs']} published training runs the predicted steps are "
+        f"accuracy: {lead}against {scope} the predicted steps are "
         f"{abs(mean):.0f} % too {side} on average ({a['too_fast']} of {a['runs']} too short, the "
-        f"worst {100 * float(a['max_abs_error']):.0f} % off; {a['date']}, docs/plan.md): {how}"
+        f"worst {100 * float(a['max_abs_error']):.0f} % off; {date}, docs/plan.md): {how}"
     )
