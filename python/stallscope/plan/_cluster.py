@@ -515,13 +515,14 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
 def _intra_fractions(gpu: str) -> tuple[float, float]:
     """NCCL's bus bandwidth over the NVLink rate inside a node, (all-reduce, all-gather /
     reduce-scatter / send): measured for the GPU's family (efficiency.json
-    ``intra_node_fraction.by_gpu``; ``copy`` where NVLink SHARP speeds up all-reduce alone),
-    else the default measurement for both."""
+    ``intra_node_fraction.by_gpu``, or its ``also`` list of GPUs on the same links; ``copy``
+    where NVLink SHARP speeds up all-reduce alone), else the default measurement for both."""
     entry = efficiency_defaults()["intra_node_fraction"]
     by_gpu: dict[str, dict[str, Any]] = entry.get("by_gpu", {})
     for name in family_names(gpu):
         for fam, v in by_gpu.items():
-            if name.startswith(fam.upper()):
+            also = [str(a).upper() for a in v.get("also", [])]  # same links, no measurement
+            if name.startswith(fam.upper()) or any(name.startswith(a) for a in also):
                 ar = float(v["value"])
                 return ar, float(v.get("copy", {}).get("value", ar))
     return float(entry["value"]), float(entry["value"])

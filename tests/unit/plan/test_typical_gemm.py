@@ -122,3 +122,20 @@ def test_a_pcie_board_does_not_take_the_sxm_boards_mamf() -> None:
     assert pcie.matmul_fraction < default  # the default, then the measured table's ratio
     found = mamf_entry("A100-PCIe-80GB", "bf16")
     assert found is not None and found[0] == "A100-PCIE"
+
+
+def test_blackwell_ultra_takes_the_b200_table_its_mamf_and_its_siblings_links() -> None:
+    from stallscope.plan._cluster import _intra_fractions
+
+    b200, b300 = build_device("B200", {}, "test"), build_device("B300", {}, "test")
+    gb200, gb300 = build_device("GB200", {}, "test"), build_device("GB300", {}, "test")
+    # B300 has a MAMF of its own: the B200 fit times the two MAMF fractions' ratio
+    assert "MAMF fractions B300 / B200" in b300.basis["matmul"]
+    assert 0.95 < b300.matmul_fraction / b200.matmul_fraction < 1.05
+    # GB300 has none: the fit as it is, of its own peak
+    assert gb300.matmul_fraction == pytest.approx(b200.matmul_fraction)
+    assert gb300.peak_tflops["bf16"] == gb200.peak_tflops["bf16"] == 2500
+    assert gb300.hbm_GB == b300.hbm_GB == 288
+    assert _intra_fractions("B300") == _intra_fractions("B200")  # NVLink 5, NVSwitch
+    assert _intra_fractions("GB300") == _intra_fractions("GB200")  # NVL72 in-switch reduction
+    assert load_system("gb300-nvl72").device.name == "GB300"
