@@ -444,8 +444,9 @@ def carried_over(src: DeviceModel, dev: DeviceModel) -> DeviceModel:
 
 def _mamf_scales(src: DeviceModel, dev: DeviceModel) -> dict[str, float]:
     """Per precision, ``dev``'s MAMF fraction over ``src``'s where their MAMF entries differ:
-    GPUs of one die under other power limits or memories (H100 and H200 at 700 W, GH200 at
-    up to 1000 W) sustain different clocks, and their best shapes say by how much."""
+    GPUs of one die under other power limits or memories (H100 and H200 at 700 W with HBM3
+    and HBM3e, GH200's 900 W module) sustain different clocks, and their best shapes say by
+    how much."""
     fixed = src.gemm_fixed_s
     own = _mamf_fractions(dev.name, dev.peak_tflops, fixed)
     base = _mamf_fractions(src.name, src.peak_tflops, fixed)
