@@ -139,3 +139,12 @@ def test_blackwell_ultra_takes_the_b200_table_its_mamf_and_its_siblings_links() 
     assert _intra_fractions("B300") == _intra_fractions("B200")  # NVLink 5, NVSwitch
     assert _intra_fractions("GB300") == _intra_fractions("GB200")  # NVL72 in-switch reduction
     assert load_system("gb300-nvl72").device.name == "GB300"
+
+
+def test_mi325x_takes_the_gfx942_table_at_its_mamf_ratio() -> None:
+    mi300x, mi325x = build_device("MI300X", {}, "test"), build_device("MI325X", {}, "test")
+    assert mi325x.peak_tflops["bf16"] == mi300x.peak_tflops["bf16"]  # the same compute dies
+    assert (mi325x.hbm_GB, mi325x.hbm_GBps) == (256, 6000)
+    # its MAMF (784.9 TFLOP/s at 1,000 W) over MI300X's (668.4 at 750 W), at their shapes
+    assert mi325x.matmul_fraction / mi300x.matmul_fraction == pytest.approx(1.174, abs=0.01)
+    assert "MAMF fractions MI325X / MI300X" in mi325x.basis["matmul"]
