@@ -59,7 +59,7 @@ def stack_arg(text: str | None, fp8_recipe: str | None = None, precision: str = 
         except PlanError as e:
             raise click.BadParameter(str(e), param_hint="--stack") from None
     if fp8_recipe is None or fp8_recipe == st.fp8_recipe:
-        return st if text is not None else DEFAULT_STACK
+        return st
     return replace(st, name=f"{st.name}+{fp8_recipe}", fp8_recipe=fp8_recipe)
 
 
