@@ -129,7 +129,8 @@ py::array_t<T> to_array(const std::vector<T>& v) {
 
 py::dict pipeline_graph(int32_t pp, int32_t micro_batches, int32_t interleave,
                         int32_t layers_per_chunk, bool zero3, bool dp_overlap, bool tied,
-                        bool param_gather, bool detail, bool p2p_blocking, bool dp_blocking) {
+                        bool param_gather, bool detail, bool p2p_blocking, bool dp_blocking,
+                        bool gather_after_backward) {
   if (pp < 1 || micro_batches < 1 || interleave < 1 || layers_per_chunk < 1) {
     throw py::value_error("pipeline_graph: pp, micro_batches, interleave, layers must be >= 1");
   }
@@ -145,6 +146,7 @@ py::dict pipeline_graph(int32_t pp, int32_t micro_batches, int32_t interleave,
   sh.detail = detail;
   sh.p2p_blocking = p2p_blocking;
   sh.dp_blocking = dp_blocking;
+  sh.gather_after_backward = gather_after_backward;
   predict::PipelineGraph g;
   {
     py::gil_scoped_release nogil;
@@ -188,6 +190,7 @@ void bind_predict(py::module_& m) {
         py::arg("interleave"), py::arg("layers_per_chunk"), py::arg("zero3"), py::arg("dp_overlap"),
         py::arg("tied"), py::arg("param_gather"), py::arg("detail"),
         py::arg("p2p_blocking") = false, py::arg("dp_blocking") = false,
+        py::arg("gather_after_backward") = false,
         "The planner's pipeline schedule graph as arrays (stallscope/plan/_schedule.py).");
 }
 

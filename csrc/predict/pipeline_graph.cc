@@ -121,8 +121,9 @@ PipelineGraph pipeline_graph(const PipelineShape& sh) {
     auto unit = [&](bool backward, int32_t layers) {
       int32_t gather = -1;
       if (sh.zero3) {
-        if (recent.size() >= 2) {
-          gather = add(ag, kZeroAg, layers, {recent[recent.size() - 2]});
+        const size_t ahead = backward && sh.gather_after_backward ? 1 : 2;
+        if (recent.size() >= ahead) {
+          gather = add(ag, kZeroAg, layers, {recent[recent.size() - ahead]});
         } else {
           gather = add(ag, kZeroAg, layers, {});
         }

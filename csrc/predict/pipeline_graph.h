@@ -13,6 +13,8 @@ struct PipelineShape {
   bool zero3 = false, dp_overlap = false, tied = false, param_gather = false, detail = false;
   bool p2p_blocking = false;  // sends on the compute stream (Megatron without p2p overlap)
   bool dp_blocking = false;   // gradient collectives on the compute stream (after the backward)
+  // ZeRO-3's backward gathers start when the layer after has its gradients (BACKWARD_POST)
+  bool gather_after_backward = false;
 };
 
 struct PipelineGraph {

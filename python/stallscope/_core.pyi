@@ -320,4 +320,5 @@ def pipeline_graph(
     detail: bool,
     p2p_blocking: bool = ...,
     dp_blocking: bool = ...,
+    gather_after_backward: bool = ...,
 ) -> dict[str, npt.NDArray[Any]]: ...

@@ -117,6 +117,7 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         zero3=s.zero == 3 and s.replicas > 1,
         dp_overlap=s.replicas > 1 and s.zero < 3,
         dp_blocking=not s.software.dp_overlap,
+        gather_after_backward=s.software.fsdp_backward_prefetch == "post",
         tied=model.tied_embeddings,  # one embedding matrix: no separate output layer
         param_gather=s.zero in (1, 2) and s.replicas > 1,
         detail=detail,
@@ -167,6 +168,7 @@ def native_graph(shape: Shape) -> dict[str, Any]:
         shape.detail,
         shape.p2p_blocking,
         shape.dp_blocking,
+        shape.gather_after_backward,
     )
     if shape.scaled:
         stage = a["stream_class"][a["stream"]].tolist()

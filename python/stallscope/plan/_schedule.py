@@ -97,6 +97,8 @@ class Shape:
     detail: bool  # compute and TP communication as separate tasks (for attribution)
     p2p_blocking: bool = False  # sends on the compute stream: the sender waits for them
     dp_blocking: bool = False  # gradient collectives on the compute stream, after the backward
+    #: ZeRO-3's backward gathers start when the layer after has its gradients (BACKWARD_POST)
+    gather_after_backward: bool = False
     tp_cat: str = "interconnect"
     send_cat: str = "interconnect"
     dp_cat: str = "network"
@@ -155,7 +157,8 @@ def build(shape: Shape) -> Schedule:
         """One piece of ``layers`` layers' work on stream ``comp``; returns its last task."""
         deps: tuple[int, ...] = ()
         if shape.zero3:
-            gate = (recent[-2],) if len(recent) >= 2 else ()  # gather one layer ahead
+            ahead = 1 if phase == "B" and shape.gather_after_backward else 2
+            gate = (recent[-ahead],) if len(recent) >= ahead else ()  # gather one layer ahead
             deps = (add(ag, "zero_ag", layers, shape.dp_cat, gate, f"{label} gather"),)
         lo = phase.lower()
         if shape.detail:

@@ -28,6 +28,10 @@ Fields:
   cast in both layouts, block-scaled GEMM kernels); ``_fp8`` times them.
 * ``fsdp_param_bytes``, ``fsdp_reduce_bytes``: bytes per parameter of ZeRO-3's all-gather and
   of the gradient reduction (2 for 16 bit, 4 for fp32).
+* ``fsdp_backward_prefetch``: when ZeRO-3 gathers a layer's weights for its backward: ``pre``
+  (PyTorch FSDP's BACKWARD_PRE: before the backward of the layer after it, so the gather runs
+  beside that compute) or ``post`` (BACKWARD_POST: once that layer's gradients are computed, so
+  the backward waits for each gather).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from stallscope.plan._errors import PlanError, listed, nearest_names
 
 ATTENTION: Final = ("unfused", "flash2", "flash3", "cudnn", "flash-triton", "sdpa", "auto")
 FP8_RECIPES: Final = ("delayed", "current", "dynamic", "mxfp8")
+BACKWARD_PREFETCH: Final = ("pre", "post")
 #: The stack a configuration runs on when it does not say.
 DEFAULT_STACK: Final = "megatron-core"
 
@@ -63,6 +68,7 @@ class Stack:
     fp8_recipe: str = "delayed"
     fsdp_param_bytes: int = 2
     fsdp_reduce_bytes: int = 2
+    fsdp_backward_prefetch: str = "pre"
     about: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -90,6 +96,11 @@ def _check(st: Stack, where: str) -> Stack:
     if st.fp8_recipe not in FP8_RECIPES:
         raise PlanError(
             f"{where}: fp8_recipe {st.fp8_recipe!r} is not one of {listed(FP8_RECIPES)}"
+        )
+    if st.fsdp_backward_prefetch not in BACKWARD_PREFETCH:
+        raise PlanError(
+            f"{where}: fsdp_backward_prefetch {st.fsdp_backward_prefetch!r} is not one of "
+            f"{listed(BACKWARD_PREFETCH)}"
         )
     for k in ("fsdp_param_bytes", "fsdp_reduce_bytes"):
         if getattr(st, k) not in (2, 4):

@@ -132,6 +132,8 @@ def test_zero3_gathers_hide_behind_compute_but_the_first() -> None:
         (4, 8, 2, 2, {"dp_overlap": True, "dp_blocking": True, "tied": True}),
         (1, 4, 1, 8, {"dp_overlap": True, "dp_blocking": True, "p2p_blocking": True}),
         (2, 4, 1, 4, {"zero3": True, "dp_blocking": True, "tied": True}),
+        (1, 2, 1, 8, {"zero3": True, "gather_after_backward": True}),
+        (3, 6, 2, 4, {"zero3": True, "gather_after_backward": True, "tied": True}),
     ],
 )
 @pytest.mark.parametrize("detail", [False, True])
@@ -166,3 +168,17 @@ def test_blocking_sends_hold_the_sender(p: int, m: int, v: int) -> None:
     # stage 0's sends run on its compute stream: every one shows: m x v forwards, and the
     # backward of every chunk but the first goes back to the last stage
     assert on_stage0 == m * (2 * v - 1) * 500 > hidden
+
+
+def test_fsdp_backward_post_waits_for_each_gather_in_the_backward() -> None:
+    """BACKWARD_POST gathers a layer's weights only once the layer after has its gradients: the
+    forward still hides its gathers, the backward pays one per layer (here 1 us each)."""
+
+    def step(post: bool) -> int:
+        sch = build(_shape(1, 1, 1, nl=8, zero3=True, gather_after_backward=post))
+        sch.graph.duration[:] = sch.durations({"f": 2e-6, "b": 4e-6, "zero_ag": 1e-6})
+        return sch.graph.run().makespan
+
+    pre, post = step(False), step(True)
+    assert pre == 8 * (2_000 + 4_000) + 1_000  # the first layer's gather alone shows
+    assert post == pre + 8 * 1_000  # every backward gather shows

@@ -35,6 +35,7 @@ def test_a_dict_starts_from_its_preset() -> None:
         ({"fsdp_reduce_bytes": 3}, "fsdp_reduce_bytes must be 2"),
         ({"tp_overlap": "yes"}, "tp_overlap must be true or false"),
         ({"tp_overlapp": True}, "unknown stack keys 'tp_overlapp'.*tp_overlap"),
+        ({"fsdp_backward_prefetch": "later"}, "fsdp_backward_prefetch 'later' is not one of"),
     ],
 )
 def test_bad_stacks_name_the_fix(source: str | dict[str, object], match: str) -> None:
@@ -171,3 +172,17 @@ def test_blackwell_nvlink_efficiency_from_xla_collective_table() -> None:
         entry = by_gpu[gpu]
         assert "collective_interpolator_data.h" in entry["source"] and entry["date"]
         assert entry["copy"]["basis"]
+
+
+def test_fsdp_backward_post_pays_the_backward_gathers(gpt3: Model, a100: Cluster) -> None:
+    """llm-foundry's Composer leaves PyTorch FSDP at BACKWARD_POST: the fully sharded backward
+    waits for each layer's gather; a stack at BACKWARD_PRE hides it beside the compute."""
+    from stallscope.plan import predict_strategy
+
+    assert load_stack("llm-foundry-2023").fsdp_backward_prefetch == "post"
+    z3 = Strategy(tp=1, dp=64, micro_batch=1, global_batch=64, zero=3)
+    pre = predict_strategy(gpt3, a100, z3.with_(stack={"fsdp_backward_prefetch": "pre"}))
+    post = predict_strategy(gpt3, a100, z3.with_(stack={"fsdp_backward_prefetch": "post"}))
+    assert post.step_ns > pre.step_ns
+    exposed = post.columns()["network_ns"] - pre.columns()["network_ns"]
+    assert exposed > 0.5 * (post.step_ns - pre.step_ns)  # the wait shows as communication
