@@ -7,7 +7,9 @@ collectives, the optimizer), ``send`` (point-to-point sends to the neighbouring 
 receiver's forward or backward waits on them as ``bubble``), ``dp`` (gradient collectives of the
 last micro-batch's backward, layer by layer, overlapped with it; ZeRO 1-2's weight all-gather
 after the optimizer), and with ZeRO-3 ``zero_ag`` / ``zero_rs`` (each layer's weights gathered
-one layer ahead, its gradients reduce-scattered after its backward, every micro-batch).
+one layer ahead, for the backward only once the layer after has its gradients under FSDP's
+BACKWARD_POST, ``Shape.gather_after_backward``; its gradients reduce-scattered after its
+backward, every micro-batch).
 
 Task durations are not fixed in the graph: each task names a *slot* (a per-layer or per-send
 cost) and a multiplier, so one graph per schedule shape is re-timed for every configuration of
