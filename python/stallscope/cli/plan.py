@@ -88,22 +88,34 @@ def split_arg(text: str) -> tuple[str, ...]:
     return names
 
 
-def cp_arg(text: str) -> tuple[int, ...]:
-    """The --cp sizes; a BadParameter naming what is wrong."""
+def cp_arg(text: str, what: str = "context-parallel", hint: str = "--cp") -> tuple[int, ...]:
+    """The --cp (or --etp) sizes; a BadParameter naming what is wrong."""
     try:
         sizes = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         sizes = ()
     if not sizes or any(c < 1 for c in sizes):
         raise click.BadParameter(
-            f"{text!r}: give context-parallel sizes >= 1, comma-separated (e.g. 1,2,4)",
-            param_hint="--cp",
+            f"{text!r}: give {what} sizes >= 1, comma-separated (e.g. 1,2,4)",
+            param_hint=hint,
         )
     return tuple(sorted(set(sizes)))
 
 
+def etp_arg(text: str) -> tuple[int, ...]:
+    """The --etp sizes."""
+    return cp_arg(text, "expert tensor-parallel", "--etp")
+
+
 def split_option(f: F) -> F:
-    """--pipeline-split and --cp: what the search may choose beyond tp, pp, dp and the rest."""
+    """--pipeline-split, --cp and --etp: what the search may choose beyond tp, pp, dp and the
+    rest."""
+    f = click.option(
+        "--etp", "etp", default="1", show_default=True,
+        help="Expert tensor-parallel sizes to try for a mixture-of-experts model, "
+        "comma-separated (each expert's FFN split over etp GPUs; expert-parallel sizes are "
+        "searched).",
+    )(f)  # fmt: skip
     f = click.option(
         "--cp", "cp", default="1", show_default=True,
         help="Context-parallel sizes to try, comma-separated (ring attention over each "
@@ -192,6 +204,7 @@ def plan(
     fp8_recipe: str | None,
     pipeline_split: str,
     cp: str,
+    etp: str,
     json_path: Path | None,
 ) -> None:
     """Rank every parallel configuration (tp, pp, dp, micro-batch, recompute, sequence
@@ -207,7 +220,7 @@ def plan(
         sw = stack_arg(stack, fp8_recipe, precision)
         space = Space(
             precision=precision, stack=sw, pipeline_split=split_arg(pipeline_split),
-            context_parallel=cp_arg(cp),
+            context_parallel=cp_arg(cp), expert_tp=etp_arg(etp),
         )  # fmt: skip
         result = search(m, s, gpus, global_batch, top, space)
     t = result.table
@@ -305,6 +318,7 @@ def whatif(
     fp8_recipe: str | None,
     pipeline_split: str,
     cp: str,
+    etp: str,
     knobs: tuple[str, ...],
     plot_path: Path | None,
     json_path: Path | None,
@@ -321,7 +335,7 @@ def whatif(
         m, s = model_arg(model, seq_len), load_system(system)
         space = Space(
             precision=precision, stack=stack_arg(stack, fp8_recipe, precision), pipeline_split=split_arg(pipeline_split),
-            context_parallel=cp_arg(cp),
+            context_parallel=cp_arg(cp), expert_tp=etp_arg(etp),
         )  # fmt: skip
         table = whatif_table(m, s, gpus, parsed, global_batch, space)
         if plot_path is not None:

@@ -34,6 +34,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--pp", type=click.IntRange(1), default=1, show_default=True, help="Pipeline stages."),
     click.option("--cp", type=click.IntRange(1), default=1, show_default=True, help="Context-parallel size (ring attention)."),
     click.option("--dp", type=click.IntRange(1), default=None, help="Data-parallel size (default: the GPUs left)."),
+    click.option("--ep", type=click.IntRange(1), default=1, show_default=True, help="Expert-parallel size of a mixture-of-experts model (its experts split over ep GPUs)."),
+    click.option("--etp", type=click.IntRange(1), default=None, help="Expert tensor-parallel size: each expert's FFN split over etp GPUs (default: tp, as in Megatron-Core)."),
     click.option("--micro-batch", type=click.IntRange(1), default=1, show_default=True, help="Sequences per micro-batch."),
     click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step."),
     click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True),
@@ -69,6 +71,8 @@ def run_model_mode(
     pp: int,
     cp: int,
     dp: int | None,
+    ep: int,
+    etp: int | None,
     micro_batch: int,
     global_batch: int | None,
     recompute: str,
@@ -112,7 +116,7 @@ def run_model_mode(
             interleave=interleave, first_stage_layers=first_stage_layers,
             last_stage_layers=last_stage_layers, embedding_as_layer=embedding_as_layer,
             loss_as_layer=loss_as_layer, pipeline_layout=pipeline_layout, precision=precision,
-            stack=stack_arg(stack, fp8_recipe, precision),
+            stack=stack_arg(stack, fp8_recipe, precision), ep=ep, etp=etp,
         )  # fmt: skip
     from stallscope.plan._accuracy import accuracy
 

@@ -71,6 +71,8 @@ def predict_model(
     embedding_as_layer: bool = False,
     loss_as_layer: bool = False,
     pipeline_layout: str | Sequence[Sequence[str]] | None = None,
+    ep: int = 1,
+    etp: int | None = None,
 ) -> Prediction:
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory.
     ``stack``: the training software (a preset of ``stacks()``, a Stack or a dict of its
@@ -80,7 +82,10 @@ def predict_model(
     the pipeline split (Megatron-Core's ``account_for_embedding/loss_in_pipeline_split``).
     ``pipeline_layout``: every chunk's layers in Megatron-Core's notation
     (``--pipeline-model-parallel-layout``, e.g. ``"Et*3|(t*4|)*30,t*3L"``), or its list form
-    (one list of LayerType names per chunk); it sets no interleave, give the one it implies."""
+    (one list of LayerType names per chunk); it sets no interleave, give the one it implies.
+    ``ep`` / ``etp``: a mixture-of-experts model's expert-parallel and expert tensor-parallel
+    sizes (etp None: tp, Megatron-Core's default)."""
+    _counts(ep=ep, etp=etp)
     _counts(
         nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp, cp=cp,
         micro_batch=micro_batch, global_batch=global_batch, interleave=interleave,
@@ -112,6 +117,8 @@ def predict_model(
         embedding_as_layer=embedding_as_layer,
         loss_as_layer=loss_as_layer,
         pipeline_layout=None if pipeline_layout is None else layout_string(pipeline_layout),
+        ep=ep,
+        etp=0 if etp is None else etp,
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

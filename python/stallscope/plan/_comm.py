@@ -28,6 +28,23 @@ def collective_s(system: Cluster, collective: str, nbytes: float, group: Placeme
     return system.base_latency_s + t
 
 
+def all_to_all_s(system: Cluster, nbytes: float, group: Placement) -> float:
+    """Seconds of one all-to-all of ``nbytes`` per rank (nccl-tests' convention: each rank
+    sends nbytes / size to every rank) over ``group``: the peers inside the node over NVLink
+    and those on other nodes over the node's NICs at once, the slower tier setting the time."""
+    if group.size <= 1 or nbytes <= 0:
+        return 0.0
+    chunk = nbytes / group.size
+    local = group.per_node - 1  # peers on this rank's node
+    remote = group.size - group.per_node
+    intra = local * (system.nvlink_hop_s + chunk / system.intra_copy_bytes_s) if local else 0.0
+    inter = 0.0
+    if remote:
+        inter = (group.nodes - 1) * system.network_hop_s
+        inter += remote * chunk / system.inter_bytes_s_per_gpu
+    return system.base_latency_s + max(intra, inter)
+
+
 def p2p_s(system: Cluster, nbytes: float, cross_node: bool) -> float:
     """Seconds of one point-to-point send of ``nbytes`` between pipeline neighbours."""
     if nbytes <= 0:

@@ -6,6 +6,11 @@ collectives, the optimizer step.
 * Communication per layer: 2 all-reduces of T x h activations forward and 2 backward, or with
   sequence parallelism 2 all-gathers + 2 reduce-scatters each way; with context parallelism
   the ring of K and V behind the attention.
+* Mixture of experts (expert parallel ep > 1): Megatron-Core's all-to-all token dispatcher,
+  each layer's routed token copies sent to their experts' GPUs and back (two all-to-alls
+  forward, two backward), with etp > 1 an all-gather of them over the expert's GPUs before
+  and a reduce-scatter after; on the critical path. The experts' gradients are reduced and
+  sharded over the expert data-parallel group, the rest of the layer's over dp x cp.
 * Full recompute repeats the forward's communication in the backward.
 * FP8 covers the transformer layers' linear layers only; the output projection and its loss
   stay in 16 bit (``OUTPUT_PRECISION``).
@@ -19,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stallscope.plan._cluster import Cluster
-from stallscope.plan._comm import collective_s, p2p_s
+from stallscope.plan._comm import all_to_all_s, collective_s, p2p_s
 from stallscope.plan._fp8 import fp8_weight_casts
 from stallscope.plan._layer import (
     ACT_BYTES,
@@ -31,7 +36,7 @@ from stallscope.plan._layer import (
 from stallscope.plan._layout import Layout, Placement, layout
 from stallscope.plan._model import Model
 from stallscope.plan._overlap import slowed, tp_exposed
-from stallscope.plan._strategy import Strategy
+from stallscope.plan._strategy import Strategy, ffn_rows_width
 
 LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
 #: The precision of the output projection under each training precision. FP8 recipes convert
@@ -73,7 +78,7 @@ class Costs:
 
 
 def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None) -> Costs:
-    lay = lay or layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp)
+    lay = lay or layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp, s.ep, s.etp)
     d = system.device
     t, b, seq, h = s.tp, s.micro_batch, model.seq_len, model.hidden
     tokens = b * seq // s.cp  # context parallelism: this GPU's share of each sequence
@@ -111,6 +116,10 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         b_tp += 2 * ring_f / s.cp + max(0.0, 2 * ring_f - att_b)
         cont_f += slowed(ring_f, att_f)
         cont_b += slowed(2 * ring_f, att_b)
+    if model.moe and s.ep * s.expert_tp > 1:  # token copies to the experts' GPUs and back
+        moe_f = 2 * expert_dispatch_s(model, s, system, lay, tokens)
+        f_tp += moe_f
+        b_tp += moe_f
     if s.recompute == "full":
         b_tp += f_tp
         cont_b += cont_f
@@ -136,17 +145,24 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
 
     # data parallelism and ZeRO
     st = s.software
-    lp = model.layer_params() / t
+    lp = model.dense_layer_params() / t  # the layer's weights outside the experts
+    lpe = model.expert_params() / (s.ep * s.expert_tp)  # this GPU's experts
     ep = model.embedding_params() / t
-    dp = lay.dp
+    dp, edp = lay.dp, lay.edp
     g, wb = s.grad_bytes, s.weight_bytes
     grad_coll = "all_reduce" if s.zero == 0 else "reduce_scatter"
     z3 = s.zero == 3  # fully sharded: the stack's gather and reduction widths
-    zero_ag = collective_s(system, "all_gather", lp * st.fsdp_param_bytes, dp) if z3 else 0.0
-    zero_rs = collective_s(system, "reduce_scatter", lp * st.fsdp_reduce_bytes, dp) if z3 else 0.0
+
+    def both(coll: str, width: float) -> float:  # the dense part over dp, experts over edp
+        return collective_s(system, coll, lp * width, dp) + collective_s(
+            system, coll, lpe * width, edp
+        )
+
+    zero_ag = both("all_gather", st.fsdp_param_bytes) if z3 else 0.0
+    zero_rs = both("reduce_scatter", st.fsdp_reduce_bytes) if z3 else 0.0
     if s.zero >= 2:  # sharded gradients (FSDP): reduced and gathered at the stack's widths
         g, wb = st.fsdp_reduce_bytes, st.fsdp_param_bytes
-    dp_layer = 0.0 if s.zero == 3 else collective_s(system, grad_coll, lp * g, dp)
+    dp_layer = 0.0 if s.zero == 3 else both(grad_coll, g)
     dp_embed = collective_s(system, grad_coll, ep * g, dp)
     tied = 0.0
     if model.tied_embeddings and s.pp > 1:
@@ -158,12 +174,13 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     if s.replicas > 1 and s.zero < 3 and st.dp_overlap:
         cont_step += slowed(dp_layer, b_comp)
     shard = s.replicas if s.zero >= 1 else 1
+    eshard = s.expert_replicas if s.zero >= 1 else 1
     adam_bytes = 22 + g  # read master, m, v, grad; write master, m, v, 16-bit weights
     cast = fp8_weight_casts(model, s, system, s.micro_batches)
-    opt_layer = d.memory_s(lp / shard * adam_bytes, 1) + cast
+    opt_layer = d.memory_s((lp / shard + lpe / eshard) * adam_bytes, 1) + cast
     opt_embed = d.memory_s(ep / shard * adam_bytes, 1)
     pag = s.zero in (1, 2)
-    param_ag_layer = collective_s(system, "all_gather", lp * wb, dp) if pag else 0.0
+    param_ag_layer = both("all_gather", wb) if pag else 0.0
     param_ag_embed = collective_s(system, "all_gather", ep * wb, dp) if pag else 0.0
     if pag and st.param_gather_overlap:
         # each layer's weights are gathered behind the next step's forward of the layers before
@@ -201,14 +218,31 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     )
 
 
+def expert_dispatch_s(
+    model: Model, s: Strategy, system: Cluster, lay: Layout, tokens: int
+) -> float:
+    """Seconds of one way of the all-to-all token dispatcher for one layer and micro-batch:
+    this GPU's routed token copies to the experts' GPUs (16 bit), and with etp > 1 their
+    all-gather over the GPUs of each expert (the way back: the same sizes)."""
+    rows, _ = ffn_rows_width(model, s, tokens)
+    copies = rows // s.expert_tp * model.hidden * ACT_BYTES  # before the etp all-gather
+    t = all_to_all_s(system, copies, lay.ep)
+    if s.expert_tp > 1:
+        t += collective_s(system, "all_gather", copies * s.expert_tp, lay.etp)
+    return t
+
+
 def layer_flops(model: Model, micro_batch: int) -> float:
     """Forward FLOPs of one layer for one micro-batch (Megatron's count: every GEMM, and the
-    attention's two s x s products in full, 4 b s^2 h)."""
+    attention's two s x s products in full, 4 b s^2 q with q = heads x head_dim); an MoE
+    layer counts the top_k experts each token passes through and the router."""
     tokens = micro_batch * model.seq_len
-    h, f = model.hidden, model.ffn_hidden
-    gemm = 2 * tokens * h * (h + 2 * model.kv_hidden) + 2 * tokens * h * h
-    gemm += 2 * tokens * h * f * (3 if model.gated_ffn else 2)
-    return gemm + 4 * tokens * model.seq_len * h
+    h, q = model.hidden, model.q_hidden
+    gemm = 2 * tokens * h * (q + 2 * model.kv_hidden) + 2 * tokens * q * h
+    gemm += 2 * tokens * h * model.active_ffn_width() * model.ffn_matrices
+    if model.moe:
+        gemm += 2 * tokens * h * model.experts
+    return gemm + 4 * tokens * model.seq_len * q
 
 
 def model_flops(model: Model, micro_batch: int) -> float:

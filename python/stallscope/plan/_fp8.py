@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from stallscope.plan._errors import PlanError, listed
 from stallscope.plan._gemm import efficiency_defaults, family_names
+from stallscope.plan._strategy import ffn_rows_width, gpu_layer_params
 
 if TYPE_CHECKING:
     from stallscope.plan._cluster import Cluster
@@ -80,15 +81,19 @@ def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[
         return 0.0, 0.0
     d = system.device
     t, h = s.tp, model.hidden
-    f = (2 if model.gated_ffn else 1) * model.ffn_hidden
-    qkv = h + 2 * model.kv_hidden
+    rows, fw = ffn_rows_width(model, s, tokens)  # the FFN GEMMs' rows and width on this GPU
+    f = (2 if model.gated_ffn else 1) * fw
+    qkv = model.q_hidden + 2 * model.kv_hidden
     recipe = s.software.fp8_recipe
     amax = recipe in ("current", "dynamic")  # a pass over each tensor for its amax
     norms = recipe != "delayed"  # the norms write 16 bit, a cast follows
     per = cast_bytes(s, system) + (2 if amax else 0)
-    fwd_elems = tokens * (h / t + (2 * h if norms else 0) + (model.ffn_hidden / t if amax else 0))
+    fwd_elems = tokens * (model.q_hidden / t + (2 * h if norms else 0)) + (rows * fw if amax else 0)
     kernels = 1 + (2 if norms else 0) + (1 if amax else 0)
-    bwd_elems = tokens * (qkv / t + h + f / t + h)
+    if model.moe:  # the routed copies are cast after the permutation, not by the norm
+        fwd_elems += rows * h
+        kernels += 1
+    bwd_elems = tokens * (qkv / t + h) + rows * (f + h)
     return d.memory_s(per * fwd_elems, kernels), d.memory_s(per * bwd_elems, 4)
 
 
@@ -99,5 +104,5 @@ def fp8_weight_casts(model: Model, s: Strategy, system: Cluster, micro_batches: 
     if s.precision != "fp8" or st.fp8_params:
         return 0.0
     per_step = micro_batches if st.fp8_recipe == "dynamic" else 1
-    nbytes = cast_bytes(s, system) * model.layer_params() / s.tp
+    nbytes = cast_bytes(s, system) * gpu_layer_params(model, s)
     return per_step * system.device.memory_s(nbytes, 4)

@@ -3,9 +3,16 @@
 Per layer under tensor parallelism t (Megatron's column / row split), T = micro-batch x seq_len /
 cp tokens, GEMMs (m x k) @ (k x n):
 
-* ``gemm_qkv`` (T, h, (h + 2 kv_h) / t); ``gemm_proj`` (T, h / t, h); ``gemm_fc1`` (T, h, f / t,
-  twice with a gated FFN); ``gemm_fc2`` (T, f / t, h). Backward: the data gradient and the
-  weight gradient of each, the same FLOPs each (m, n, k permuted).
+* ``gemm_qkv`` (T, h, (q + 2 kv_h) / t) with q = heads x head_dim (h unless the model says);
+  ``gemm_proj`` (T, q / t, h); ``gemm_fc1`` (T, h, f / t, twice with a gated FFN); ``gemm_fc2``
+  (T, f / t, h). Backward: the data gradient and the weight gradient of each, the same FLOPs
+  each (m, n, k permuted).
+* Mixture of experts: ``gemm_fc1`` and ``gemm_fc2`` are the grouped GEMMs of this GPU's
+  experts (experts / ep of them, each FFN split over etp), each expert taking an equal share
+  of the routed token copies (``_strategy.ffn_rows_width``; balanced routing, as the published
+  MoE benchmarks force); ``router`` the h x experts GEMM in 16 bit with its softmax and top-k;
+  ``moe_permute`` the memory-bound gather of each token copy into expert order and back
+  (weighted by its routing probability).
 * ``attention``: the stack's fused kernel at its published rate (``_attention``; slower with
   dropout, ``dropout_rates``), or the unfused batched GEMMs plus the s x s softmax, mask and
   dropout as memory-bound kernels.
@@ -34,9 +41,12 @@ from stallscope.plan._cluster import Cluster
 from stallscope.plan._fp8 import fp8_casts, mx_gemm_factor
 from stallscope.plan._gemm import efficiency_defaults
 from stallscope.plan._model import Model
-from stallscope.plan._strategy import Strategy, fused_attention
+from stallscope.plan._strategy import Strategy, ffn_rows_width, fused_attention
 
 ACT_BYTES: Final = 2  # activations travel and are stored in 16 bit
+#: The router's GEMM stays in 16 bit under FP8: Megatron-Core's TopKRouter is a plain weight
+#: outside Transformer Engine's FP8 modules (megatron/core/transformer/moe/router.py).
+ROUTER_PRECISION: Final = {"fp8": "bf16"}
 #: The parts of a layer, in the order the breakdown lists them.
 LAYER_PARTS: Final = (
     "gemm_qkv",
@@ -45,6 +55,8 @@ LAYER_PARTS: Final = (
     "gemm_fc2",
     "attention",
     "elementwise",
+    "router",
+    "moe_permute",
     "fp8_cast",
     "recompute",
     "measured_gap",
@@ -80,22 +92,25 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     d = system.device
     t, b, seq, h = s.tp, s.micro_batch, model.seq_len, model.hidden
     tokens = b * seq // s.cp  # context parallelism: this GPU's share of each sequence
-    f = model.ffn_hidden
     prec = s.precision
     r = 1.0 / t if s.sequence_parallel else 1.0  # share of per-token work on each TP rank
+    q = model.q_hidden
+    rows, fw = ffn_rows_width(model, s, tokens)  # the FFN GEMMs' rows and width on this GPU
+    groups = model.experts // s.ep if model.moe else 1  # GEMMs of each FFN matrix (experts)
+    per_group = max(1, rows // groups)
 
     shapes = {
-        "gemm_qkv": (tokens, h, (h + 2 * model.kv_hidden) // t),
-        "gemm_proj": (tokens, h // t, h),
-        "gemm_fc1": (tokens, h, (2 if model.gated_ffn else 1) * f // t),
-        "gemm_fc2": (tokens, f // t, h),
+        "gemm_qkv": (tokens, h, (q + 2 * model.kv_hidden) // t, 1),
+        "gemm_proj": (tokens, q // t, h, 1),
+        "gemm_fc1": (per_group, h, (2 if model.gated_ffn else 1) * fw, groups),
+        "gemm_fc2": (per_group, fw, h, groups),
     }
     fwd: dict[str, float] = {}
     bwd: dict[str, float] = {}
     mx = mx_gemm_factor(s, system)  # block-scaled FP8 kernels (MXFP8) against per-tensor ones
-    for name, (m_, k_, n_) in shapes.items():
+    for name, (m_, k_, n_, count) in shapes.items():
         g_f, g_b = gemm_fwd_bwd(system, m_, k_, n_, prec)
-        fwd[name], bwd[name] = g_f * mx, g_b * mx
+        fwd[name], bwd[name] = g_f * mx * count, g_b * mx * count
 
     heads = model.heads // t
     if fused_attention(model, s):
@@ -121,10 +136,23 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
 
     mask = 0.5 if model.dropout else 0.0  # a 1-byte mask per 2-byte element
     tok = tokens * h * ACT_BYTES * r
-    act = (3 if model.gated_ffn else 2) * tokens * f // t * ACT_BYTES
+    act = (3 if model.gated_ffn else 2) * rows * fw * ACT_BYTES
     ew_bytes = 2 * tok + (3 + mask) * tok + 2 * tok + (3 + mask) * tok + act
     fwd["elementwise"] = d.memory_s(ew_bytes, 5)
     bwd["elementwise"] = d.memory_s(2 * ew_bytes, 10)
+    fwd["router"] = bwd["router"] = fwd["moe_permute"] = bwd["moe_permute"] = 0.0
+    if model.moe:
+        local = int(tokens * r)  # this GPU's tokens (its sequence-parallel share)
+        rt_f, rt_b = gemm_fwd_bwd(system, local, h, model.experts, ROUTER_PRECISION.get(prec, prec))
+        # fp32 logits: softmax, top-k and the auxiliary loss read and write them a few times
+        logits = local * model.experts * 4
+        fwd["router"] = rt_f + d.memory_s(3 * logits, 3)
+        bwd["router"] = rt_b + d.memory_s(4 * logits, 3)
+        # each token copy gathered into expert order (read the token, write the copy) and
+        # back (read the copy, write the weighted sum); the backward moves both gradients
+        copies = rows * h * ACT_BYTES
+        fwd["moe_permute"] = d.memory_s(2 * (copies + tok), 2)
+        bwd["moe_permute"] = d.memory_s(4 * (copies + tok), 2)
     fwd["fp8_cast"], bwd["fp8_cast"] = fp8_casts(model, s, system, tokens)
 
     if s.recompute == "full":

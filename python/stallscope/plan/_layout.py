@@ -5,6 +5,10 @@ data parallel, then pipeline stages (rank = t + tp x (c + cp x (d + dp x p)), Me
 So tensor-parallel groups stay inside a node whenever tp divides the node, data-parallel groups
 take the rest of the node and then span nodes, and pipeline neighbours are tp x dp ranks apart
 (on another node once tp x dp reaches a node).
+
+Experts follow Megatron-Core's expert order "tp-ep-dp-pp" within each pipeline stage's ranks:
+rank = e_t + etp x (e + ep x d), so the expert-parallel group holds ranks etp apart and the
+expert data-parallel group (what reduces the experts' gradients) ranks etp x ep apart.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ class Layout:
     dp: Placement  # the gradient group: data x context parallel ranks
     pp_cross_node: bool  # pipeline neighbours on different nodes
     cp: Placement = Placement(1, 1)
+    ep: Placement = Placement(1, 1)  # the expert-parallel group (the all-to-alls)
+    etp: Placement = Placement(1, 1)  # the GPUs of one expert's FFN
+    edp: Placement = Placement(1, 1)  # the experts' gradient group
 
 
 def _placement(ranks: list[int], gpus_per_node: int) -> Placement:
@@ -37,14 +44,24 @@ def _placement(ranks: list[int], gpus_per_node: int) -> Placement:
     return Placement(len(ranks), nodes)
 
 
-def layout(tp: int, pp: int, dp: int, gpus_per_node: int, cp: int = 1) -> Layout:
+def layout(
+    tp: int, pp: int, dp: int, gpus_per_node: int, cp: int = 1, ep: int = 1, etp: int = 0
+) -> Layout:
     """The placement of rank 0's groups (every group of a dimension is placed alike when the
-    sizes divide the node or the node divides them)."""
+    sizes divide the node or the node divides them); ``etp`` 0: tp."""
     g = gpus_per_node
+    et = etp or tp
     tp_ranks = list(range(tp))
     cp_ranks = [tp * c for c in range(cp)]
     grad_ranks = [tp * k for k in range(cp * dp)]
     cross = pp > 1 and (tp * cp * dp) // g != 0
+    edp = max(1, tp * cp * dp // (ep * et))
     return Layout(
-        _placement(tp_ranks, g), _placement(grad_ranks, g), cross, _placement(cp_ranks, g)
+        _placement(tp_ranks, g),
+        _placement(grad_ranks, g),
+        cross,
+        _placement(cp_ranks, g),
+        _placement([et * e for e in range(ep)], g),
+        _placement(list(range(et)), g),
+        _placement([et * ep * d for d in range(edp)], g),
     )

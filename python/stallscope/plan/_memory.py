@@ -22,6 +22,13 @@ and the FFN activation's input stays 16-bit: NVIDIA/TransformerEngine@d0067d0d, 
 transformer_engine/pytorch/module/linear.py and layernorm_mlp.py). Selective recompute drops
 the s^2 term; full recompute keeps only each layer's input (2sbh, / t with sequence
 parallelism) and holds one layer's activations while it recomputes.
+
+A mixture-of-experts layer keeps, instead of the FFN's, per GPU: the routed token copies
+(the experts' FFN-up input, ``gin`` bytes), the activation's input and the FFN-down input of
+each copy at the expert's width per GPU, the copies' outputs for the probability-weighted
+sum (16 bit), and the router's fp32 logits and probabilities. The experts' weights count
+once per ep x etp GPUs, their gradients and optimizer state sharded over the expert
+data-parallel group (``Strategy.expert_replicas``) where the dense part's shard over dp x cp.
 """
 
 from __future__ import annotations
@@ -31,7 +38,12 @@ from dataclasses import dataclass
 from stallscope.plan._model import Model
 from stallscope.plan._pipeline_split import chunk_layers, stage_layers
 from stallscope.plan._schedule import layers_in_flight
-from stallscope.plan._strategy import Strategy, fused_attention
+from stallscope.plan._strategy import (
+    Strategy,
+    ffn_rows_width,
+    fused_attention,
+    gpu_layer_params,
+)
 
 GIB = 1 << 30
 #: CUDA context, cuBLAS / NCCL workspaces and buffers held outside PyTorch's caching allocator.
@@ -50,16 +62,31 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
         return 2 * sb * h / sp
     mask = 1 if model.dropout else 0
     gin = 1 if s.precision == "fp8" else 2  # bytes per value of a GEMM input kept for backward
-    whole = (2 + gin + mask + 2 + gin + mask) * sb * h
+    ffn_in = 0 if model.moe else gin  # the FFN-up input: the routed copies hold it instead
+    whole = (2 + gin + mask + 2 + ffn_in + mask) * sb * h
     kv = model.kv_hidden
-    split = (2 * h + 4 * kv + gin * h) * sb + (4 if model.gated_ffn else 2) * sb * model.ffn_hidden
-    split += gin * sb * model.ffn_hidden
+    q = model.q_hidden
+    split = (2 * q + 4 * kv + gin * q) * sb
+    if not model.moe:
+        split += (4 if model.gated_ffn else 2) * sb * model.ffn_hidden
+        split += gin * sb * model.ffn_hidden
     scores = 0.0
     flash = fused_attention(model, s)
     if not flash and rc != "selective":
         scores = (5 if model.dropout else 2) * model.heads * model.seq_len * sb
     lse = 4 * model.heads * sb if flash else 0  # fp32 log-sum-exp per row
-    return whole / sp + (split + scores + lse) / t
+    return whole / sp + (split + scores + lse) / t + expert_activation_bytes(model, s, gin)
+
+
+def expert_activation_bytes(model: Model, s: Strategy, gin: int) -> float:
+    """What an MoE layer's routed experts and router keep for one micro-batch on one GPU."""
+    if not model.moe:
+        return 0.0
+    rows, fw = ffn_rows_width(model, s, model.seq_len // s.cp * s.micro_batch)
+    local = model.seq_len // s.cp * s.micro_batch // (s.tp if s.sequence_parallel else 1)
+    per_row = gin * model.hidden + (4 if model.gated_ffn else 2) * fw + gin * fw
+    per_row += 2 * model.hidden  # each copy's output, for the weighted sum's backward
+    return rows * per_row + 2 * 4 * local * model.experts
 
 
 @dataclass(frozen=True)
@@ -111,13 +138,27 @@ def stage_params(model: Model, s: Strategy, stage: int, layers: int | None = Non
     """Parameters one GPU of ``stage`` holds before ZeRO sharding (its TP share); ``layers``:
     the stage's transformer layers where the caller has them (else ``stage_layers``)."""
     n = stage_layers(model, s)[stage] if layers is None else layers
-    per = n * model.layer_params() / s.tp
+    per = n * model.dense_layer_params() / s.tp
     emb = model.embedding_params() / s.tp
     if stage == 0:
         per += emb
     if stage == s.pp - 1 and (not model.tied_embeddings or s.pp > 1):
         per += emb  # the output layer (a tied copy lives on the last stage too)
     return per
+
+
+def stage_expert_params(model: Model, s: Strategy, layers: int) -> float:
+    """The routed experts' weights one GPU of a stage of ``layers`` layers holds before ZeRO
+    sharding (its share of the ep x etp grid)."""
+    return layers * model.expert_params() / (s.ep * s.expert_tp)
+
+
+def _sharded(s: Strategy, dense: float, experts: float, nbytes: int, stage: int) -> float:
+    """Bytes of ``dense`` and ``experts`` parameters at ``nbytes`` each, sharded from ZeRO
+    ``stage`` on: the dense ones over dp x cp, the experts over their data-parallel group."""
+    if s.zero < stage:
+        return (dense + experts) * nbytes
+    return dense * nbytes / s.replicas + experts * nbytes / s.expert_replicas
 
 
 def memory(
@@ -143,11 +184,12 @@ def memory(
         stages = set(range(s.pp))
     for k in sorted(stages):
         p = stage_params(model, s, k, layers[k])
-        w = p * s.weight_bytes / (s.replicas if s.zero >= 3 else 1)
+        pe = stage_expert_params(model, s, layers[k])
+        w = _sharded(s, p, pe, s.weight_bytes, 3)
         if s.zero >= 3:  # the gathered weights of the layer in use and the one prefetched
-            w += 2 * model.layer_params() / s.tp * s.weight_bytes
-        gr = p * s.grad_bytes / (s.replicas if s.zero >= 2 else 1)
-        opt = p * s.optimizer_bytes / (s.replicas if s.zero >= 1 else 1)
+            w += 2 * gpu_layer_params(model, s) * s.weight_bytes
+        gr = _sharded(s, p, pe, s.grad_bytes, 2)
+        opt = _sharded(s, p, pe, s.optimizer_bytes, 1)
         held_layers = in_flight[k] * chunks[k][0]  # chunks of one stage alike
         if len(set(chunks[k])) > 1:  # a lighter chunk: the peak of its compute order's layers
             held_layers = layers_in_flight(s.pp, s.micro_batches, s.interleave, k, chunks[k])

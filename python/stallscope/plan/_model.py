@@ -9,6 +9,14 @@ Hugging Face ``config.json`` are read too (``num_layers`` / ``num_hidden_layers`
 ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` / ``num_query_groups``,
 ``ffn_hidden_size`` / ``intermediate_size``, ``seq_length`` / ``max_position_embeddings``,
 ``vocab_size`` / ``padded_vocab_size``).
+
+Mixture of experts: ``experts`` (routed experts per layer; 0, the default, is a dense model),
+``top_k`` (experts each token is routed to; default 2), ``moe_ffn_hidden`` (each expert's FFN
+width, per input projection when gated; default ``ffn_hidden``). Every layer is an MoE layer,
+its router a GEMM of h x experts. ``head_dim`` (default hidden / heads) where the attention
+width heads x head_dim differs from hidden (Qwen3). Megatron's and Hugging Face's names are
+read too (``num_moe_experts`` / ``num_experts`` / ``num_local_experts``, ``moe_router_topk`` /
+``num_experts_per_tok``, ``moe_ffn_hidden_size`` / ``moe_intermediate_size``, ``kv_channels``).
 """
 
 from __future__ import annotations
@@ -41,6 +49,14 @@ _ALIASES: dict[str, str] = {
     "swiglu": "gated_ffn",
     "tie_word_embeddings": "tied_embeddings",
     "untie_embeddings_and_output_weights": "untied",
+    "num_moe_experts": "experts",
+    "num_experts": "experts",
+    "num_local_experts": "experts",
+    "moe_router_topk": "top_k",
+    "num_experts_per_tok": "top_k",
+    "moe_ffn_hidden_size": "moe_ffn_hidden",
+    "moe_intermediate_size": "moe_ffn_hidden",
+    "kv_channels": "head_dim",
 }
 #: Keys a model file may carry that the planner does not use.
 _INFORMATIVE = frozenset(
@@ -75,8 +91,18 @@ class Model:
     dropout: bool = False
     tied_embeddings: bool = True
     name: str = "custom"
+    experts: int = 0  # routed experts per layer (0: a dense FFN)
+    top_k: int = 0  # experts per token (0: 2 when experts, else unused)
+    moe_ffn_hidden: int = 0  # each expert's FFN width (0: ffn_hidden)
+    head_dim: int = 0  # width of one attention head (0: hidden / heads)
 
     def __post_init__(self) -> None:
+        for key in ("experts", "top_k", "moe_ffn_hidden", "head_dim"):
+            v = getattr(self, key)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise PlanError(
+                    f"model {self.name!r}: {key} must be a non-negative integer, got {v!r}"
+                )
         for key in ("layers", "hidden", "heads", "seq_len", "vocab"):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -85,7 +111,22 @@ class Model:
             object.__setattr__(self, "ffn_hidden", 4 * self.hidden)
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
-        if self.hidden % self.heads:
+        if self.experts:
+            if self.top_k == 0:
+                object.__setattr__(self, "top_k", 2)
+            if self.moe_ffn_hidden == 0:
+                object.__setattr__(self, "moe_ffn_hidden", self.ffn_hidden)
+            if self.top_k > self.experts:
+                raise PlanError(
+                    f"model {self.name!r}: top_k ({self.top_k}) exceeds experts "
+                    f"({self.experts}): each token goes to top_k distinct experts"
+                )
+        elif self.top_k or self.moe_ffn_hidden:
+            raise PlanError(
+                f"model {self.name!r}: top_k and moe_ffn_hidden describe experts, but experts "
+                "is 0: give experts (the routed experts per layer) or drop them"
+            )
+        if self.head_dim == 0 and self.hidden % self.heads:
             raise PlanError(
                 f"model {self.name!r}: hidden ({self.hidden}) is not a multiple of heads "
                 f"({self.heads}); use a head count that divides it"
@@ -97,22 +138,54 @@ class Model:
                 "whole number of query heads"
             )
 
+        if self.head_dim == 0:
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+    def moe(self) -> bool:
+        """Whether the FFN is a mixture of experts."""
+        return self.experts > 0
+
+    @property
+    def q_hidden(self) -> int:
+        """Width of Q and of the attention's output: heads x head_dim (hidden unless the
+        model sets head_dim)."""
+        return self.heads * self.head_dim
 
     @property
     def kv_hidden(self) -> int:
         """Width of K (and of V): kv_heads x head_dim."""
         return self.kv_heads * self.head_dim
 
-    def layer_params(self) -> int:
-        """Weights of one transformer layer (no biases): Q, K, V, output projection, FFN, and
-        the two norms' scale and shift."""
+    @property
+    def ffn_matrices(self) -> int:
+        """Weight matrices of one FFN (or expert): three when gated, else two."""
+        return 3 if self.gated_ffn else 2
+
+    def attention_params(self) -> int:
+        """Q, K, V and the output projection of one layer."""
         h = self.hidden
-        attn = h * (h + 2 * self.kv_hidden) + h * h
-        ffn = (3 if self.gated_ffn else 2) * h * self.ffn_hidden
-        return attn + ffn + 4 * h
+        return h * (self.q_hidden + 2 * self.kv_hidden) + self.q_hidden * h
+
+    def expert_params(self) -> int:
+        """All routed experts' weights of one layer (0 for a dense model)."""
+        return self.experts * self.ffn_matrices * self.hidden * self.moe_ffn_hidden
+
+    def dense_layer_params(self) -> int:
+        """One layer's weights outside the routed experts: attention, the dense FFN (the
+        router instead for an MoE layer) and the two norms' scale and shift."""
+        h = self.hidden
+        ffn = h * self.experts if self.moe else self.ffn_matrices * h * self.ffn_hidden
+        return self.attention_params() + ffn + 4 * h
+
+    def layer_params(self) -> int:
+        """Weights of one transformer layer (no biases): Q, K, V, output projection, FFN (every
+        expert and the router for an MoE layer), and the two norms' scale and shift."""
+        return self.dense_layer_params() + self.expert_params()
+
+    def active_ffn_width(self) -> int:
+        """FFN width one token passes through: ffn_hidden, or top_k experts' widths."""
+        return self.top_k * self.moe_ffn_hidden if self.moe else self.ffn_hidden
 
     def embedding_params(self) -> int:
         return self.vocab * self.hidden
@@ -155,10 +228,39 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
             'heads, seq_len and vocab, e.g. {"layers": 96, "hidden": 12288, "heads": 96, '
             '"seq_len": 2048, "vocab": 51200}'
         )
+    if hf:
+        _refuse_unmodelled(doc, kw["name"])
     for k in ("gated_ffn", "flash_attention", "dropout", "tied_embeddings"):
         if k in kw and not isinstance(kw[k], bool):
             raise PlanError(f"model {kw['name']!r}: {k} must be true or false, got {kw[k]!r}")
     return Model(**kw)
+
+
+#: Hugging Face config keys of MoE variants the planner does not time (a shared expert beside
+#: the routed ones, dense layers among the MoE layers), with what each means.
+_UNMODELLED: dict[str, str] = {
+    "shared_expert_intermediate_size": "a shared expert beside the routed ones",
+    "n_shared_experts": "shared experts beside the routed ones",
+    "first_k_dense_replace": "dense FFN layers before the MoE layers",
+    "mlp_only_layers": "dense FFN layers among the MoE layers",
+    "kv_lora_rank": "multi-head latent attention",
+}
+
+
+def _refuse_unmodelled(doc: Mapping[str, Any], name: str) -> None:
+    for key, what in _UNMODELLED.items():
+        if doc.get(key):
+            raise PlanError(
+                f"model {name!r}: {key} = {doc[key]!r} describes {what}, which the planner does "
+                "not time (every layer is one attention and one dense or routed-expert FFN); "
+                "describe the model with the planner's own keys if an approximation will do"
+            )
+    step = doc.get("decoder_sparse_step", 1)
+    if doc.get("num_experts") and step not in (None, 1):
+        raise PlanError(
+            f"model {name!r}: decoder_sparse_step = {step!r} puts dense layers among the MoE "
+            "layers, which the planner does not time: every layer must be an MoE layer"
+        )
 
 
 def load_model(source: Model | Mapping[str, Any] | str | Path) -> Model:
@@ -193,6 +295,10 @@ def model_of_preset(name: str) -> Model:
         gated_ffn=p.gated_ffn,
         tied_embeddings=p.tied_embeddings,
         name=p.name,
+        experts=p.experts,
+        top_k=p.top_k,
+        moe_ffn_hidden=p.moe_ffn_hidden,
+        head_dim=p.head_dim,
     )
 
 

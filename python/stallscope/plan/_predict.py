@@ -208,7 +208,7 @@ def native_schedule(shape: Shape) -> Schedule:
 def predict_strategy(model: Model, system: Cluster, s: Strategy) -> Prediction:
     """Simulate one configuration (checked first: bad input raises PlanError)."""
     check(model, s, None)
-    lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp)
+    lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp, s.ep, s.etp)
     c = costs(model, s, system, lay)
     sch = native_schedule(shape_of(model, s, lay, detail=True))
     g = sch.graph

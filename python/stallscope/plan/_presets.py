@@ -29,6 +29,9 @@ _FILE: Final = "models.json"
 _PATH: Final = "stallscope/plan/data/models.json"
 #: The shape keys of a preset, all sourced.
 SHAPE_KEYS: Final = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab")
+#: The mixture-of-experts keys of a preset (0 for a dense model) and ``head_dim`` (0: hidden /
+#: heads), sourced like the shape keys.
+MOE_KEYS: Final = ("experts", "top_k", "moe_ffn_hidden", "head_dim")
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,10 @@ class ModelShape:
     notes: str
     source: Source
     sources: dict[str, Source]
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+    experts: int = 0  # routed experts per layer (0: dense)
+    top_k: int = 0
+    moe_ffn_hidden: int = 0
+    head_dim: int = 0  # width of one attention head (the file's, else hidden / heads)
 
     def source_of(self, field: str) -> Source:
         """Where ``field`` (a shape key) comes from: its own source, else the preset's."""
@@ -74,7 +77,8 @@ def _parse(entry: dict[str, object], index: int) -> ModelShape:
     )
     hidden, heads = f.integer("hidden"), f.integer("heads")
     kv_heads = f.integer("kv_heads", default=heads)
-    if hidden % heads:
+    head_dim = f.optional_integer("head_dim") or 0
+    if hidden % heads and not head_dim:
         raise CatalogError(f"{where}: hidden {hidden} is not a multiple of heads {heads}")
     if heads % kv_heads:
         raise CatalogError(f"{where}: heads {heads} is not a multiple of kv_heads {kv_heads}")
@@ -97,7 +101,11 @@ def _parse(entry: dict[str, object], index: int) -> ModelShape:
         source=source,
         sources={}
         if overrides is None
-        else parse_sources(overrides, where, SHAPE_KEYS, has_default=True),
+        else parse_sources(overrides, where, SHAPE_KEYS + MOE_KEYS, has_default=True),
+        experts=f.optional_integer("experts") or 0,
+        top_k=f.optional_integer("top_k") or 0,
+        moe_ffn_hidden=f.optional_integer("moe_ffn_hidden") or 0,
+        head_dim=head_dim or hidden // heads,
     )
 
 
@@ -128,7 +136,7 @@ def models() -> pl.DataFrame:
     rows = [
         {
             "name": m.name,
-            **{k: getattr(m, k) for k in SHAPE_KEYS},
+            **{k: getattr(m, k) for k in SHAPE_KEYS + MOE_KEYS},
             "gated_ffn": m.gated_ffn,
             "tied_embeddings": m.tied_embeddings,
             "params_b": m.params_b,

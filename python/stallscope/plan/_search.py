@@ -1,5 +1,6 @@
 """Strategy search: every (tp, pp, dp, micro-batch, recompute, sequence parallel, ZeRO stage,
-interleave, pipeline split) that divides the GPUs and fits in memory, simulated and ranked by
+interleave, pipeline split; expert parallel and expert tensor parallel for a mixture of
+experts) that divides the GPUs and fits in memory, simulated and ranked by
 step time. The pipeline splits are the even one and Megatron-Core's with the embedding and / or
 the loss in a layer's place (``Space.pipeline_split``, ``_pipeline_split.SPLITS``): 126 layers
 (Llama 3.1 405B) split over no power-of-two pipeline, 126 + 2 over 8 or 16 stages.
@@ -69,6 +70,9 @@ class Space:
     #: as a layer (tried with pp > 1 only)
     pipeline_split: Sequence[str] = ("even", "embedding+loss")
     max_tp: int = 0  # 0: the GPUs of one node
+    #: expert tensor parallel sizes tried for a mixture-of-experts model (0: tp); expert
+    #: parallel sizes are every divisor of the experts that the GPUs allow
+    expert_tp: Sequence[int] = (1,)
     precision: str = "bf16"
     stack: str | Stack = DEFAULT_STACK  # the training software every configuration runs on
 
@@ -107,7 +111,9 @@ def candidates(
     # with flash attention, selective recompute has nothing to recompute: the same as none
     rcs = [r for r in space.recompute if not (model.flash_attention and r == "selective")]
     for tp in divisors(gpus):
-        if tp > max_tp or model.heads % tp or model.kv_heads % tp or model.ffn_hidden % tp:
+        if tp > max_tp or model.heads % tp or model.kv_heads % tp:
+            continue
+        if not model.moe and model.ffn_hidden % tp:
             continue
         for pp, cp in itertools.product(divisors(gpus // tp), space.context_parallel):
             if (gpus // (tp * pp)) % cp:
@@ -125,6 +131,9 @@ def candidates(
             dp = gpus // (tp * pp * cp)
             if global_batch % dp:
                 continue
+            experts = expert_splits(model, tp, tp * cp * dp, space.expert_tp)
+            if not experts:
+                continue
             for mb in space.micro_batches:
                 if (global_batch // dp) % mb:
                     continue
@@ -134,14 +143,31 @@ def candidates(
                         continue
                     for z in space.zero if dp > 1 else (0,):
                         for sp in space.sequence_parallel if tp > 1 else (False,):
-                            if sp and model.seq_len % tp:
+                            if (sp and model.seq_len % tp) or (model.moe and tp > 1 and not sp):
                                 continue
-                            for rc in rcs:
+                            for rc, (ep, etp) in itertools.product(rcs, experts):
                                 yield Strategy(
                                     tp, pp, dp, mb, global_batch, rc, sp, z, v,
                                     space.precision, cp=cp, stack=space.stack,
-                                    embedding_as_layer=e, loss_as_layer=lo,
+                                    embedding_as_layer=e, loss_as_layer=lo, ep=ep, etp=etp,
                                 )  # fmt: skip
+
+
+def expert_splits(
+    model: Model, tp: int, grid: int, expert_tp: Sequence[int]
+) -> list[tuple[int, int]]:
+    """The (ep, etp) pairs a pipeline stage of ``grid`` GPUs allows: every ep dividing the
+    experts with ep x etp dividing the grid and etp the expert FFN (etp 0: tp); (1, 0) for a
+    dense model."""
+    if not model.moe:
+        return [(1, 0)]
+    out = []
+    for etp in expert_tp:
+        et = etp or tp
+        if model.moe_ffn_hidden % et or grid % et:
+            continue
+        out += [(ep, etp) for ep in divisors(grid // et) if model.experts % ep == 0]
+    return out
 
 
 #: How far from the asked GPU count and batch ``no_split`` looks for ones that split.
@@ -225,7 +251,7 @@ def search(
         if not mem.fits:
             continue
         fitting += 1
-        lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp)
+        lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp, s.ep, s.etp)
         vals = slot_values(costs(model, s, system, lay))
         groups[shape_of(model, s, lay, detail=False)].append(
             (s, mem, np.array([vals.get(n, 0.0) for n in SLOTS]) * 1e9)
@@ -263,11 +289,13 @@ def search(
 def _row(model: Model, system: Cluster, s: Strategy, mem: Memory, step_ns: int) -> dict[str, Any]:
     step = step_ns * 1e-9
     flops = model_flops(model, s.micro_batch) * s.micro_batches * s.dp
+    experts = {"ep": s.ep, "etp": s.expert_tp} if model.moe else {}  # MoE models only
     return {
         "tp": s.tp,
         "pp": s.pp,
         "cp": s.cp,
         "dp": s.dp,
+        **experts,
         "micro_batch": s.micro_batch,
         "micro_batches": s.micro_batches,
         "recompute": s.recompute,
@@ -301,6 +329,8 @@ def _strategy(row: dict[str, Any], stack: str | Stack = DEFAULT_STACK) -> Strate
         stack=stack,
         embedding_as_layer=SPLITS[row["split"]][0],
         loss_as_layer=SPLITS[row["split"]][1],
+        ep=row.get("ep", 1),
+        etp=row.get("etp", 0),
     )
 
 

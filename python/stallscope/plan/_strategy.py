@@ -1,9 +1,14 @@
 """One parallel configuration of a training job and its checks against a model and a GPU count.
 
-tp x pp x dp GPUs; each data-parallel replica takes ``global_batch / dp`` sequences per step in
+tp x pp x cp x dp GPUs; each data-parallel replica takes ``global_batch / dp`` sequences per step in
 ``micro_batches = global_batch / (dp x micro_batch)`` micro-batches through the pipeline.
 
 The layers of each pipeline stage and its rules: ``_pipeline_split``.
+
+Mixture of experts (Megatron-Core's expert parallelism): the routed experts of each layer are
+split over ``ep`` GPUs and each expert's FFN over ``etp`` (0: tp, Megatron's default); the
+ep x etp expert grid is carved out of the tp x cp x dp GPUs of a pipeline stage, and the
+remaining factor, ``expert_replicas``, reduces and shards the experts' gradients.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class Strategy:
     #: every chunk's layers in Megatron-Core's notation (``_pipeline_layout``; None: the rules
     #: above)
     pipeline_layout: str | None = None
+    ep: int = 1  # expert parallel: each MoE layer's experts split over ep GPUs
+    etp: int = 0  # expert tensor parallel: each expert's FFN split over etp GPUs (0: tp)
 
     @property
     def uneven(self) -> bool:
@@ -92,6 +99,17 @@ class Strategy:
         return self.dp * self.cp
 
     @property
+    def expert_tp(self) -> int:
+        """GPUs each expert's FFN is split over (``etp``, else tp)."""
+        return self.etp or self.tp
+
+    @property
+    def expert_replicas(self) -> int:
+        """Copies of each expert's weights: what the experts' gradients are reduced and
+        sharded over (Megatron's expert data parallel group)."""
+        return max(1, self.tp * self.cp * self.dp // (self.ep * self.expert_tp))
+
+    @property
     def micro_batches(self) -> int:
         """Micro-batches per replica per step."""
         return self.global_batch // (self.dp * self.micro_batch)
@@ -109,6 +127,10 @@ class Strategy:
         parts = [f"tp{self.tp}", f"pp{self.pp}", f"dp{self.dp}", f"mb{self.micro_batch}"]
         if self.cp > 1:
             parts.insert(2, f"cp{self.cp}")
+        if self.etp:
+            parts.insert(parts.index(f"mb{self.micro_batch}"), f"etp{self.etp}")
+        if self.ep > 1:
+            parts.insert(parts.index(f"dp{self.dp}") + 1, f"ep{self.ep}")
         parts.append(f"rc-{self.recompute}")
         if self.sequence_parallel:
             parts.append("sp")
@@ -134,13 +156,67 @@ def fused_attention(model: Model, s: Strategy) -> bool:
     return model.flash_attention and s.software.attention != "unfused"
 
 
+def gpu_layer_params(model: Model, s: Strategy) -> float:
+    """One layer's weights on one GPU: the dense part's tp share, the experts' share of the
+    ep x etp grid."""
+    return model.dense_layer_params() / s.tp + model.expert_params() / (s.ep * s.expert_tp)
+
+
+def ffn_rows_width(model: Model, s: Strategy, tokens: int) -> tuple[int, int]:
+    """The FFN GEMMs' rows on one GPU for one micro-batch of ``tokens`` (this GPU's share of
+    each sequence) and their width per GPU: (tokens, ffn_hidden / tp) for a dense FFN; for
+    experts, the routed copies of this GPU's tokens (tokens / tp with sequence parallelism,
+    times top_k, times the etp GPUs sharing each expert's tokens) and moe_ffn_hidden / etp."""
+    if not model.moe:
+        return tokens, model.ffn_hidden // s.tp
+    local = tokens // s.tp if s.sequence_parallel else tokens
+    return local * model.top_k * s.expert_tp, model.moe_ffn_hidden // s.expert_tp
+
+
+def _check_moe(model: Model, s: Strategy) -> None:
+    if not model.moe:
+        if s.ep > 1 or s.etp:
+            raise PlanError(
+                f"ep and etp split experts, but {model.name!r} is a dense model: use ep 1 and "
+                "leave etp unset, or give the model experts"
+            )
+        return
+    if model.experts % s.ep:
+        raise PlanError(
+            f"ep={s.ep} does not divide the {model.experts} experts of {model.name!r}: each "
+            f"expert-parallel rank holds whole experts; nearest valid ep: "
+            f"{listed(nearest_values(s.ep, divisors(model.experts)))}"
+        )
+    et = s.expert_tp
+    if model.moe_ffn_hidden % et:
+        raise PlanError(
+            f"expert tensor parallel {et} does not divide moe_ffn_hidden "
+            f"({model.moe_ffn_hidden}) of {model.name!r}: nearest valid etp: "
+            f"{listed(nearest_values(et, divisors(model.moe_ffn_hidden)))}"
+        )
+    grid = s.tp * s.cp * s.dp
+    if grid % (s.ep * et):
+        raise PlanError(
+            f"ep x etp = {s.ep} x {et} = {s.ep * et} must divide tp x cp x dp = {grid}: the "
+            "expert grid is carved out of each pipeline stage's GPUs; nearest valid ep: "
+            f"{listed(nearest_values(s.ep, [e for e in divisors(grid // et) if model.experts % e == 0]))}"
+        )
+    if s.tp > 1 and not s.sequence_parallel:
+        raise PlanError(
+            "tensor parallelism with experts needs sequence parallelism (Megatron-Core's rule "
+            "for MoE layers): add sequence parallel, or use tp 1"
+        )
+
+
 def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
     """Raise PlanError naming the first rule ``s`` breaks for ``model`` (and ``gpus``), with
     the nearest valid choices."""
-    for key in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave", "cp"):
+    for key in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave", "cp", "ep"):
         v = getattr(s, key)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise PlanError(f"{key} must be a positive integer, got {v!r}")
+    if not isinstance(s.etp, int) or isinstance(s.etp, bool) or s.etp < 0:
+        raise PlanError(f"etp must be a positive integer (or 0 for tp), got {s.etp!r}")
     if s.recompute not in RECOMPUTE:
         raise PlanError(f"recompute {s.recompute!r} is not one of {listed(RECOMPUTE)}")
     s.software  # noqa: B018 (an unknown stack raises PlanError naming the presets)
@@ -156,11 +232,12 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
             f"tensor-parallel rank holds whole heads; nearest valid tp: "
             f"{listed(nearest_values(s.tp, tp_ok))}"
         )
-    if model.ffn_hidden % s.tp:
+    if not model.moe and model.ffn_hidden % s.tp:
         raise PlanError(
             f"tp={s.tp} does not divide ffn_hidden ({model.ffn_hidden}) of {model.name!r}: "
             f"nearest valid tp: {listed(nearest_values(s.tp, [t for t in tp_ok if model.ffn_hidden % t == 0]))}"
         )
+    _check_moe(model, s)
     chunks = s.pp * s.interleave
     if s.pipeline_layout is not None:
         check_layout(model, s)
