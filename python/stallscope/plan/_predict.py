@@ -16,7 +16,13 @@ from stallscope.plan._layout import Layout, layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
 from stallscope.plan._pipeline_split import chunk_layers
-from stallscope.plan._schedule import SLOTS, Schedule, Shape, in_flight_counts, scale_stages
+from stallscope.plan._schedule import (
+    SLOTS,
+    Schedule,
+    Shape,
+    in_flight_counts,
+    scale_stages_array,
+)
 from stallscope.plan._strategy import Strategy, check
 from stallscope.predict._compiled import CompiledGraph, attribute_classes
 from stallscope.predict._engine import CATEGORIES, Graph, Stream
@@ -171,10 +177,8 @@ def native_graph(shape: Shape) -> dict[str, Any]:
         shape.gather_after_backward,
     )
     if shape.scaled:
-        stage = a["stream_class"][a["stream"]].tolist()
-        chunk = a["chunk"].tolist()
-        mult = scale_stages(shape, a["slot"].tolist(), stage, chunk, a["mult"].tolist())
-        a["mult"] = np.asarray(mult, dtype=a["mult"].dtype)
+        stage = np.asarray(a["stream_class"])[a["stream"]]
+        a["mult"] = scale_stages_array(shape, a["slot"], stage, a["chunk"], a["mult"])
     return a
 
 

@@ -27,7 +27,10 @@ the gradients after the whole backward: ``dp_blocking`` puts them on the compute
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Final
+
+import numpy as np
 
 from stallscope.predict._engine import Graph, Stream
 
@@ -309,10 +312,26 @@ def scale_stages(
     ]
 
 
+def scale_stages_array(
+    shape: Shape, slot: np.ndarray, stage: np.ndarray, chunk: np.ndarray, mult: np.ndarray
+) -> np.ndarray:
+    """``scale_stages`` on arrays (the native graph's, a task per element): the same
+    multipliers, vectorised (a search scales hundreds of graphs of many thousand tasks)."""
+    if not shape.scaled:
+        return mult
+    per_chunk = np.asarray(shape.chunk_factors(), dtype=np.float64)  # [stage, chunk]
+    per_stage = np.asarray(shape.stage_factors(), dtype=np.float64)
+    layer = np.isin(slot, [_SLOT[n] for n in LAYER_SLOTS])
+    factor = np.where(chunk >= 0, per_chunk[stage, np.maximum(chunk, 0)], per_stage[stage])
+    return np.where(layer, mult * factor, mult).astype(mult.dtype, copy=False)
+
+
+@lru_cache(maxsize=4096)
 def layers_in_flight(pp: int, m: int, v: int, stage: int, per_chunk: tuple[int, ...]) -> int:
     """Most layers' activations ``stage`` holds at once: the peak, along its compute order, of
     the layers of the (chunk, micro-batch) forwards whose backward has not run
-    (``per_chunk[c]``: the layers of its chunk c)."""
+    (``per_chunk[c]``: the layers of its chunk c). Cached: a search asks it of many
+    configurations of one pipeline shape."""
     live = most = 0
     for op, c, _ in stage_order(pp, m, v, stage):
         live += per_chunk[c] if op == "F" else -per_chunk[c]
