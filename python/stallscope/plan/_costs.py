@@ -9,7 +9,8 @@ collectives, the optimizer step.
 * Mixture of experts (expert parallel ep > 1): Megatron-Core's all-to-all token dispatcher,
   each layer's routed token copies sent to their experts' GPUs and back (two all-to-alls
   forward, two backward), with etp > 1 an all-gather of them over the expert's GPUs before
-  and a reduce-scatter after; on the critical path. The experts' gradients are reduced and
+  and a reduce-scatter after; on the critical path unless the stack overlaps them
+  (``Stack.ep_overlap``: behind the other pass's compute, slowing it). The experts' gradients are reduced and
   sharded over the expert data-parallel group, the rest of the layer's over dp x cp.
 * Full recompute repeats the forward's communication in the backward.
 * FP8 covers the transformer layers' linear layers only; the output projection and its loss
@@ -117,9 +118,15 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         cont_f += slowed(ring_f, att_f)
         cont_b += slowed(2 * ring_f, att_b)
     if model.moe and s.ep * s.expert_tp > 1:  # token copies to the experts' GPUs and back
-        moe_f = 2 * expert_dispatch_s(model, s, system, lay, tokens)
-        f_tp += moe_f
-        b_tp += moe_f
+        moe = 2 * expert_dispatch_s(model, s, system, lay, tokens)
+        if st.ep_overlap:  # each pass's all-to-alls beside the other pass's compute
+            cont_f += slowed(moe, b_comp)
+            cont_b += slowed(moe, f_comp)
+            f_tp += max(0.0, moe - b_comp)
+            b_tp += max(0.0, moe - f_comp)
+        else:
+            f_tp += moe
+            b_tp += moe
     if s.recompute == "full":
         b_tp += f_tp
         cont_b += cont_f

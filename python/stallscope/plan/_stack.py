@@ -32,6 +32,10 @@ Fields:
   (PyTorch FSDP's BACKWARD_PRE: before the backward of the layer after it, so the gather runs
   beside that compute) or ``post`` (BACKWARD_POST: once that layer's gradients are computed, so
   the backward waits for each gather).
+* ``ep_overlap``: a mixture of experts' all-to-alls behind another micro-batch's compute
+  (Megatron-Core's ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``: the
+  forward of one micro-batch and the backward of another run interleaved, each one's
+  dispatch and combine beside the other's computation); else on the critical path.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ class Stack:
     fsdp_param_bytes: int = 2
     fsdp_reduce_bytes: int = 2
     fsdp_backward_prefetch: str = "pre"
+    ep_overlap: bool = False
     about: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,7 +110,10 @@ def _check(st: Stack, where: str) -> Stack:
     for k in ("fsdp_param_bytes", "fsdp_reduce_bytes"):
         if getattr(st, k) not in (2, 4):
             raise PlanError(f"{where}: {k} must be 2 (16 bit) or 4 (fp32), got {getattr(st, k)!r}")
-    for k in ("dp_overlap", "param_gather_overlap", "tp_overlap", "p2p_overlap", "fp8_params"):
+    for k in (
+        "dp_overlap", "param_gather_overlap", "tp_overlap", "p2p_overlap", "fp8_params",
+        "ep_overlap",
+    ):  # fmt: skip
         if not isinstance(getattr(st, k), bool):
             raise PlanError(f"{where}: {k} must be true or false, got {getattr(st, k)!r}")
     return st

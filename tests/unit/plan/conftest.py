@@ -15,11 +15,15 @@ from stallscope.plan import Cluster, Model, ModelShape, load_model, load_system
 
 def param_count(m: ModelShape, seq_len: int | None = None) -> float:
     """Parameters of a decoder-only transformer. Gated-FFN (Llama) models: RMSNorm, no biases,
-    rotary positions, untied output projection. Others (GPT-3, Megatron, MPT): LayerNorm and
+    rotary positions, untied output projection; with experts (Mixtral, Qwen3 MoE) every layer
+    holds them all and a router. Others (GPT-3, Megatron, MPT): LayerNorm and
     biases (13 h per layer, as in Narayanan et al.'s count), a learned position table of
     ``seq_len`` x hidden, the output projection tied unless the preset says otherwise."""
     h, d = m.hidden, m.head_dim
-    attn = 2 * h * h + 2 * h * m.kv_heads * d  # q and out; k and v
+    attn = 2 * h * m.heads * d + 2 * h * m.kv_heads * d  # q and out; k and v
+    if m.experts:  # every layer an MoE layer: each expert a SwiGLU FFN, plus the router
+        per_layer = attn + m.experts * 3 * h * m.moe_ffn_hidden + h * m.experts + 2 * h
+        return m.layers * per_layer + 2 * m.vocab * h + h
     if m.gated_ffn:
         per_layer = attn + 3 * h * m.ffn_hidden + 2 * h
         return m.layers * per_layer + 2 * m.vocab * h + h
