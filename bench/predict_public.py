@@ -192,7 +192,8 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
             split = {"pipeline_layout": layout} if layout else split
         s = Strategy(
             tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
-            cp=e.get("cp") or 1, stack=st, **split,
+            cp=e.get("cp") or 1, stack=st, ep=e.get("ep") or 1, etp=e.get("etp") or 0,
+            **split,
         )  # fmt: skip
         try:
             check(m, s, e["gpus"])
@@ -209,7 +210,10 @@ def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
         "gpus": e["gpus"],
         "gpu": e["gpu"],
         "precision": e["precision"],
+        "kind": "moe" if load_model(e["model"]).moe else "dense",
     }
+    if e.get("not_counted"):  # the source leaves the run's settings in doubt: shown, not counted
+        return row | {"counted": False, "why": f"not counted: {e['not_counted']}"}
     m = model_of(e)
     try:
         c, note = cluster_of(e)
@@ -254,27 +258,36 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def accuracy_summary(doc: dict[str, Any]) -> dict[str, Any]:
-    """What the planner shows of a run of this benchmark (stallscope/plan/_accuracy.py)."""
-    rows = [r for r in doc["rows"] if r["counted"]]
+def _figures(errs: list[float]) -> dict[str, Any]:
+    return {
+        "runs": len(errs),
+        "mean_error": statistics.fmean(errs),
+        "mean_abs_error": statistics.fmean(abs(e) for e in errs),
+        "max_abs_error": max(abs(e) for e in errs),
+        "too_fast": sum(e < 0 for e in errs),
+    }
 
-    def figures(errs: list[float]) -> dict[str, Any]:
-        return {
-            "runs": len(errs),
-            "mean_error": statistics.fmean(errs),
-            "mean_abs_error": statistics.fmean(abs(e) for e in errs),
-            "max_abs_error": max(abs(e) for e in errs),
-            "too_fast": sum(e < 0 for e in errs),
-        }
 
+def _kind_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     gpus = sorted({r["gpu"] for r in rows})
+    return {
+        **_figures([r["error"] for r in rows]),
+        "per_gpu": {g: _figures([r["error"] for r in rows if r["gpu"] == g]) for g in gpus},
+    }
+
+
+def accuracy_summary(doc: dict[str, Any]) -> dict[str, Any]:
+    """What the planner shows of a run of this benchmark (stallscope/plan/_accuracy.py): the
+    dense models' figures, and the mixture-of-experts models' under ``moe``."""
+    rows = [r for r in doc["rows"] if r["counted"]]
     return {
         "about": "The planner's step time against published measurements, written by "
         "bench/predict_public.py (its result: bench/results/predict_public.json); "
-        "error = predicted / measured - 1; per_gpu: the same over each GPU's runs.",
-        **figures([r["error"] for r in rows]),
+        "error = predicted / measured - 1; dense models' runs, per_gpu: the same over each "
+        "GPU's runs; moe: the same for mixture-of-experts models.",
+        **_kind_figures([r for r in rows if r["kind"] == "dense"]),
         "date": doc["date"][:10],
-        "per_gpu": {g: figures([r["error"] for r in rows if r["gpu"] == g]) for g in gpus},
+        "moe": _kind_figures([r for r in rows if r["kind"] == "moe"]),
     }
 
 
@@ -285,7 +298,8 @@ def main() -> None:
     entries = json.loads(DATA.read_text())["entries"]
     t = time.perf_counter()
     rows = [predict_entry(e) for e in entries]
-    counted = [r for r in rows if r["counted"]]
+    moe = [r for r in rows if r["counted"] and r["kind"] == "moe"]
+    counted = [r for r in rows if r["counted"] and r["kind"] == "dense"]
     errs = [abs(r["error"]) for r in counted]
     by_source: dict[str, list[float]] = {}
     by_gpu: dict[str, list[float]] = {}
@@ -300,6 +314,8 @@ def main() -> None:
     doc = {
         "what": "planner step time vs published measurements (bench/data/public_llm_training.json)",
         "target": "mean absolute error <= 5 %, max <= 12 %",
+        "scope": "the figures below the target are the dense models' runs; moe: the "
+        "mixture-of-experts runs, reported on their own",
         "entries": len(rows),
         "counted": len(counted),
         "mean_abs_error": statistics.fmean(errs),
@@ -322,6 +338,14 @@ def main() -> None:
                 "max_abs_error": max(abs(x) for x in v),
             }
             for k, v in by_gpu.items()
+        },
+        "moe": {
+            **summary(moe),
+            "median_abs_error": statistics.median(abs(r["error"]) for r in moe) if moe else None,
+            "per_gpu": {
+                g: summary([r for r in moe if r["gpu"] == g])
+                for g in sorted({r["gpu"] for r in moe})
+            },
         },
         "split": {
             "about": f"runs published before {SPLIT_DATE} (first) and from then on (second); "

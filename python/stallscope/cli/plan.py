@@ -270,7 +270,7 @@ def plan(
     )
     from stallscope.plan._accuracy import accuracy_note
 
-    if note := accuracy_note(s.device.name):
+    if note := accuracy_note(s.device.name, m.moe):
         click.echo(note)
 
 
@@ -367,6 +367,6 @@ def whatif(
     if plot_path is not None:
         click.echo(f"plot: {plot_path}")
     if note := accuracy_note(
-        s.device.name
+        s.device.name, m.moe
     ):  # the speed-ups are ratios; the step times carry its error
         click.echo(note)

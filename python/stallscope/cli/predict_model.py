@@ -158,5 +158,5 @@ def _print(p: Any) -> None:
         click.echo(f"does not fit: {d['memory_shortfall']}")
     from stallscope.plan._accuracy import accuracy_note
 
-    if note := accuracy_note(p.system.device.name):
+    if note := accuracy_note(p.system.device.name, p.model.moe):
         click.echo(note)

@@ -27,22 +27,26 @@ def accuracy() -> dict[str, Any] | None:
     return doc
 
 
-def accuracy_note(gpu: str | None = None) -> str:
+def accuracy_note(gpu: str | None = None, moe: bool = False) -> str:
     """One line on the planner's error against published runs ("" without a summary): on
     ``gpu``'s runs where the set holds at least MIN_GPU_RUNS of them, else on all of them,
-    saying so."""
+    saying so; of mixture-of-experts models' runs when ``moe`` (the summary's ``moe``
+    figures, where it has them)."""
     a = accuracy()
     if not a:
         return ""
     date = a["date"]
+    kind = ""
+    if moe and (a.get("moe") or {}).get("runs"):
+        a, kind = a["moe"], "mixture-of-experts "
     own = (a.get("per_gpu") or {}).get(gpu) if gpu else None
-    scope = f"{a['runs']} published training runs"
+    scope = f"{a['runs']} published {kind}training runs"
     lead = ""
     if own and int(own["runs"]) >= MIN_GPU_RUNS:
-        a, scope = own, f"the {own['runs']} published training runs on {gpu}"
+        a, scope = own, f"the {own['runs']} published {kind}training runs on {gpu}"
     elif gpu:
         n = int(own["runs"]) if own else 0
-        lead = f"{n or 'no'} published run{'' if n == 1 else 's'} on {gpu}; "
+        lead = f"{n or 'no'} published {kind}run{'' if n == 1 else 's'} on {gpu}; "
     mean = 100 * float(a["mean_error"])
     side = "short" if mean < 0 else "long"
     short = int(a["too_fast"]) / max(1, int(a["runs"]))

@@ -217,3 +217,34 @@ def test_predict_cli_takes_ep_and_refuses_it_on_a_dense_model(tmp_path: Any) -> 
               "--global-batch", "8", "--ep", "2"],
     )  # fmt: skip
     assert res.exit_code == 1 and "dense model" in res.output
+
+
+def test_overlapped_all_to_alls_hide_behind_the_other_pass(mixtral: Model, a100: Cluster) -> None:
+    from stallscope.plan import load_stack
+
+    s = Strategy(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, zero=1, ep=8)
+    plain = costs(mixtral, s, a100)
+    over = costs(
+        mixtral, s.with_(stack=load_stack({"preset": "megatron-core", "ep_overlap": True})), a100
+    )
+    # Mixtral's experts take far longer than their all-to-alls: hidden, at the contention's cost
+    assert over.f_tp == 0.0 and over.b_tp == 0.0 < plain.f_tp
+    assert over.contention_f > plain.contention_f and over.contention_b > plain.contention_b
+    assert over.f_comp + over.b_comp < plain.f_comp + plain.b_comp + plain.f_tp + plain.b_tp
+
+
+def test_moe_predictions_carry_the_moe_accuracy(qwen: Model) -> None:
+    from stallscope.plan._accuracy import accuracy, accuracy_note
+
+    a = accuracy()
+    assert a is not None and a["moe"]["runs"] > 0
+    note = accuracy_note("GB200", moe=True)
+    assert "published mixture-of-experts training runs on GB200" in note
+    assert accuracy_note("GB200") != note  # a dense model gets the dense figures
+    res = CliRunner().invoke(
+        cli, ["predict", "--model", "qwen3-30b-a3b", "--system", "gb200-nvl72", "--nodes", "1",
+              "--gpus-per-node", "8", "--ep", "8", "--micro-batch", "4", "--global-batch", "512",
+              "--zero", "1", "--precision", "fp8"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert note in res.output

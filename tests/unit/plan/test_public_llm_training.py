@@ -30,7 +30,7 @@ KEYS = {
 OPTIONAL = {
     "params", "mfu_basis", "first_stage_layers", "last_stage_layers", "stage_layers_source",
     "inter_node_Gbps", "inter_node_source", "interleaved", "embedding_as_layer", "loss_as_layer",
-    "dropout",
+    "dropout", "etp", "moe_dispatcher", "moe_flex_backend", "cuda_graphs", "not_counted",
 }  # fmt: skip
 RESULTS = {
     "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
@@ -82,6 +82,14 @@ def test_entry_schema(e: dict[str, Any]) -> None:
     domain = system(e["system"]).gpus_per_node if e["system"] else e["gpus_per_node"]
     assert e["tp"] <= domain
     assert m.heads % e["tp"] == 0
+    if m.experts:  # the expert grid inside each stage's tp x cp x dp GPUs (Megatron-Core's rule)
+        assert m.experts % e["ep"] == 0
+        assert (e["tp"] * e["cp"] * e["dp"]) % (e["ep"] * e["etp"]) == 0
+        assert e["moe_dispatcher"] in ("alltoall", "allgather", "flex", None)
+    else:
+        assert e["ep"] == 1 and "etp" not in e
+    if "not_counted" in e:  # why the bench shows the run without counting it
+        assert isinstance(e["not_counted"], str) and e["not_counted"]
     if e["micro_batch"] is not None:
         assert e["global_batch"] % (e["dp"] * e["micro_batch"]) == 0
     vp = e["virtual_stages"]
