@@ -243,8 +243,9 @@ def plan(
             return
     split = ["split"] if (t["split"] != "even").any() else []  # shown where a row is uneven
     cps = ["cp"] if (t["cp"] > 1).any() else []
+    experts = ["ep", "etp"] if "ep" in t.columns else []  # a mixture-of-experts model's split
     shown = t.select(
-        "rank", "tp", "pp", *cps, "dp", "micro_batch", "interleave", *split, "recompute",
+        "rank", "tp", "pp", *cps, "dp", *experts, "micro_batch", "interleave", *split, "recompute",
         "sequence_parallel", "zero", (t["step_s"]).alias("step_s"), "tokens_per_s_per_gpu",
         (t["mfu"] * 100).alias("mfu_%"), "memory_GiB", "bubble_s", "interconnect_s", "network_s",
     )  # fmt: skip

@@ -105,6 +105,8 @@ def whatif_table(
 
 def _label(row: Mapping[str, object]) -> str:
     parts = [f"tp{row['tp']}", f"pp{row['pp']}", f"dp{row['dp']}", f"mb{row['micro_batch']}"]
+    if row.get("ep") is not None:  # a mixture-of-experts model: its expert split
+        parts[3:3] = [f"ep{row['ep']}", f"etp{row['etp']}"]
     if row["interleave"] != 1:
         parts.append(f"v{row['interleave']}")
     parts.append(f"rc-{row['recompute']}")

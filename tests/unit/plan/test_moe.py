@@ -248,3 +248,15 @@ def test_moe_predictions_carry_the_moe_accuracy(qwen: Model) -> None:
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert note in res.output
+
+
+def test_plan_and_whatif_show_the_expert_split() -> None:
+    base = ["--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--gpus", "16", "--precision",
+            "fp8"]  # fmt: skip
+    res = CliRunner().invoke(cli, ["plan", *base, "--top", "2"])
+    assert res.exit_code == 0, res.output
+    header = next(line for line in res.output.splitlines() if line.startswith("rank"))
+    assert header.split()[:7] == ["rank", "tp", "pp", "dp", "ep", "etp", "mb"]
+    res = CliRunner().invoke(cli, ["whatif", *base, "--knob", "nic=2"])
+    assert res.exit_code == 0, res.output
+    assert ".ep" in res.output and ".etp1." in res.output
