@@ -111,6 +111,11 @@ def split_option(f: F) -> F:
     """--pipeline-split, --cp and --etp: what the search may choose beyond tp, pp, dp and the
     rest."""
     f = click.option(
+        "--moe-load", "moe_load", type=click.FloatRange(1.0), default=1.0, show_default=True,
+        help="The busiest expert-parallel GPU's routed tokens over the mean, for a "
+        "mixture-of-experts model (1: balanced routing, as published MoE benchmarks force it).",
+    )(f)  # fmt: skip
+    f = click.option(
         "--etp", "etp", default="1", show_default=True,
         help="Expert tensor-parallel sizes to try for a mixture-of-experts model, "
         "comma-separated (each expert's FFN split over etp GPUs; expert-parallel sizes are "
@@ -205,6 +210,7 @@ def plan(
     pipeline_split: str,
     cp: str,
     etp: str,
+    moe_load: float,
     json_path: Path | None,
 ) -> None:
     """Rank every parallel configuration (tp, pp, dp, micro-batch, recompute, sequence
@@ -220,7 +226,7 @@ def plan(
         sw = stack_arg(stack, fp8_recipe, precision)
         space = Space(
             precision=precision, stack=sw, pipeline_split=split_arg(pipeline_split),
-            context_parallel=cp_arg(cp), expert_tp=etp_arg(etp),
+            context_parallel=cp_arg(cp), expert_tp=etp_arg(etp), moe_load=moe_load,
         )  # fmt: skip
         result = search(m, s, gpus, global_batch, top, space)
     t = result.table
@@ -320,6 +326,7 @@ def whatif(
     pipeline_split: str,
     cp: str,
     etp: str,
+    moe_load: float,
     knobs: tuple[str, ...],
     plot_path: Path | None,
     json_path: Path | None,
@@ -336,7 +343,7 @@ def whatif(
         m, s = model_arg(model, seq_len), load_system(system)
         space = Space(
             precision=precision, stack=stack_arg(stack, fp8_recipe, precision), pipeline_split=split_arg(pipeline_split),
-            context_parallel=cp_arg(cp), expert_tp=etp_arg(etp),
+            context_parallel=cp_arg(cp), expert_tp=etp_arg(etp), moe_load=moe_load,
         )  # fmt: skip
         table = whatif_table(m, s, gpus, parsed, global_batch, space)
         if plot_path is not None:

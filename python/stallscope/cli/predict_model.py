@@ -36,6 +36,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--dp", type=click.IntRange(1), default=None, help="Data-parallel size (default: the GPUs left)."),
     click.option("--ep", type=click.IntRange(1), default=1, show_default=True, help="Expert-parallel size of a mixture-of-experts model (its experts split over ep GPUs)."),
     click.option("--etp", type=click.IntRange(1), default=None, help="Expert tensor-parallel size: each expert's FFN split over etp GPUs (default: tp, as in Megatron-Core)."),
+    click.option("--moe-load", type=click.FloatRange(1.0), default=1.0, show_default=True, help="The busiest expert-parallel GPU's routed tokens over the mean (1: balanced routing, as published MoE benchmarks force it)."),
     click.option("--micro-batch", type=click.IntRange(1), default=1, show_default=True, help="Sequences per micro-batch."),
     click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step."),
     click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True),
@@ -73,6 +74,7 @@ def run_model_mode(
     dp: int | None,
     ep: int,
     etp: int | None,
+    moe_load: float,
     micro_batch: int,
     global_batch: int | None,
     recompute: str,
@@ -116,7 +118,7 @@ def run_model_mode(
             interleave=interleave, first_stage_layers=first_stage_layers,
             last_stage_layers=last_stage_layers, embedding_as_layer=embedding_as_layer,
             loss_as_layer=loss_as_layer, pipeline_layout=pipeline_layout, precision=precision,
-            stack=stack_arg(stack, fp8_recipe, precision), ep=ep, etp=etp,
+            stack=stack_arg(stack, fp8_recipe, precision), ep=ep, etp=etp, moe_load=moe_load,
         )  # fmt: skip
     from stallscope.plan._accuracy import accuracy
 

@@ -73,6 +73,7 @@ def predict_model(
     pipeline_layout: str | Sequence[Sequence[str]] | None = None,
     ep: int = 1,
     etp: int | None = None,
+    moe_load: float = 1.0,
 ) -> Prediction:
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory.
     ``stack``: the training software (a preset of ``stacks()``, a Stack or a dict of its
@@ -84,7 +85,8 @@ def predict_model(
     (``--pipeline-model-parallel-layout``, e.g. ``"Et*3|(t*4|)*30,t*3L"``), or its list form
     (one list of LayerType names per chunk); it sets no interleave, give the one it implies.
     ``ep`` / ``etp``: a mixture-of-experts model's expert-parallel and expert tensor-parallel
-    sizes (etp None: tp, Megatron-Core's default)."""
+    sizes (etp None: tp, Megatron-Core's default); ``moe_load``: the busiest expert-parallel
+    GPU's routed tokens over the mean (1: balanced routing)."""
     _counts(ep=ep, etp=etp)
     _counts(
         nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp, cp=cp,
@@ -119,6 +121,7 @@ def predict_model(
         pipeline_layout=None if pipeline_layout is None else layout_string(pipeline_layout),
         ep=ep,
         etp=0 if etp is None else etp,
+        moe_load=moe_load,
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

@@ -73,6 +73,8 @@ class Space:
     #: expert tensor parallel sizes tried for a mixture-of-experts model (0: tp); expert
     #: parallel sizes are every divisor of the experts that the GPUs allow
     expert_tp: Sequence[int] = (1,)
+    #: the busiest expert-parallel GPU's routed tokens over the mean, every configuration's
+    moe_load: float = 1.0
     precision: str = "bf16"
     stack: str | Stack = DEFAULT_STACK  # the training software every configuration runs on
 
@@ -82,6 +84,13 @@ class Space:
             raise PlanError(
                 f"pipeline split {listed(bad) if bad else '(none)'} is not among "
                 f"{listed(list(SPLITS))}: name one or more of those"
+            )
+        if isinstance(self.moe_load, bool) or not (
+            isinstance(self.moe_load, int | float) and self.moe_load >= 1
+        ):
+            raise PlanError(
+                f"moe_load {self.moe_load!r}: give the busiest expert-parallel GPU's routed "
+                "tokens over the mean, a number >= 1 (1: balanced routing)"
             )
         if not self.context_parallel or any(c < 1 for c in self.context_parallel):
             raise PlanError(
@@ -150,6 +159,7 @@ def candidates(
                                     tp, pp, dp, mb, global_batch, rc, sp, z, v,
                                     space.precision, cp=cp, stack=space.stack,
                                     embedding_as_layer=e, loss_as_layer=lo, ep=ep, etp=etp,
+                                    moe_load=min(space.moe_load, ep),
                                 )  # fmt: skip
 
 
@@ -289,7 +299,7 @@ def search(
 def _row(model: Model, system: Cluster, s: Strategy, mem: Memory, step_ns: int) -> dict[str, Any]:
     step = step_ns * 1e-9
     flops = model_flops(model, s.micro_batch) * s.micro_batches * s.dp
-    experts = {"ep": s.ep, "etp": s.expert_tp} if model.moe else {}  # MoE models only
+    experts = {"ep": s.ep, "etp": s.expert_tp, "moe_load": s.moe_load} if model.moe else {}
     return {
         "tp": s.tp,
         "pp": s.pp,
@@ -331,6 +341,7 @@ def _strategy(row: dict[str, Any], stack: str | Stack = DEFAULT_STACK) -> Strate
         loss_as_layer=SPLITS[row["split"]][1],
         ep=row.get("ep", 1),
         etp=row.get("etp", 0),
+        moe_load=row.get("moe_load", 1.0),
     )
 
 

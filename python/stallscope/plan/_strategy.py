@@ -8,7 +8,9 @@ The layers of each pipeline stage and its rules: ``_pipeline_split``.
 Mixture of experts (Megatron-Core's expert parallelism): the routed experts of each layer are
 split over ``ep`` GPUs and each expert's FFN over ``etp`` (0: tp, Megatron's default); the
 ep x etp expert grid is carved out of the tp x cp x dp GPUs of a pipeline stage, and the
-remaining factor, ``expert_replicas``, reduces and shards the experts' gradients.
+remaining factor, ``expert_replicas``, reduces and shards the experts' gradients. ``moe_load``
+is the busiest expert-parallel GPU's share of the routed tokens over the mean (1: balanced):
+its experts' GEMMs, permutation and all-to-all traffic set every GPU's pace.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ class Strategy:
     pipeline_layout: str | None = None
     ep: int = 1  # expert parallel: each MoE layer's experts split over ep GPUs
     etp: int = 0  # expert tensor parallel: each expert's FFN split over etp GPUs (0: tp)
+    #: routed token copies of the busiest expert-parallel GPU over the mean (1: balanced
+    #: routing, as the published MoE benchmarks force it); every GPU waits for that one
+    moe_load: float = 1.0
 
     @property
     def uneven(self) -> bool:
@@ -131,6 +136,8 @@ class Strategy:
             parts.insert(parts.index(f"mb{self.micro_batch}"), f"etp{self.etp}")
         if self.ep > 1:
             parts.insert(parts.index(f"dp{self.dp}") + 1, f"ep{self.ep}")
+        if self.moe_load != 1.0:
+            parts.insert(parts.index(f"mb{self.micro_batch}"), f"load{self.moe_load:g}")
         parts.append(f"rc-{self.recompute}")
         if self.sequence_parallel:
             parts.append("sp")
@@ -170,17 +177,24 @@ def ffn_rows_width(model: Model, s: Strategy, tokens: int) -> tuple[int, int]:
     if not model.moe:
         return tokens, model.ffn_hidden // s.tp
     local = tokens // s.tp if s.sequence_parallel else tokens
-    return local * model.top_k * s.expert_tp, model.moe_ffn_hidden // s.expert_tp
+    rows = round(local * model.top_k * s.expert_tp * s.moe_load)  # the busiest GPU's
+    return rows, model.moe_ffn_hidden // s.expert_tp
 
 
 def _check_moe(model: Model, s: Strategy) -> None:
+    load = s.moe_load
     if not model.moe:
-        if s.ep > 1 or s.etp:
+        if s.ep > 1 or s.etp or load != 1.0:
             raise PlanError(
-                f"ep and etp split experts, but {model.name!r} is a dense model: use ep 1 and "
-                "leave etp unset, or give the model experts"
+                f"ep, etp and moe_load describe experts, but {model.name!r} is a dense model: "
+                "use ep 1 and leave etp and moe_load unset, or give the model experts"
             )
         return
+    if isinstance(load, bool) or not isinstance(load, int | float) or not 1.0 <= load <= s.ep:
+        raise PlanError(
+            f"moe_load must be a number from 1 (balanced routing) to ep = {s.ep} (every token "
+            f"on one GPU's experts), got {load!r}"
+        )
     if model.experts % s.ep:
         raise PlanError(
             f"ep={s.ep} does not divide the {model.experts} experts of {model.name!r}: each "

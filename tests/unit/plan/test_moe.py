@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -260,3 +261,23 @@ def test_plan_and_whatif_show_the_expert_split() -> None:
     res = CliRunner().invoke(cli, ["whatif", *base, "--knob", "nic=2"])
     assert res.exit_code == 0, res.output
     assert ".ep" in res.output and ".etp1." in res.output
+
+
+def test_an_unbalanced_router_slows_the_step_by_its_busiest_gpu(qwen: Model, a100: Cluster) -> None:
+    s = Strategy(tp=1, pp=1, dp=8, micro_batch=1, global_batch=64, zero=1, ep=8)
+    even, busy = (
+        predict_strategy(qwen, a100, s),
+        predict_strategy(qwen, a100, s.with_(moe_load=1.5)),
+    )
+    fe, fb = dict(even.costs.layer.f_parts), dict(busy.costs.layer.f_parts)  # type: ignore[union-attr]
+    # 1.5 x the rows on each local expert: more time, if less than 1.5 x (longer GEMMs run
+    # nearer the peak)
+    assert 1.2 * fe["gemm_fc2"] < fb["gemm_fc2"] <= 1.5 * fe["gemm_fc2"]
+    assert busy.step_ns > even.step_ns and busy.memory.activations > even.memory.activations
+    assert "load1.5" in busy.strategy.label()
+    with pytest.raises(PlanError, match=r"moe_load must be a number from 1 .* to ep = 8"):
+        check(qwen, s.with_(moe_load=9.0), 8)
+    with pytest.raises(PlanError, match="dense model"):
+        check(load_model(DENSE), s.with_(ep=1, moe_load=1.2), 8)
+    t = search(qwen, a100, 8, 64, 3, Space(zero=(1,), moe_load=2.0)).table
+    assert (t["moe_load"] == t["ep"].clip(upper_bound=2).cast(pl.Float64)).all()
