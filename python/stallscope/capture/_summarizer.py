@@ -205,11 +205,21 @@ class Summarizer:
         self.rows += len(rows)
 
     def _trim(self, buf: pl.DataFrame) -> None:
-        """Keep the events that overlap a step not yet written, and the instants at its start
-        (its marker; a collective arriving right at it, which no written row took)."""
+        """Keep the events that overlap a step not yet written, the instants at its start
+        (its marker; a collective arriving right at it, which no written row took), and the
+        markers of the steps where the kept events start: the stall table places an event by
+        its start (a DDP bucket in the step it began, whose latest bucket starts the wait for
+        the gradient all-reduces), and a step's window needs its marker."""
         if self._cut is not None:
             cut = self._cut
             keep = (pl.col("end_ns") > cut) | (pl.col("start_ns") >= cut)
+            kept = buf.filter(keep)
+            first = kept.filter(pl.col("kind") != "step")["start_ns"].min()
+            if first is not None:
+                marker = pl.col("kind") == "step"
+                since = buf.filter(marker & (pl.col("start_ns") <= first))["start_ns"].max()
+                if since is not None:
+                    keep = keep | (marker & (pl.col("start_ns") >= since))
             buf = buf.filter(keep)
             self._sent = {k: e for k, e in self._sent.items() if e > cut}
         if buf.height > self.max_events:

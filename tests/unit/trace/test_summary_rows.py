@@ -129,3 +129,25 @@ def test_summary_columns_are_the_stall_tables() -> None:
     from stallscope.io._summary_files import STALL_COLUMNS as SUMMARY_COLUMNS
 
     assert SUMMARY_COLUMNS == STALL_COLUMNS
+
+
+def test_a_bucket_from_a_written_step_still_blocks_the_next(tmp_path: Path) -> None:
+    """A DDP bucket starts in step 0 and runs into step 1 over a compute region: the stall
+    table places the bucket in step 0 (by its start) and counts the thread blocked until it
+    ends, in step 1 too. Once step 0 is written, the buffer must keep step 0's marker, or the
+    bucket belongs to no step and step 1's blocked time turns into compute."""
+    step = {"rank": 0, "kind": "step", "category": "host"}
+    rows = [
+        *({**step, "start_ns": t, "end_ns": t, "correlation": t} for t in (0, 1, 2)),
+        {"rank": 0, "kind": "region", "category": "compute", "start_ns": 0, "end_ns": 2,
+         "correlation": 0, "lane": 0},
+        {"rank": 0, "kind": "bucket", "category": "comm", "start_ns": 0, "end_ns": 2,
+         "correlation": 0, "lane": 0, "detail": "params=1;last=0"},
+    ]  # fmt: skip
+    ev = frame(rows)
+    (tmp_path / "summary").mkdir()
+    _feed(ev, tmp_path, [0], [3], 1)  # step 0 is written at the tick, step 1 at the end
+    got = stallscope.load_summary(tmp_path)
+    want = stall_table(ev).sort("rank", "start_ns")
+    assert want["compute_ns"].to_list() == [0, 0]  # blocked on the bucket throughout
+    assert_frame_equal(got.select(_COLS), want.select(_COLS), check_dtypes=False)
