@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -102,6 +103,45 @@ py::array_t<int64_t> engine_makespans(const In<int32_t>& order, const In<int32_t
   return out;
 }
 
+// The makespan of one graph for each row of per-slot costs (k x slots, ns): task t takes
+// round(costs[r][slot[t]] * mult[t]) ns, rounded half to even as numpy.rint does, so that the
+// makespans equal engine_makespans' on the matrix numpy would build (k x n) without building it.
+py::array_t<int64_t> engine_makespans_by_slot(const In<int32_t>& order, const In<int32_t>& stream,
+                                              int64_t n_streams, const In<int64_t>& dep_ptr,
+                                              const In<int32_t>& dep_idx,
+                                              const In<int64_t>& wait_ptr,
+                                              const In<int32_t>& wait_idx, const In<int32_t>& slot,
+                                              const In<double>& mult, const In<double>& costs) {
+  const predict::EngineGraph g =
+      graph_of(order, stream, n_streams, dep_ptr, dep_idx, wait_ptr, wait_idx);
+  const int32_t* sl = checked(slot, g.n, "slot");
+  const double* mu = checked(mult, g.n, "mult");
+  if (costs.ndim() != 2) throw py::value_error("engine_makespans_by_slot: costs must be 2-D");
+  const int64_t rows = costs.shape(0);
+  const int64_t slots = costs.shape(1);
+  for (int64_t t = 0; t < g.n; ++t) {
+    if (sl[t] < 0 || sl[t] >= slots) {
+      throw py::value_error("engine_makespans_by_slot: a slot index is out of range");
+    }
+  }
+  py::array_t<int64_t> out(rows);
+  int64_t* o = out.mutable_data();
+  const double* c = costs.data();
+  {
+    py::gil_scoped_release nogil;
+    std::vector<int64_t> dur(g.n), start(g.n), end(g.n), ready(g.n), free_at(n_streams);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* row = c + r * slots;
+      for (int64_t t = 0; t < g.n; ++t) {
+        dur[t] = static_cast<int64_t>(std::nearbyint(row[sl[t]] * mu[t]));  // half to even
+      }
+      predict::engine_run(g, dur.data(), start.data(), end.data(), ready.data(), free_at.data());
+      o[r] = g.n ? *std::max_element(end.begin(), end.end()) : 0;
+    }
+  }
+  return out;
+}
+
 // A topological order of a graph's tasks (Kahn), or None when it has a dependency loop.
 py::object engine_order(const In<int32_t>& stream, int64_t n_streams, const In<int64_t>& dep_ptr,
                         const In<int32_t>& dep_idx, const In<int64_t>& wait_ptr,
@@ -183,6 +223,11 @@ void bind_predict(py::module_& m) {
         py::arg("n_streams"), py::arg("dep_ptr"), py::arg("dep_idx"), py::arg("wait_ptr"),
         py::arg("wait_idx"), py::arg("durations"),
         "The makespan of one graph for each row of durations (rows x tasks, ns).");
+  m.def("engine_makespans_by_slot", &engine_makespans_by_slot, py::arg("order"), py::arg("stream"),
+        py::arg("n_streams"), py::arg("dep_ptr"), py::arg("dep_idx"), py::arg("wait_ptr"),
+        py::arg("wait_idx"), py::arg("slot"), py::arg("mult"), py::arg("costs"),
+        "The makespan of one graph for each row of per-slot costs (rows x slots, ns): task t "
+        "takes rint(costs[row, slot[t]] * mult[t]).");
   m.def("engine_order", &engine_order, py::arg("stream"), py::arg("n_streams"), py::arg("dep_ptr"),
         py::arg("dep_idx"), py::arg("wait_ptr"), py::arg("wait_idx"),
         "A topological order of the tasks (stream order, deps, wait_on), or None on a loop.");

@@ -300,6 +300,18 @@ def engine_makespans(
     wait_idx: npt.NDArray[np.int32],
     durations: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.int64]: ...
+def engine_makespans_by_slot(
+    order: npt.NDArray[np.int32],
+    stream: npt.NDArray[np.int32],
+    n_streams: int,
+    dep_ptr: npt.NDArray[np.int64],
+    dep_idx: npt.NDArray[np.int32],
+    wait_ptr: npt.NDArray[np.int64],
+    wait_idx: npt.NDArray[np.int32],
+    slot: npt.NDArray[np.int32],
+    mult: npt.NDArray[np.float64],
+    costs: npt.NDArray[np.float64],
+) -> npt.NDArray[np.int64]: ...
 def engine_order(
     stream: npt.NDArray[np.int32],
     n_streams: int,

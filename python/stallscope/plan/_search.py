@@ -270,7 +270,7 @@ def search(
     for shape, members in groups.items():
         cg, slot, mult = compiled_schedule(shape)
         ns = np.stack([v for _, _, v in members])
-        spans = cg.makespans(np.rint(ns[:, slot] * mult[None, :]))
+        spans = cg.makespans_by_slot(ns, slot, mult)
         for (s, mem, _), span in zip(members, spans.tolist(), strict=True):
             rows.append(_row(model, system, s, mem, int(span)))
     if not enumerated:

@@ -92,6 +92,25 @@ class CompiledGraph:
             self.wait_idx, d,
         )  # fmt: skip
 
+    def makespans_by_slot(
+        self, costs: npt.ArrayLike, slot: npt.ArrayLike, mult: npt.ArrayLike
+    ) -> npt.NDArray[np.int64]:
+        """``makespans`` of the durations ``rint(costs[:, slot] * mult)`` (costs: rows x slots,
+        ns; slot and mult per task), computed row by row natively instead of as a rows x
+        tasks matrix."""
+        c = np.ascontiguousarray(costs, dtype=np.float64)
+        s = np.ascontiguousarray(slot, dtype=np.int32)
+        m = np.ascontiguousarray(mult, dtype=np.float64)
+        if c.ndim != 2 or s.shape != (len(self),) or m.shape != (len(self),):
+            raise ValueError(
+                f"costs must be (rows, slots) and slot, mult ({len(self)},), got {c.shape}, "
+                f"{s.shape}, {m.shape}"
+            )
+        return _core.engine_makespans_by_slot(
+            self.order, self.stream, self.n_streams, self.dep_ptr, self.dep_idx, self.wait_ptr,
+            self.wait_idx, s, m, c,
+        )  # fmt: skip
+
 
 def attribute_fast(
     timeline: Timeline, rank_class: int, step_end: int | None = None

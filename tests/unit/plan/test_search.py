@@ -140,3 +140,22 @@ def test_a_context_parallel_size_below_one_is_refused() -> None:
     for sizes in ((0,), (1, -2), ()):
         with pytest.raises(PlanError, match=r"context-parallel sizes .*: give sizes >= 1"):
             Space(context_parallel=sizes)
+
+
+def test_timing_by_slot_equals_the_duration_matrix(gpt3: Model, a100: Cluster) -> None:
+    """The search times each graph natively from per-slot costs; the makespans are those of
+    the rows x tasks duration matrix numpy would build (rint: half to even), halves included."""
+    import numpy as np
+
+    from stallscope.plan._schedule import SLOTS
+    from stallscope.plan._search import compiled_schedule
+    from stallscope.plan._strategy import Strategy
+
+    s = Strategy(tp=8, pp=4, dp=2, micro_batch=1, global_batch=16, interleave=2)
+    cg, slot, mult = compiled_schedule(shape_of(gpt3, s, layout(8, 4, 2, 8), detail=False))
+    rng = np.random.default_rng(7)
+    costs_ns = rng.integers(0, 2_000_000, size=(5, len(SLOTS))) / 2  # x.5 ns: ties to round
+    want = cg.makespans(np.rint(costs_ns[:, slot] * mult[None, :]))
+    assert cg.makespans_by_slot(costs_ns, slot, mult).tolist() == want.tolist()
+    with pytest.raises(ValueError, match="costs must be"):
+        cg.makespans_by_slot(costs_ns[0], slot, mult)
