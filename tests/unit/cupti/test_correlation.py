@@ -72,9 +72,11 @@ def test_launch_delay_and_queue_depth(fake: Fake, tmp_path: Path) -> None:
     run = tmp_path / "run"
     with stallscope.trace(run, backends=["cupti"]):
         stallscope.step()
-        # Four 1 ms kernels launched back to back on stream 7: each waits for the previous one.
+        # Four 50 ms kernels launched back to back on stream 7: each waits for the previous one
+        # (the fake's launches are stamped with the real clock: kernels far longer than a loop
+        # turn of a loaded machine keep the queue whatever the load)
         for _ in range(4):
-            fake.kernel(K, stream=7, api_ns=2_000, delay_ns=4_000, duration_ns=1_000_000)
+            fake.kernel(K, stream=7, api_ns=2_000, delay_ns=4_000, duration_ns=50_000_000)
         fake.kernel(K, stream=9, api_ns=2_000, delay_ns=6_000, duration_ns=10_000)
     lt = stallscope.analysis.launches(stallscope.load(run))
     s7 = lt.filter(pl.col("lane") == 7).sort("launch_end_ns")
@@ -82,7 +84,7 @@ def test_launch_delay_and_queue_depth(fake: Fake, tmp_path: Path) -> None:
     assert s7["launch_delay_ns"][0] == 4_000
     # Later kernels queue behind the first: their delay grows by about one kernel each.
     d = s7["launch_delay_ns"].to_list()
-    assert all(b - a > 900_000 for a, b in itertools.pairwise(d))
+    assert all(b - a > 45_000_000 for a, b in itertools.pairwise(d))
     assert s7["queue_depth"].to_list() == [1, 2, 3, 4]
     s9 = lt.filter(pl.col("lane") == 9)
     assert s9["queue_depth"].to_list() == [1]
