@@ -78,6 +78,25 @@ py::tuple engine_run(const In<int32_t>& order, const In<int32_t>& stream, int64_
   return py::make_tuple(start, end, ready);
 }
 
+// The makespan of `g` for each of `rows` duration sets; `durations(r, buffer)` gives row r's
+// durations (a pointer into the caller's data, or `buffer` filled), called without the GIL.
+template <typename Durations>
+py::array_t<int64_t> makespans_of(const predict::EngineGraph& g, int64_t rows,
+                                  Durations durations) {
+  py::array_t<int64_t> out(rows);
+  int64_t* o = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    std::vector<int64_t> buffer(g.n), start(g.n), end(g.n), ready(g.n), free_at(g.n_streams);
+    for (int64_t r = 0; r < rows; ++r) {
+      predict::engine_run(g, durations(r, buffer), start.data(), end.data(), ready.data(),
+                          free_at.data());
+      o[r] = g.n ? *std::max_element(end.begin(), end.end()) : 0;
+    }
+  }
+  return out;
+}
+
 // The makespan of each row of `durations` (k x n): one graph re-timed k times.
 py::array_t<int64_t> engine_makespans(const In<int32_t>& order, const In<int32_t>& stream,
                                       int64_t n_streams, const In<int64_t>& dep_ptr,
@@ -88,19 +107,10 @@ py::array_t<int64_t> engine_makespans(const In<int32_t>& order, const In<int32_t
   if (durations.ndim() != 2 || durations.shape(1) != g.n) {
     throw py::value_error("engine_makespans: durations must be (rows, tasks)");
   }
-  const int64_t rows = durations.shape(0);
-  py::array_t<int64_t> out(rows);
-  int64_t* o = out.mutable_data();
   const int64_t* d = durations.data();
-  {
-    py::gil_scoped_release nogil;
-    std::vector<int64_t> start(g.n), end(g.n), ready(g.n), free_at(n_streams);
-    for (int64_t r = 0; r < rows; ++r) {
-      predict::engine_run(g, d + r * g.n, start.data(), end.data(), ready.data(), free_at.data());
-      o[r] = g.n ? *std::max_element(end.begin(), end.end()) : 0;
-    }
-  }
-  return out;
+  return makespans_of(g, durations.shape(0), [&](int64_t r, std::vector<int64_t>&) {
+    return d + r * g.n;  // the row itself: nothing to fill
+  });
 }
 
 // The makespan of one graph for each row of per-slot costs (k x slots, ns): task t takes
@@ -124,22 +134,14 @@ py::array_t<int64_t> engine_makespans_by_slot(const In<int32_t>& order, const In
       throw py::value_error("engine_makespans_by_slot: a slot index is out of range");
     }
   }
-  py::array_t<int64_t> out(rows);
-  int64_t* o = out.mutable_data();
   const double* c = costs.data();
-  {
-    py::gil_scoped_release nogil;
-    std::vector<int64_t> dur(g.n), start(g.n), end(g.n), ready(g.n), free_at(n_streams);
-    for (int64_t r = 0; r < rows; ++r) {
-      const double* row = c + r * slots;
-      for (int64_t t = 0; t < g.n; ++t) {
-        dur[t] = static_cast<int64_t>(std::nearbyint(row[sl[t]] * mu[t]));  // half to even
-      }
-      predict::engine_run(g, dur.data(), start.data(), end.data(), ready.data(), free_at.data());
-      o[r] = g.n ? *std::max_element(end.begin(), end.end()) : 0;
+  return makespans_of(g, rows, [&](int64_t r, std::vector<int64_t>& dur) {
+    const double* row = c + r * slots;
+    for (int64_t t = 0; t < g.n; ++t) {
+      dur[t] = static_cast<int64_t>(std::nearbyint(row[sl[t]] * mu[t]));  // half to even
     }
-  }
-  return out;
+    return static_cast<const int64_t*>(dur.data());
+  });
 }
 
 // A topological order of a graph's tasks (Kahn), or None when it has a dependency loop.
