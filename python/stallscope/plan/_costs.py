@@ -10,8 +10,9 @@ collectives, the optimizer step.
   each layer's routed token copies sent to their experts' GPUs and back (two all-to-alls
   forward, two backward), with etp > 1 an all-gather of them over the expert's GPUs before
   and a reduce-scatter after; on the critical path unless the stack overlaps them
-  (``Stack.ep_overlap``: behind the other pass's compute, slowing it). The experts' gradients are reduced and
-  sharded over the expert data-parallel group, the rest of the layer's over dp x cp.
+  (``Stack.ep_overlap``: behind the other pass's compute, slowing it). The experts'
+  gradients are reduced and sharded over the expert data-parallel group, the rest of the
+  layer's over dp x cp.
 * Full recompute repeats the forward's communication in the backward.
 * FP8 covers the transformer layers' linear layers only; the output projection and its loss
   stay in 16 bit (``OUTPUT_PRECISION``).

@@ -10,8 +10,8 @@ cp tokens, GEMMs (m x k) @ (k x n):
 * Mixture of experts: ``gemm_fc1`` and ``gemm_fc2`` are the grouped GEMMs of this GPU's
   experts (experts / ep of them, each FFN split over etp), each expert taking an equal share
   of the routed token copies (``_strategy.ffn_rows_width``; balanced routing, as the published
-  MoE benchmarks force, unless ``Strategy.moe_load`` gives the busiest GPU's excess); ``router`` the h x experts GEMM in 16 bit with its softmax and top-k;
-  ``moe_permute`` the memory-bound gather of each token copy into expert order and back
+  MoE benchmarks force, unless ``Strategy.moe_load`` gives the busiest GPU's excess);
+  ``router`` the h x experts GEMM in 16 bit with its softmax and top-k; ``moe_permute`` the memory-bound gather of each token copy into expert order and back
   (weighted by its routing probability).
 * ``attention``: the stack's fused kernel at its published rate (``_attention``; slower with
   dropout, ``dropout_rates``), or the unfused batched GEMMs plus the s x s softmax, mask and

@@ -210,10 +210,11 @@ def _check_moe(model: Model, s: Strategy) -> None:
         )
     grid = s.tp * s.cp * s.dp
     if grid % (s.ep * et):
+        near = [e for e in divisors(grid // et) if model.experts % e == 0]
         raise PlanError(
             f"ep x etp = {s.ep} x {et} = {s.ep * et} must divide tp x cp x dp = {grid}: the "
             "expert grid is carved out of each pipeline stage's GPUs; nearest valid ep: "
-            f"{listed(nearest_values(s.ep, [e for e in divisors(grid // et) if model.experts % e == 0]))}"
+            f"{listed(nearest_values(s.ep, near))}"
         )
     if s.tp > 1 and not s.sequence_parallel:
         raise PlanError(
