@@ -205,16 +205,16 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
 
 
 def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
+    m = model_of(e)
     row: dict[str, Any] = {
         "id": e["id"],
         "gpus": e["gpus"],
         "gpu": e["gpu"],
         "precision": e["precision"],
-        "kind": "moe" if load_model(e["model"]).moe else "dense",
+        "kind": "moe" if m.moe else "dense",
     }
     if e.get("not_counted"):  # the source leaves the run's settings in doubt: shown, not counted
         return row | {"counted": False, "why": f"not counted: {e['not_counted']}"}
-    m = model_of(e)
     try:
         c, note = cluster_of(e)
     except PlanError as err:  # e.g. a GPU whose peaks are not published
