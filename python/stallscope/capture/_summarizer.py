@@ -206,19 +206,22 @@ class Summarizer:
 
     def _trim(self, buf: pl.DataFrame) -> None:
         """Keep the events that overlap a step not yet written, the instants at its start
-        (its marker; a collective arriving right at it, which no written row took), and the
+        (its marker; a collective arriving right at it, which no written row took), the
+        communication in flight across the cut on each thread, whole (`_in_flight`), and the
         markers of the steps where the kept events start: the stall table places an event by
         its start (a DDP bucket in the step it began, whose latest bucket starts the wait for
-        the gradient all-reduces), and a step's window needs its marker."""
+        the gradient all-reduces until the communication then in flight ends), and a step's
+        window needs its marker."""
         if self._cut is not None:
             cut = self._cut
-            keep = (pl.col("end_ns") > cut) | (pl.col("start_ns") >= cut)
-            kept = buf.filter(keep)
-            first = kept.filter(pl.col("kind") != "step")["start_ns"].min()
-            if first is not None:
-                marker = pl.col("kind") == "step"
-                since = buf.filter(marker & (pl.col("start_ns") <= first))["start_ns"].max()
-                if since is not None:
+            keep = (pl.col("end_ns") > cut) | (pl.col("start_ns") >= cut) | _in_flight(buf, cut)
+            marker = pl.col("kind") == "step"
+            earliest = buf.filter(marker)["start_ns"].min()
+            if earliest is not None:  # the first kept event that a step holds, and its step
+                kept = buf.filter(keep & ~marker & (pl.col("start_ns") >= earliest))
+                first = kept["start_ns"].min()
+                if first is not None:
+                    since = buf.filter(marker & (pl.col("start_ns") <= first))["start_ns"].max()
                     keep = keep | (marker & (pl.col("start_ns") >= since))
             buf = buf.filter(keep)
             self._sent = {k: e for k, e in self._sent.items() if e > cut}
@@ -228,3 +231,29 @@ class Summarizer:
             self.events_not_summarized += drop
             buf = buf[order[drop:].sort()]
         self._buffer = buf.rechunk()  # one chunk: trimmed chunks would pile up
+
+
+def _in_flight(buf: pl.DataFrame, cut: int) -> pl.Series:
+    """Per event of `buf`: whether it is a bucket, collective or p2p call of a thread's
+    communication in flight across `cut`: the union of the thread's comm events that touch
+    one another (the spans the stall table's wait for DDP's gradient all-reduces ends with,
+    analysis/stall/_table.py `_blocked`) that ends after the cut. A bucket that ended before
+    the cut starts a wait that does not, when a collective of its span runs on."""
+    comm = pl.col("kind").is_in(("collective", "p2p", "bucket")) & (
+        pl.col("end_ns") > pl.col("start_ns")
+    )
+    lane = pl.col("lane").fill_null(0)
+    t = (
+        buf.with_row_index("_i")
+        .filter(comm)
+        .select("_i", "rank", lane.alias("lane"), "start_ns", "end_ns")
+    )
+    out = np.zeros(buf.height, bool)
+    if t.height == 0:
+        return pl.Series(out)
+    t = t.sort("rank", "lane", "start_ns")
+    prev_end = pl.col("end_ns").cum_max().shift(1).over("rank", "lane")
+    t = t.with_columns(_g=(prev_end.is_null() | (prev_end < pl.col("start_ns"))).cum_sum())
+    late = t.group_by("_g").agg(_e=pl.col("end_ns").max()).filter(pl.col("_e") > cut)["_g"]
+    out[t.filter(pl.col("_g").is_in(late.implode()))["_i"].to_numpy()] = True
+    return pl.Series(out)

@@ -151,3 +151,53 @@ def test_a_bucket_from_a_written_step_still_blocks_the_next(tmp_path: Path) -> N
     want = stall_table(ev).sort("rank", "start_ns")
     assert want["compute_ns"].to_list() == [0, 0]  # blocked on the bucket throughout
     assert_frame_equal(got.select(_COLS), want.select(_COLS), check_dtypes=False)
+
+
+def test_a_short_last_bucket_inside_a_collective_past_the_cut_still_blocks(
+    tmp_path: Path,
+) -> None:
+    """The last bucket of step 0 ends before step 1 begins, inside an asynchronous collective
+    that runs on into step 1: the thread waits from the bucket's start until that collective
+    ends. Once step 0 is written the bucket ends before the cut, but the buffer must keep it
+    (its span of communication is still in flight), or step 1's wait turns into compute."""
+    step = {"rank": 0, "kind": "step", "category": "host"}
+    comm = {"rank": 0, "category": "comm", "lane": 0}
+    rows = [
+        *({**step, "start_ns": t, "end_ns": t, "correlation": t} for t in (0, 10, 20)),
+        {"rank": 0, "kind": "region", "category": "compute", "start_ns": 0, "end_ns": 20,
+         "correlation": 0, "lane": 0},
+        {**comm, "kind": "bucket", "start_ns": 8, "end_ns": 9, "correlation": 0,
+         "detail": "params=1;last=1"},
+        {**comm, "kind": "collective", "start_ns": 8, "end_ns": 15, "correlation": 1,
+         "detail": "group=g0;group_size=1;nnodes=1;async=1"},
+    ]  # fmt: skip
+    ev = frame(rows)
+    (tmp_path / "summary").mkdir()
+    _feed(ev, tmp_path, [0], [31], 1)  # the lag is 20: step 0 is written at the tick
+    got = stallscope.load_summary(tmp_path)
+    want = stall_table(ev).sort("rank", "start_ns")
+    assert want["compute_ns"].to_list() == [8, 5]  # blocked from 8 until 15
+    assert_frame_equal(got.select(_COLS), want.select(_COLS), check_dtypes=False)
+
+
+def test_a_region_from_before_the_first_step_does_not_hide_the_buckets_step(
+    tmp_path: Path,
+) -> None:
+    """A compute region begins before the first step marker and runs into step 1, beside a
+    bucket that began in step 0: the region belongs to no step, so it must not decide which
+    markers the buffer keeps; step 0's marker stays for the bucket, which blocks step 1."""
+    step = {"rank": 0, "kind": "step", "category": "host"}
+    rows = [
+        *({**step, "start_ns": t, "end_ns": t, "correlation": t} for t in (0, 1, 2)),
+        {"rank": 0, "kind": "region", "category": "compute", "start_ns": -1, "end_ns": 2,
+         "correlation": 0, "lane": 0},
+        {"rank": 0, "kind": "bucket", "category": "comm", "start_ns": 0, "end_ns": 2,
+         "correlation": 0, "lane": 0, "detail": "params=1;last=0"},
+    ]  # fmt: skip
+    ev = frame(rows)
+    (tmp_path / "summary").mkdir()
+    _feed(ev, tmp_path, [0], [4], 1)
+    got = stallscope.load_summary(tmp_path)
+    want = stall_table(ev).sort("rank", "start_ns")
+    assert want["compute_ns"].to_list() == [0, 0]
+    assert_frame_equal(got.select(_COLS), want.select(_COLS), check_dtypes=False)
