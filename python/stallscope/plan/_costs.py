@@ -101,7 +101,8 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         )
     else:
         one_tp = collective_s(system, "all_reduce", act_bytes, tp_group)
-    f_tp = b_tp = 2 * one_tp
+    # the attention's and the FFN's; shared experts gather and scatter the tokens themselves
+    f_tp = b_tp = (3 if model.shared_ffn_hidden else 2) * one_tp
     cont_f = cont_b = 0.0  # compute slowed by the communication beside it (_overlap)
     if st.tp_overlap and t > 1:  # userbuffers: TP collectives under the pass's GEMMs
         gemm_f = sum(fp[k] for k in GEMM_PARTS)

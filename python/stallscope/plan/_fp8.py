@@ -94,6 +94,10 @@ def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[
         fwd_elems += rows * h
         kernels += 1
     bwd_elems = tokens * (qkv / t + h) + rows * (f + h)
+    sw = model.shared_ffn_hidden // t  # shared experts: a dense FFN's casts beside
+    if sw:
+        fwd_elems += tokens * sw if amax else 0
+        bwd_elems += tokens * ((2 if model.gated_ffn else 1) * sw + h)
     return d.memory_s(per * fwd_elems, kernels), d.memory_s(per * bwd_elems, 4)
 
 

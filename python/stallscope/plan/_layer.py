@@ -12,7 +12,8 @@ cp tokens, GEMMs (m x k) @ (k x n):
   of the routed token copies (``_strategy.ffn_rows_width``; balanced routing, as the published
   MoE benchmarks force, unless ``Strategy.moe_load`` gives the busiest GPU's excess);
   ``router`` the h x experts GEMM in 16 bit with its softmax and top-k; ``moe_permute`` the memory-bound gather of each token copy into expert order and back
-  (weighted by its routing probability).
+  (weighted by its routing probability). Shared experts (``Model.shared_ffn_hidden``) add a
+  dense FFN of that width over every token, split over tp, to ``gemm_fc1`` and ``gemm_fc2``.
 * ``attention``: the stack's fused kernel at its published rate (``_attention``; slower with
   dropout, ``dropout_rates``), or the unfused batched GEMMs plus the s x s softmax, mask and
   dropout as memory-bound kernels.
@@ -108,9 +109,18 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     fwd: dict[str, float] = {}
     bwd: dict[str, float] = {}
     mx = mx_gemm_factor(s, system)  # block-scaled FP8 kernels (MXFP8) against per-tensor ones
+    sw = model.shared_ffn_hidden // t  # the shared experts' width on this GPU (0: none)
+    shared = {
+        "gemm_fc1": (tokens, h, (2 if model.gated_ffn else 1) * sw),
+        "gemm_fc2": (tokens, sw, h),
+    }
     for name, (m_, k_, n_, count) in shapes.items():
         g_f, g_b = gemm_fwd_bwd(system, m_, k_, n_, prec)
         fwd[name], bwd[name] = g_f * mx * count, g_b * mx * count
+        if sw and name in shared:
+            s_f, s_b = gemm_fwd_bwd(system, *shared[name], prec)
+            fwd[name] += s_f * mx
+            bwd[name] += s_b * mx
 
     heads = model.heads // t
     if fused_attention(model, s):
@@ -136,7 +146,9 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
 
     mask = 0.5 if model.dropout else 0.0  # a 1-byte mask per 2-byte element
     tok = tokens * h * ACT_BYTES * r
-    act = (3 if model.gated_ffn else 2) * rows * fw * ACT_BYTES
+    act = (3 if model.gated_ffn else 2) * (rows * fw + tokens * sw) * ACT_BYTES
+    if sw:  # the shared experts' output added to the routed experts' sum
+        act += 3 * tokens * h * ACT_BYTES
     ew_bytes = 2 * tok + (3 + mask) * tok + 2 * tok + (3 + mask) * tok + act
     fwd["elementwise"] = d.memory_s(ew_bytes, 5)
     bwd["elementwise"] = d.memory_s(2 * ew_bytes, 10)

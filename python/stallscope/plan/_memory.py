@@ -26,7 +26,8 @@ parallelism) and holds one layer's activations while it recomputes.
 A mixture-of-experts layer keeps, instead of the FFN's, per GPU: the routed token copies
 (the experts' FFN-up input, ``gin`` bytes), the activation's input and the FFN-down input of
 each copy at the expert's width per GPU, the copies' outputs for the probability-weighted
-sum (16 bit), and the router's fp32 logits and probabilities. The experts' weights count
+sum (16 bit), and the router's fp32 logits and probabilities; shared experts keep what a
+dense FFN of their width keeps. The experts' weights count
 once per ep x etp GPUs, their gradients and optimizer state sharded over the expert
 data-parallel group (``Strategy.expert_replicas``) where the dense part's shard over dp x cp.
 """
@@ -62,14 +63,14 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
         return 2 * sb * h / sp
     mask = 1 if model.dropout else 0
     gin = 1 if s.precision == "fp8" else 2  # bytes per value of a GEMM input kept for backward
-    ffn_in = 0 if model.moe else gin  # the FFN-up input: the routed copies hold it instead
+    # the FFN-up input: the routed copies hold it instead, unless shared experts read it too
+    ffn_in = 0 if model.moe and not model.shared_ffn_hidden else gin
     whole = (2 + gin + mask + 2 + ffn_in + mask) * sb * h
     kv = model.kv_hidden
     q = model.q_hidden
     split = (2 * q + 4 * kv + gin * q) * sb
-    if not model.moe:
-        split += (4 if model.gated_ffn else 2) * sb * model.ffn_hidden
-        split += gin * sb * model.ffn_hidden
+    dense_ffn = model.shared_ffn_hidden if model.moe else model.ffn_hidden  # over every token
+    split += (4 if model.gated_ffn else 2) * sb * dense_ffn + gin * sb * dense_ffn
     scores = 0.0
     flash = fused_attention(model, s)
     if not flash and rc != "selective":

@@ -17,6 +17,10 @@ its router a GEMM of h x experts. ``head_dim`` (default hidden / heads) where th
 width heads x head_dim differs from hidden (Qwen3). Megatron's and Hugging Face's names are
 read too (``num_moe_experts`` / ``num_experts`` / ``num_local_experts``, ``moe_router_topk`` /
 ``num_experts_per_tok``, ``moe_ffn_hidden_size`` / ``moe_intermediate_size``, ``kv_channels``).
+``shared_ffn_hidden``: the width of the shared expert(s) every token passes through beside the
+routed ones (a dense FFN per input projection; 0, the default: none), read from Megatron's
+``moe_shared_expert_intermediate_size``, Hugging Face's ``shared_expert_intermediate_size``
+(Qwen2-MoE) or ``n_shared_experts`` x ``moe_intermediate_size`` (DeepSeek).
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ _ALIASES: dict[str, str] = {
     "moe_ffn_hidden_size": "moe_ffn_hidden",
     "moe_intermediate_size": "moe_ffn_hidden",
     "kv_channels": "head_dim",
+    "moe_shared_expert_intermediate_size": "shared_ffn_hidden",
+    "shared_expert_intermediate_size": "shared_ffn_hidden",
 }
 #: Keys a model file may carry that the planner does not use.
 _INFORMATIVE = frozenset(
@@ -95,9 +101,10 @@ class Model:
     top_k: int = 0  # experts per token (0: 2 when experts, else unused)
     moe_ffn_hidden: int = 0  # each expert's FFN width (0: ffn_hidden)
     head_dim: int = 0  # width of one attention head (0: hidden / heads)
+    shared_ffn_hidden: int = 0  # the shared expert(s)' FFN width beside the routed ones
 
     def __post_init__(self) -> None:
-        for key in ("experts", "top_k", "moe_ffn_hidden", "head_dim"):
+        for key in ("experts", "top_k", "moe_ffn_hidden", "head_dim", "shared_ffn_hidden"):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise PlanError(
@@ -121,10 +128,11 @@ class Model:
                     f"model {self.name!r}: top_k ({self.top_k}) exceeds experts "
                     f"({self.experts}): each token goes to top_k distinct experts"
                 )
-        elif self.top_k or self.moe_ffn_hidden:
+        elif self.top_k or self.moe_ffn_hidden or self.shared_ffn_hidden:
             raise PlanError(
-                f"model {self.name!r}: top_k and moe_ffn_hidden describe experts, but experts "
-                "is 0: give experts (the routed experts per layer) or drop them"
+                f"model {self.name!r}: top_k, moe_ffn_hidden and shared_ffn_hidden describe "
+                "experts, but experts is 0: give experts (the routed experts per layer) or drop "
+                "them"
             )
         if self.head_dim == 0 and self.hidden % self.heads:
             raise PlanError(
@@ -173,9 +181,13 @@ class Model:
 
     def dense_layer_params(self) -> int:
         """One layer's weights outside the routed experts: attention, the dense FFN (the
-        router instead for an MoE layer) and the two norms' scale and shift."""
+        router and the shared experts instead for an MoE layer) and the two norms' scale and
+        shift."""
         h = self.hidden
-        ffn = h * self.experts if self.moe else self.ffn_matrices * h * self.ffn_hidden
+        if self.moe:
+            ffn = h * self.experts + self.ffn_matrices * h * self.shared_ffn_hidden
+        else:
+            ffn = self.ffn_matrices * h * self.ffn_hidden
         return self.attention_params() + ffn + 4 * h
 
     def layer_params(self) -> int:
@@ -184,8 +196,11 @@ class Model:
         return self.dense_layer_params() + self.expert_params()
 
     def active_ffn_width(self) -> int:
-        """FFN width one token passes through: ffn_hidden, or top_k experts' widths."""
-        return self.top_k * self.moe_ffn_hidden if self.moe else self.ffn_hidden
+        """FFN width one token passes through: ffn_hidden, or top_k experts' widths and the
+        shared experts'."""
+        if self.moe:
+            return self.top_k * self.moe_ffn_hidden + self.shared_ffn_hidden
+        return self.ffn_hidden
 
     def embedding_params(self) -> int:
         return self.vocab * self.hidden
@@ -221,6 +236,10 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
         raise PlanError(f"model {kw['name']!r}: unknown keys {hints}")
     if hf and str(doc.get("hidden_act", "")).lower() in ("silu", "swiglu"):
         kw.setdefault("gated_ffn", True)
+    shared = doc.get("n_shared_experts")
+    if hf and isinstance(shared, int) and shared > 0 and isinstance(kw.get("moe_ffn_hidden"), int):
+        # DeepSeek counts its shared experts, each as wide as a routed one
+        kw.setdefault("shared_ffn_hidden", shared * kw["moe_ffn_hidden"])
     missing = [k for k in ("layers", "hidden", "heads", "seq_len", "vocab") if k not in kw]
     if missing:
         raise PlanError(
@@ -236,11 +255,9 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
     return Model(**kw)
 
 
-#: Hugging Face config keys of MoE variants the planner does not time (a shared expert beside
-#: the routed ones, dense layers among the MoE layers), with what each means.
+#: Hugging Face config keys of MoE variants the planner does not time (dense layers among
+#: the MoE layers, latent attention), with what each means.
 _UNMODELLED: dict[str, str] = {
-    "shared_expert_intermediate_size": "a shared expert beside the routed ones",
-    "n_shared_experts": "shared experts beside the routed ones",
     "first_k_dense_replace": "dense FFN layers before the MoE layers",
     "mlp_only_layers": "dense FFN layers among the MoE layers",
     "kv_lora_rank": "multi-head latent attention",
@@ -299,6 +316,7 @@ def model_of_preset(name: str) -> Model:
         top_k=p.top_k,
         moe_ffn_hidden=p.moe_ffn_hidden,
         head_dim=p.head_dim,
+        shared_ffn_hidden=p.shared_ffn_hidden,
     )
 
 

@@ -31,7 +31,7 @@ _PATH: Final = "stallscope/plan/data/models.json"
 SHAPE_KEYS: Final = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab")
 #: The mixture-of-experts keys of a preset (0 for a dense model) and ``head_dim`` (0: hidden /
 #: heads), sourced like the shape keys.
-MOE_KEYS: Final = ("experts", "top_k", "moe_ffn_hidden", "head_dim")
+MOE_KEYS: Final = ("experts", "top_k", "moe_ffn_hidden", "head_dim", "shared_ffn_hidden")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class ModelShape:
     top_k: int = 0
     moe_ffn_hidden: int = 0
     head_dim: int = 0  # width of one attention head (the file's, else hidden / heads)
+    shared_ffn_hidden: int = 0  # the shared experts' FFN width (0: none)
 
     def source_of(self, field: str) -> Source:
         """Where ``field`` (a shape key) comes from: its own source, else the preset's."""
@@ -106,6 +107,7 @@ def _parse(entry: dict[str, object], index: int) -> ModelShape:
         top_k=f.optional_integer("top_k") or 0,
         moe_ffn_hidden=f.optional_integer("moe_ffn_hidden") or 0,
         head_dim=head_dim or hidden // heads,
+        shared_ffn_hidden=f.optional_integer("shared_ffn_hidden") or 0,
     )
 
 

@@ -122,8 +122,8 @@ def candidates(
     for tp in divisors(gpus):
         if tp > max_tp or model.heads % tp or model.kv_heads % tp:
             continue
-        if not model.moe and model.ffn_hidden % tp:
-            continue
+        if (model.shared_ffn_hidden if model.moe else model.ffn_hidden) % tp:
+            continue  # the dense FFN (an MoE layer's shared experts) splits over tp
         for pp, cp in itertools.product(divisors(gpus // tp), space.context_parallel):
             if (gpus // (tp * pp)) % cp:
                 continue

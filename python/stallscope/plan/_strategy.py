@@ -208,6 +208,12 @@ def _check_moe(model: Model, s: Strategy) -> None:
             f"({model.moe_ffn_hidden}) of {model.name!r}: nearest valid etp: "
             f"{listed(nearest_values(et, divisors(model.moe_ffn_hidden)))}"
         )
+    if model.shared_ffn_hidden % s.tp:
+        raise PlanError(
+            f"tp={s.tp} does not divide shared_ffn_hidden ({model.shared_ffn_hidden}) of "
+            f"{model.name!r}: the shared experts split over tp like a dense FFN; nearest valid "
+            f"tp: {listed(nearest_values(s.tp, divisors(model.shared_ffn_hidden)))}"
+        )
     grid = s.tp * s.cp * s.dp
     if grid % (s.ep * et):
         near = [e for e in divisors(grid // et) if model.experts % e == 0]

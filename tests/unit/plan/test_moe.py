@@ -103,7 +103,7 @@ def test_bad_expert_keys_are_refused(change: dict[str, Any], words: str) -> None
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("shared_expert_intermediate_size", 5632),
+        ("kv_lora_rank", 512),
         ("first_k_dense_replace", 3),
         ("mlp_only_layers", [0, 1]),
         ("decoder_sparse_step", 2),
