@@ -258,5 +258,7 @@ def model_flops(model: Model, micro_batch: int) -> float:
     """Forward + backward FLOPs of one micro-batch through the whole model (3 x forward, the
     logits included, recompute excluded): the numerator of MFU."""
     tokens = micro_batch * model.seq_len
-    fwd = model.layers * layer_flops(model, micro_batch) + 2 * tokens * model.hidden * model.vocab
-    return 3 * fwd
+    dense = model.layers - model.moe_layers if model.moe else 0  # dense layers among MoE ones
+    fwd = (model.layers - dense) * layer_flops(model, micro_batch)
+    fwd += dense * layer_flops(model.dense_model(), micro_batch)
+    return 3 * (fwd + 2 * tokens * model.hidden * model.vocab)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stallscope.plan._layer_mix import chunk_dense_layers
 from stallscope.plan._model import Model
 from stallscope.plan._pipeline_split import chunk_layers, stage_layers
 from stallscope.plan._schedule import layers_in_flight
@@ -177,15 +178,21 @@ def memory(
     chunks = chunk_layers(model, s)
     per_layer = layer_activation_bytes(model, s)
     recompute_one = layer_activation_bytes(model, s, "none") if s.recompute == "full" else 0.0
+    # dense layers among the MoE ones (_layer_mix): each stage's count, a dense layer's share
+    dense = [sum(c) for c in chunk_dense_layers(model, s)] or [0] * s.pp
+    dm = model.dense_model()
+    per_dense = layer_activation_bytes(dm, s)
+    dense_params = dm.layer_params() / s.tp
     tokens = model.seq_len // s.cp * s.micro_batch
     # the first and last stages hold the embedding and the logits, and (in_flight never grows
     # along the pipeline) the most activations: the others only when they hold more
     stages = {0, s.pp - 1} | {k for k, n in enumerate(in_flight) if n > in_flight[0]}
-    if every_stage or s.uneven:  # a lighter first or last stage: any stage may be the most loaded
+    if every_stage or s.uneven or any(dense):  # a lighter stage: any may be the most loaded
         stages = set(range(s.pp))
     for k in sorted(stages):
-        p = stage_params(model, s, k, layers[k])
-        pe = stage_expert_params(model, s, layers[k])
+        moe = layers[k] - dense[k]
+        p = stage_params(model, s, k, moe) + dense[k] * dense_params
+        pe = stage_expert_params(model, s, moe)
         w = _sharded(s, p, pe, s.weight_bytes, 3)
         if s.zero >= 3:  # the gathered weights of the layer in use and the one prefetched
             w += 2 * gpu_layer_params(model, s) * s.weight_bytes
@@ -194,7 +201,10 @@ def memory(
         held_layers = in_flight[k] * chunks[k][0]  # chunks of one stage alike
         if len(set(chunks[k])) > 1:  # a lighter chunk: the peak of its compute order's layers
             held_layers = layers_in_flight(s.pp, s.micro_batches, s.interleave, k, chunks[k])
-        act = held_layers * per_layer + recompute_one  # full: one layer recomputed at a time
+        mean = per_layer  # of the stage's layers
+        if dense[k]:
+            mean = (moe * per_layer + dense[k] * per_dense) / layers[k]
+        act = held_layers * mean + recompute_one  # full: one layer recomputed at a time
         if k == 0:  # embedding output of each held micro-batch
             act += in_flight[k] * 2 * tokens * model.hidden / (s.tp if s.sequence_parallel else 1)
         lg = 0.0

@@ -20,14 +20,18 @@ read too (``num_moe_experts`` / ``num_experts`` / ``num_local_experts``, ``moe_r
 ``shared_ffn_hidden``: the width of the shared expert(s) every token passes through beside the
 routed ones (a dense FFN per input projection; 0, the default: none), read from Megatron's
 ``moe_shared_expert_intermediate_size``, Hugging Face's ``shared_expert_intermediate_size``
-(Qwen2-MoE) or ``n_shared_experts`` x ``moe_intermediate_size`` (DeepSeek).
+(Qwen2-MoE) or ``n_shared_experts`` x ``moe_intermediate_size`` (DeepSeek). ``dense_layers``:
+the layers with a dense FFN of ``ffn_hidden`` instead (their 0-based indices, or a count n for
+the first n), read from Hugging Face's ``first_k_dense_replace`` (DeepSeek, GLM-4.5, Kimi K2),
+``mlp_only_layers`` and ``decoder_sparse_step`` (Qwen2-MoE), ``interleave_moe_layer_step``
+(Llama 4) and Megatron's ``moe_layer_freq``; every other layer is an MoE layer.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +64,15 @@ _ALIASES: dict[str, str] = {
     "num_experts_per_tok": "top_k",
     "moe_ffn_hidden_size": "moe_ffn_hidden",
     "moe_intermediate_size": "moe_ffn_hidden",
+    "n_routed_experts": "experts",
     "kv_channels": "head_dim",
     "moe_shared_expert_intermediate_size": "shared_ffn_hidden",
     "shared_expert_intermediate_size": "shared_ffn_hidden",
+    "first_k_dense_replace": "dense_layers",
+    "mlp_only_layers": "dense_layers",
 }
+#: Keys of a layer pattern that set ``dense_layers`` (``_dense_pattern``).
+_PATTERN_KEYS = frozenset({"decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_freq"})
 #: Keys a model file may carry that the planner does not use.
 _INFORMATIVE = frozenset(
     {
@@ -102,6 +111,9 @@ class Model:
     moe_ffn_hidden: int = 0  # each expert's FFN width (0: ffn_hidden)
     head_dim: int = 0  # width of one attention head (0: hidden / heads)
     shared_ffn_hidden: int = 0  # the shared expert(s)' FFN width beside the routed ones
+    #: the layers (0-based) with a dense FFN among the MoE layers (given as a count n: the
+    #: first n; a list in a model file)
+    dense_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for key in ("experts", "top_k", "moe_ffn_hidden", "head_dim", "shared_ffn_hidden"):
@@ -148,6 +160,54 @@ class Model:
 
         if self.head_dim == 0:
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        object.__setattr__(self, "dense_layers", self._dense_layers())
+
+    def _dense_layers(self) -> tuple[int, ...]:
+        d: object = self.dense_layers
+        if isinstance(d, bool) or not isinstance(d, int | list | tuple):
+            raise PlanError(
+                f"model {self.name!r}: dense_layers must be a count (the first n layers) or a "
+                f"list of layer indices, got {d!r}"
+            )
+        if isinstance(d, int):
+            if not 0 <= d <= self.layers:
+                raise PlanError(
+                    f"model {self.name!r}: dense_layers {d} must be a count from 0 to the "
+                    f"{self.layers} layers"
+                )
+            d = tuple(range(d))
+        bad = [i for i in d if isinstance(i, bool) or not isinstance(i, int)]
+        bad += [i for i in d if isinstance(i, int) and not 0 <= i < self.layers]
+        if bad or len(set(d)) != len(d):
+            raise PlanError(
+                f"model {self.name!r}: dense_layers must list distinct layer indices from 0 to "
+                f"{self.layers - 1}, got {list(d)!r}"
+            )
+        if d and not self.moe:
+            raise PlanError(
+                f"model {self.name!r}: dense_layers marks layers of a mixture of experts as "
+                "dense, but experts is 0: give experts or drop dense_layers"
+            )
+        if d and len(d) == self.layers:
+            raise PlanError(
+                f"model {self.name!r}: every layer is in dense_layers: drop experts (a dense "
+                "model) or list fewer dense layers"
+            )
+        return tuple(sorted(d))
+
+    def dense_model(self) -> Model:
+        """The model's dense layers as a model of their own: the same attention with a dense FFN
+        of ``ffn_hidden`` (the model itself when it is dense)."""
+        if not self.moe:
+            return self
+        return replace(
+            self, experts=0, top_k=0, moe_ffn_hidden=0, shared_ffn_hidden=0, dense_layers=()
+        )
+
+    @property
+    def moe_layers(self) -> int:
+        """How many layers are MoE layers (0 for a dense model)."""
+        return self.layers - len(self.dense_layers) if self.moe else 0
 
     @property
     def moe(self) -> bool:
@@ -208,10 +268,17 @@ class Model:
     def params(self) -> int:
         """All weights: layers, input embedding, the output layer unless tied, the final norm."""
         out = 0 if self.tied_embeddings else self.embedding_params()
-        return self.layers * self.layer_params() + self.embedding_params() + out + 2 * self.hidden
+        dense = self.layers - self.moe_layers if self.moe else 0
+        body = (
+            self.moe_layers * self.layer_params() if self.moe else self.layers * self.layer_params()
+        )
+        body += dense * self.dense_model().layer_params()
+        return body + self.embedding_params() + out + 2 * self.hidden
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["dense_layers"] = list(self.dense_layers)
+        return out
 
 
 def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
@@ -227,7 +294,7 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
         if k in known:
             if k != "name":
                 kw.setdefault(k, value)
-        elif key not in _INFORMATIVE and not hf:
+        elif key not in _INFORMATIVE and key not in _PATTERN_KEYS and not hf:
             unknown.append(key)
     if unknown:
         hints = "; ".join(
@@ -236,6 +303,7 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
         raise PlanError(f"model {kw['name']!r}: unknown keys {hints}")
     if hf and str(doc.get("hidden_act", "")).lower() in ("silu", "swiglu"):
         kw.setdefault("gated_ffn", True)
+    _dense_pattern(doc, kw)
     shared = doc.get("n_shared_experts")
     if hf and isinstance(shared, int) and shared > 0 and isinstance(kw.get("moe_ffn_hidden"), int):
         # DeepSeek counts its shared experts, each as wide as a routed one
@@ -255,11 +323,33 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
     return Model(**kw)
 
 
-#: Hugging Face config keys of MoE variants the planner does not time (dense layers among
-#: the MoE layers, latent attention), with what each means.
+def _dense_pattern(doc: Mapping[str, Any], kw: dict[str, Any]) -> None:
+    """``dense_layers`` from the layer patterns of Hugging Face's and Megatron's configs: MoE
+    every n-th layer (``decoder_sparse_step``, ``interleave_moe_layer_step``: layers n-1,
+    2n-1, ...; ``moe_layer_freq`` n: layers 0, n, 2n, ...; a list: 1 for an MoE layer); the
+    dense ones of those joined with ``dense_layers`` (``mlp_only_layers``)."""
+    layers = kw.get("layers")
+    if not isinstance(layers, int) or not kw.get("experts"):
+        return
+    moe: set[int] | None = None
+    for key in ("decoder_sparse_step", "interleave_moe_layer_step"):
+        n = doc.get(key)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+            moe = {i for i in range(layers) if (i + 1) % n == 0}
+    freq = doc.get("moe_layer_freq")
+    if isinstance(freq, int) and not isinstance(freq, bool) and freq > 1:
+        moe = {i for i in range(layers) if i % freq == 0}
+    elif isinstance(freq, list) and len(freq) == layers:
+        moe = {i for i, x in enumerate(freq) if x}
+    if moe is None:
+        return
+    given = kw.get("dense_layers", ())
+    listed_ = tuple(range(given)) if isinstance(given, int) else tuple(given)
+    kw["dense_layers"] = tuple(sorted(set(listed_) | (set(range(layers)) - moe)))
+
+
+#: Hugging Face config keys of MoE variants the planner does not time, with what each means.
 _UNMODELLED: dict[str, str] = {
-    "first_k_dense_replace": "dense FFN layers before the MoE layers",
-    "mlp_only_layers": "dense FFN layers among the MoE layers",
     "kv_lora_rank": "multi-head latent attention",
 }
 
@@ -272,12 +362,6 @@ def _refuse_unmodelled(doc: Mapping[str, Any], name: str) -> None:
                 "not time (every layer is one attention and one dense or routed-expert FFN); "
                 "describe the model with the planner's own keys if an approximation will do"
             )
-    step = doc.get("decoder_sparse_step", 1)
-    if doc.get("num_experts") and step not in (None, 1):
-        raise PlanError(
-            f"model {name!r}: decoder_sparse_step = {step!r} puts dense layers among the MoE "
-            "layers, which the planner does not time: every layer must be an MoE layer"
-        )
 
 
 def load_model(source: Model | Mapping[str, Any] | str | Path) -> Model:
@@ -317,6 +401,7 @@ def model_of_preset(name: str) -> Model:
         moe_ffn_hidden=p.moe_ffn_hidden,
         head_dim=p.head_dim,
         shared_ffn_hidden=p.shared_ffn_hidden,
+        dense_layers=p.dense_layers,
     )
 
 

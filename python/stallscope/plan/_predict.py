@@ -12,6 +12,7 @@ import polars as pl
 from stallscope import _core
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._costs import Costs, costs
+from stallscope.plan._layer_mix import blend_costs, chunk_dense_layers, mixed_values, task_slots
 from stallscope.plan._layout import Layout, layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
@@ -133,6 +134,7 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         dp_cat=net(lay.dp.nodes),
         stage_layers=tuple(per_chunk) if len(set(per_chunk)) > 1 and not uneven_chunks else (),
         chunk_layers=chunks if uneven_chunks else (),
+        chunk_dense=chunk_dense_layers(model, s),
     )
 
 
@@ -145,6 +147,12 @@ def slot_values(c: Costs) -> dict[str, float]:
     v["f"] = c.f_comp + c.f_tp
     v["b"] = c.b_comp + c.b_tp
     return v
+
+
+def slot_array(c: Costs) -> np.ndarray:
+    """``slot_values`` in ns, in ``SLOTS`` order."""
+    v = slot_values(c)
+    return np.array([v.get(n, 0.0) for n in SLOTS]) * 1e9
 
 
 def _category(shape: Shape) -> list[str]:
@@ -204,7 +212,8 @@ def native_schedule(shape: Shape) -> Schedule:
         label=[SLOTS[x] for x in slot],
         nbytes=[0] * n,
     )
-    sch = Schedule(shape, g, slot, a["mult"].tolist(), a["chunk"].tolist())
+    stage = np.asarray(a["stream_class"])[a["stream"]].tolist()
+    sch = Schedule(shape, g, slot, a["mult"].tolist(), a["chunk"].tolist(), stage)
     sch.in_flight = in_flight_counts(shape.pp, shape.micro_batches, shape.interleave)
     return sch
 
@@ -214,9 +223,17 @@ def predict_strategy(model: Model, system: Cluster, s: Strategy) -> Prediction:
     check(model, s, None)
     lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp, s.ep, s.etp)
     c = costs(model, s, system, lay)
-    sch = native_schedule(shape_of(model, s, lay, detail=True))
+    shape = shape_of(model, s, lay, detail=True)
+    sch = native_schedule(shape)
     g = sch.graph
-    g.duration[:] = sch.durations(slot_values(c))
+    if shape.chunk_dense:  # dense layers among the MoE ones: each chunk at its mix
+        cd = costs(model.dense_model(), s, system, lay)
+        ext = mixed_values(shape, slot_array(c), slot_array(cd))
+        at = task_slots(shape, np.array(sch.slot), np.array(sch.stage), np.array(sch.chunk))
+        g.duration[:] = np.rint(ext[at] * np.array(sch.mult)).astype(np.int64).tolist()
+        c = blend_costs(c, cd, 1 - model.moe_layers / model.layers)
+    else:
+        g.duration[:] = sch.durations(slot_values(c))
     timeline = CompiledGraph.of(g).run()
     step = timeline.makespan
     stages = [

@@ -62,6 +62,7 @@ class ModelShape:
     moe_ffn_hidden: int = 0
     head_dim: int = 0  # width of one attention head (the file's, else hidden / heads)
     shared_ffn_hidden: int = 0  # the shared experts' FFN width (0: none)
+    dense_layers: tuple[int, ...] = ()  # the dense layers among the MoE layers (indices)
 
     def source_of(self, field: str) -> Source:
         """Where ``field`` (a shape key) comes from: its own source, else the preset's."""
@@ -108,7 +109,15 @@ def _parse(entry: dict[str, object], index: int) -> ModelShape:
         moe_ffn_hidden=f.optional_integer("moe_ffn_hidden") or 0,
         head_dim=head_dim or hidden // heads,
         shared_ffn_hidden=f.optional_integer("shared_ffn_hidden") or 0,
+        dense_layers=_dense_layers(entry.get("dense_layers", ())),
     )
+
+
+def _dense_layers(value: object) -> tuple[int, ...]:
+    """A preset's dense layers: a count of the first ones, or their indices (Model checks)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return tuple(range(value))
+    return tuple(value) if isinstance(value, list | tuple) else ()
 
 
 @cache

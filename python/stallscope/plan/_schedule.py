@@ -113,6 +113,9 @@ class Shape:
     #: layers of each chunk of each stage (``[stage][chunk]``) when chunks of one stage differ
     #: (empty: ``stage_layers`` or the even split)
     chunk_layers: tuple[tuple[int, ...], ...] = ()
+    #: dense layers of each chunk of each stage among MoE layers (``_layer_mix``; empty when
+    #: every layer is of one kind)
+    chunk_dense: tuple[tuple[int, ...], ...] = ()
 
     @property
     def scaled(self) -> bool:
@@ -144,6 +147,7 @@ class Schedule:
     slot: list[int] = field(default_factory=list)
     mult: list[float] = field(default_factory=list)
     chunk: list[int] = field(default_factory=list)  # per task: its chunk, -1 once per step
+    stage: list[int] = field(default_factory=list)  # per task: its pipeline stage
     in_flight: list[int] = field(default_factory=list)  # per stage
 
     def durations(self, values: dict[str, float]) -> list[int]:

@@ -29,6 +29,7 @@ import polars as pl
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._costs import costs, model_flops
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
+from stallscope.plan._layer_mix import mixed_values, task_slots
 from stallscope.plan._layout import layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
@@ -39,9 +40,9 @@ from stallscope.plan._predict import (
     native_graph,
     predict_strategy,
     shape_of,
-    slot_values,
+    slot_array,
 )
-from stallscope.plan._schedule import SLOTS, Shape, in_flight_counts
+from stallscope.plan._schedule import Shape, in_flight_counts
 from stallscope.plan._stack import DEFAULT_STACK, Stack
 from stallscope.plan._strategy import RECOMPUTE, Strategy
 from stallscope.predict._compiled import CompiledGraph
@@ -124,6 +125,8 @@ def candidates(
             continue
         if (model.shared_ffn_hidden if model.moe else model.ffn_hidden) % tp:
             continue  # the dense FFN (an MoE layer's shared experts) splits over tp
+        if model.dense_layers and model.ffn_hidden % tp:
+            continue  # and the dense layers' FFN
         for pp, cp in itertools.product(divisors(gpus // tp), space.context_parallel):
             if (gpus // (tp * pp)) % cp:
                 continue
@@ -229,7 +232,11 @@ def compiled_schedule(shape: Shape) -> tuple[CompiledGraph, np.ndarray, np.ndarr
         a["wait_ptr"],
         a["wait_idx"],
     )
-    return cg, a["slot"], a["mult"]
+    slot = a["slot"]
+    if shape.chunk_dense:  # each task at its chunk's mix of layer kinds (_layer_mix)
+        stage = np.asarray(a["stream_class"])[a["stream"]]
+        slot = task_slots(shape, np.asarray(slot), stage, np.asarray(a["chunk"]))
+    return cg, slot, a["mult"]
 
 
 def search(
@@ -262,10 +269,12 @@ def search(
             continue
         fitting += 1
         lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp, s.ep, s.etp)
-        vals = slot_values(costs(model, s, system, lay))
-        groups[shape_of(model, s, lay, detail=False)].append(
-            (s, mem, np.array([vals.get(n, 0.0) for n in SLOTS]) * 1e9)
-        )
+        shape = shape_of(model, s, lay, detail=False)
+        vals = slot_array(costs(model, s, system, lay))
+        if shape.chunk_dense:  # dense layers among the MoE ones (_layer_mix)
+            dense = slot_array(costs(model.dense_model(), s, system, lay))
+            vals = mixed_values(shape, vals, dense)
+        groups[shape].append((s, mem, vals))
     rows: list[dict[str, Any]] = []
     for shape, members in groups.items():
         cg, slot, mult = compiled_schedule(shape)

@@ -253,7 +253,7 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
             f"tensor-parallel rank holds whole heads; nearest valid tp: "
             f"{listed(nearest_values(s.tp, tp_ok))}"
         )
-    if not model.moe and model.ffn_hidden % s.tp:
+    if (not model.moe or model.dense_layers) and model.ffn_hidden % s.tp:  # dense FFNs
         raise PlanError(
             f"tp={s.tp} does not divide ffn_hidden ({model.ffn_hidden}) of {model.name!r}: "
             f"nearest valid tp: {listed(nearest_values(s.tp, [t for t in tp_ok if model.ffn_hidden % t == 0]))}"

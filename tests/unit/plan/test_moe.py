@@ -100,18 +100,9 @@ def test_bad_expert_keys_are_refused(change: dict[str, Any], words: str) -> None
         load_model(MIXTRAL | change)
 
 
-@pytest.mark.parametrize(
-    ("key", "value"),
-    [
-        ("kv_lora_rank", 512),
-        ("first_k_dense_replace", 3),
-        ("mlp_only_layers", [0, 1]),
-        ("decoder_sparse_step", 2),
-    ],
-)
-def test_hugging_face_variants_the_planner_cannot_time_are_refused(key: str, value: Any) -> None:
-    with pytest.raises(PlanError, match=key):
-        load_model(QWEN3_30B | {key: value})
+def test_hugging_face_variants_the_planner_cannot_time_are_refused() -> None:
+    with pytest.raises(PlanError, match="kv_lora_rank"):
+        load_model(QWEN3_30B | {"kv_lora_rank": 512})
 
 
 def test_the_expert_split_is_checked_with_the_fix(mixtral: Model, small: Model) -> None:
