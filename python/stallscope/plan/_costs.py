@@ -103,6 +103,15 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         one_tp = collective_s(system, "all_reduce", act_bytes, tp_group)
     # the attention's and the FFN's; shared experts gather and scatter the tokens themselves
     f_tp = b_tp = (3 if model.shared_ffn_hidden else 2) * one_tp
+    if model.mla and s.sequence_parallel:  # latent attention gathers the compressed Q and K/V
+        latent = model.q_lora_rank + model.kv_lora_rank + model.rope_head_dim
+        if not model.q_lora_rank:  # Q comes from the hidden state: that is gathered
+            latent += h
+        gathered = tokens * latent * ACT_BYTES
+        saved = collective_s(system, "all_gather", act_bytes, tp_group)
+        saved -= collective_s(system, "all_gather", gathered, tp_group)
+        f_tp -= saved
+        b_tp -= saved
     cont_f = cont_b = 0.0  # compute slowed by the communication beside it (_overlap)
     if st.tp_overlap and t > 1:  # userbuffers: TP collectives under the pass's GEMMs
         gemm_f = sum(fp[k] for k in GEMM_PARTS)
@@ -244,14 +253,16 @@ def expert_dispatch_s(
 def layer_flops(model: Model, micro_batch: int) -> float:
     """Forward FLOPs of one layer for one micro-batch (Megatron's count: every GEMM, and the
     attention's two s x s products in full, 4 b s^2 q with q = heads x head_dim); an MoE
-    layer counts the top_k experts each token passes through and the router."""
+    layer counts the top_k experts each token passes through and the router; latent attention
+    its down- and up-projections and products of Q/K and V widths."""
     tokens = micro_batch * model.seq_len
-    h, q = model.hidden, model.q_hidden
-    gemm = 2 * tokens * h * (q + 2 * model.kv_hidden) + 2 * tokens * q * h
+    h = model.hidden
+    gemm = 2 * tokens * model.attention_params()
     gemm += 2 * tokens * h * model.active_ffn_width() * model.ffn_matrices
     if model.moe:
         gemm += 2 * tokens * h * model.experts
-    return gemm + 4 * tokens * model.seq_len * q
+    # Q K^T and the scores times V: q_hidden and o_hidden wide (2 x q_hidden without MLA)
+    return gemm + 2 * tokens * model.seq_len * (model.q_hidden + model.o_hidden)
 
 
 def model_flops(model: Model, micro_batch: int) -> float:

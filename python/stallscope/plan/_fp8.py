@@ -88,7 +88,7 @@ def fp8_casts(model: Model, s: Strategy, system: Cluster, tokens: int) -> tuple[
     amax = recipe in ("current", "dynamic")  # a pass over each tensor for its amax
     norms = recipe != "delayed"  # the norms write 16 bit, a cast follows
     per = cast_bytes(s, system) + (2 if amax else 0)
-    fwd_elems = tokens * (model.q_hidden / t + (2 * h if norms else 0)) + (rows * fw if amax else 0)
+    fwd_elems = tokens * (model.o_hidden / t + (2 * h if norms else 0)) + (rows * fw if amax else 0)
     kernels = 1 + (2 if norms else 0) + (1 if amax else 0)
     if model.moe:  # the routed copies are cast after the permutation, not by the norm
         fwd_elems += rows * h

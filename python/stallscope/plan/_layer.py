@@ -102,7 +102,7 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
 
     shapes = {
         "gemm_qkv": (tokens, h, (q + 2 * model.kv_hidden) // t, 1),
-        "gemm_proj": (tokens, q // t, h, 1),
+        "gemm_proj": (tokens, model.o_hidden // t, h, 1),
         "gemm_fc1": (per_group, h, (2 if model.gated_ffn else 1) * fw, groups),
         "gemm_fc2": (per_group, fw, h, groups),
     }
@@ -121,11 +121,18 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
             s_f, s_b = gemm_fwd_bwd(system, *shared[name], prec)
             fwd[name] += s_f * mx
             bwd[name] += s_b * mx
+    local = tokens // t if s.sequence_parallel else tokens  # this GPU's sequence-parallel share
+    if model.mla:  # latent attention: down- and up-projections in place of one QKV GEMM
+        fwd["gemm_qkv"] = bwd["gemm_qkv"] = 0.0
+        for m_, k_, n_ in model.latent_gemms(tokens, local, t):
+            g_f, g_b = gemm_fwd_bwd(system, m_, k_, n_, prec)
+            fwd["gemm_qkv"] += g_f * mx
+            bwd["gemm_qkv"] += g_b * mx
 
     heads = model.heads // t
     if fused_attention(model, s):
         kernel = s.software.attention
-        att_f, att_b = d.attention_s(b, heads, seq, model.head_dim, True, prec, kernel)
+        att_f, att_b = d.attention_s(b, heads, seq, model.attention_head_dim, True, prec, kernel)
         # with context parallelism each GPU holds seq / cp queries against every key
         att_f, att_b = att_f / s.cp, att_b / s.cp
         if model.dropout:  # a random number per score element inside the kernel
@@ -134,8 +141,8 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
         core_f = 0.0  # selective recompute has nothing left to recompute
     else:
         bh = b * heads
-        qk_f, qk_b = gemm_fwd_bwd(system, bh * seq, model.head_dim, seq, prec)
-        av_f, av_b = gemm_fwd_bwd(system, bh * seq, seq, model.head_dim, prec)
+        qk_f, qk_b = gemm_fwd_bwd(system, bh * seq, model.head_dim + model.rope_head_dim, seq, prec)
+        av_f, av_b = gemm_fwd_bwd(system, bh * seq, seq, model.o_hidden // model.heads, prec)
         scores = bh * seq * seq * ACT_BYTES
         # fused scale-mask-softmax (read + write), dropout (read + write + 1-byte mask)
         soft_f = d.memory_s(2 * scores + (2 * scores + scores / 2 if model.dropout else 0), 2)
@@ -149,12 +156,13 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     act = (3 if model.gated_ffn else 2) * (rows * fw + tokens * sw) * ACT_BYTES
     if sw:  # the shared experts' output added to the routed experts' sum
         act += 3 * tokens * h * ACT_BYTES
+    if model.mla:  # the norms of the compressed Q and K/V (read and write)
+        act += 2 * local * (model.q_lora_rank + model.kv_lora_rank) * ACT_BYTES
     ew_bytes = 2 * tok + (3 + mask) * tok + 2 * tok + (3 + mask) * tok + act
     fwd["elementwise"] = d.memory_s(ew_bytes, 5)
     bwd["elementwise"] = d.memory_s(2 * ew_bytes, 10)
     fwd["router"] = bwd["router"] = fwd["moe_permute"] = bwd["moe_permute"] = 0.0
     if model.moe:
-        local = int(tokens * r)  # this GPU's tokens (its sequence-parallel share)
         rt_f, rt_b = gemm_fwd_bwd(system, local, h, model.experts, ROUTER_PRECISION.get(prec, prec))
         # fp32 logits: softmax, top-k and the auxiliary loss read and write them a few times
         logits = local * model.experts * 4

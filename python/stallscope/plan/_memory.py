@@ -67,9 +67,11 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
     # the FFN-up input: the routed copies hold it instead, unless shared experts read it too
     ffn_in = 0 if model.moe and not model.shared_ffn_hidden else gin
     whole = (2 + gin + mask + 2 + ffn_in + mask) * sb * h
+    # latent attention: the compressed Q and K/V, their norms' inputs and the up-projections'
+    whole += (2 + gin) * sb * (model.q_lora_rank + model.kv_lora_rank)
     kv = model.kv_hidden
     q = model.q_hidden
-    split = (2 * q + 4 * kv + gin * q) * sb
+    split = (2 * q + 4 * kv + gin * model.o_hidden) * sb
     dense_ffn = model.shared_ffn_hidden if model.moe else model.ffn_hidden  # over every token
     split += (4 if model.gated_ffn else 2) * sb * dense_ffn + gin * sb * dense_ffn
     scores = 0.0

@@ -25,6 +25,13 @@ the layers with a dense FFN of ``ffn_hidden`` instead (their 0-based indices, or
 the first n), read from Hugging Face's ``first_k_dense_replace`` (DeepSeek, GLM-4.5, Kimi K2),
 ``mlp_only_layers`` and ``decoder_sparse_step`` (Qwen2-MoE), ``interleave_moe_layer_step``
 (Llama 4) and Megatron's ``moe_layer_freq``; every other layer is an MoE layer.
+
+Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): ``kv_lora_rank`` (the compressed K/V
+width; 0, the default: ordinary attention), ``q_lora_rank`` (the compressed Q width; 0: Q
+projected from the hidden state directly), ``rope_head_dim`` (each head's rotary part of Q and
+K, beside ``head_dim``, its non-rotary part) and ``v_head_dim`` (default ``head_dim``); read
+from Hugging Face's ``qk_nope_head_dim`` / ``qk_rope_head_dim`` and Megatron's
+``qk_head_dim`` / ``qk_pos_emb_head_dim`` too. Every head has its own K and V (no grouping).
 """
 
 from __future__ import annotations
@@ -68,9 +75,15 @@ _ALIASES: dict[str, str] = {
     "kv_channels": "head_dim",
     "moe_shared_expert_intermediate_size": "shared_ffn_hidden",
     "shared_expert_intermediate_size": "shared_ffn_hidden",
+    "qk_nope_head_dim": "head_dim",
+    "qk_head_dim": "head_dim",
+    "qk_rope_head_dim": "rope_head_dim",
+    "qk_pos_emb_head_dim": "rope_head_dim",
     "first_k_dense_replace": "dense_layers",
     "mlp_only_layers": "dense_layers",
 }
+#: Latent attention's keys besides kv_lora_rank.
+_MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim")
 #: Keys of a layer pattern that set ``dense_layers`` (``_dense_pattern``).
 _PATTERN_KEYS = frozenset({"decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_freq"})
 #: Keys a model file may carry that the planner does not use.
@@ -114,9 +127,20 @@ class Model:
     #: the layers (0-based) with a dense FFN among the MoE layers (given as a count n: the
     #: first n; a list in a model file)
     dense_layers: tuple[int, ...] = ()
+    kv_lora_rank: int = 0  # latent attention: the compressed K/V width (0: ordinary attention)
+    q_lora_rank: int = 0  # latent attention: the compressed Q width (0: Q from h directly)
+    rope_head_dim: int = 0  # latent attention: each head's rotary Q/K part, beside head_dim
+    v_head_dim: int = 0  # latent attention: each head's V width (0: head_dim)
 
     def __post_init__(self) -> None:
-        for key in ("experts", "top_k", "moe_ffn_hidden", "head_dim", "shared_ffn_hidden"):
+        for key in (
+            "experts",
+            "top_k",
+            "moe_ffn_hidden",
+            "head_dim",
+            "shared_ffn_hidden",
+            *_MLA_KEYS,
+        ):
             v = getattr(self, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise PlanError(
@@ -160,6 +184,18 @@ class Model:
 
         if self.head_dim == 0:
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        if not self.kv_lora_rank and any(getattr(self, k) for k in _MLA_KEYS):
+            raise PlanError(
+                f"model {self.name!r}: q_lora_rank, rope_head_dim and v_head_dim describe "
+                "latent attention, but kv_lora_rank is 0: give kv_lora_rank or drop them"
+            )
+        if self.kv_lora_rank and self.kv_heads != self.heads:
+            raise PlanError(
+                f"model {self.name!r}: latent attention gives every head its own K and V: "
+                f"kv_heads ({self.kv_heads}) must equal heads ({self.heads}) or be left out"
+            )
+        if self.kv_lora_rank and not self.v_head_dim:
+            object.__setattr__(self, "v_head_dim", self.head_dim)
         object.__setattr__(self, "dense_layers", self._dense_layers())
 
     def _dense_layers(self) -> tuple[int, ...]:
@@ -215,15 +251,52 @@ class Model:
         return self.experts > 0
 
     @property
+    def mla(self) -> bool:
+        """Whether attention is multi-head latent attention (compressed K and V)."""
+        return self.kv_lora_rank > 0
+
+    @property
     def q_hidden(self) -> int:
-        """Width of Q and of the attention's output: heads x head_dim (hidden unless the
-        model sets head_dim)."""
-        return self.heads * self.head_dim
+        """Width of Q: heads x head_dim (hidden unless the model sets head_dim), with latent
+        attention heads x (head_dim + rope_head_dim)."""
+        return self.heads * (self.head_dim + self.rope_head_dim)
+
+    @property
+    def o_hidden(self) -> int:
+        """Width of the attention's output (the output projection's input): q_hidden, with
+        latent attention heads x v_head_dim."""
+        return self.heads * self.v_head_dim if self.mla else self.q_hidden
 
     @property
     def kv_hidden(self) -> int:
-        """Width of K (and of V): kv_heads x head_dim."""
+        """Width of K (and of V): kv_heads x head_dim; with latent attention the mean of K's
+        (heads x (head_dim + rope_head_dim)) and V's (heads x v_head_dim), K and V together
+        being twice it."""
+        if self.mla:
+            return (self.q_hidden + self.o_hidden) // 2
         return self.kv_heads * self.head_dim
+
+    @property
+    def attention_head_dim(self) -> int:
+        """The head width an attention kernel of the same FLOPs runs: head_dim, with latent
+        attention the mean of the Q/K (head_dim + rope_head_dim) and V widths."""
+        return self.kv_hidden // self.heads if self.mla else self.head_dim
+
+    def latent_gemms(self, tokens: int, local: int, tp: int) -> list[tuple[int, int, int]]:
+        """Latent attention's Q, K and V projections as (m, k, n) GEMMs on one GPU: the
+        down-projections of its ``local`` tokens (its sequence-parallel share) to the
+        compressed widths (whole on every tensor-parallel rank, as Megatron-Core builds
+        them), the up-projections of all ``tokens`` to this GPU's heads."""
+        h, heads = self.hidden, self.heads // tp
+        out = []
+        if self.q_lora_rank:
+            out += [(local, h, self.q_lora_rank)]
+            out += [(tokens, self.q_lora_rank, heads * (self.head_dim + self.rope_head_dim))]
+        else:
+            out += [(tokens, h, heads * (self.head_dim + self.rope_head_dim))]
+        out += [(local, h, self.kv_lora_rank + self.rope_head_dim)]
+        out += [(tokens, self.kv_lora_rank, heads * (self.head_dim + self.v_head_dim))]
+        return out
 
     @property
     def ffn_matrices(self) -> int:
@@ -231,8 +304,11 @@ class Model:
         return 3 if self.gated_ffn else 2
 
     def attention_params(self) -> int:
-        """Q, K, V and the output projection of one layer."""
+        """Q, K, V and the output projection of one layer (latent attention: its down- and
+        up-projections)."""
         h = self.hidden
+        if self.mla:
+            return sum(k * n for _, k, n in self.latent_gemms(1, 1, 1)) + self.o_hidden * h
         return h * (self.q_hidden + 2 * self.kv_hidden) + self.q_hidden * h
 
     def expert_params(self) -> int:
@@ -248,7 +324,7 @@ class Model:
             ffn = h * self.experts + self.ffn_matrices * h * self.shared_ffn_hidden
         else:
             ffn = self.ffn_matrices * h * self.ffn_hidden
-        return self.attention_params() + ffn + 4 * h
+        return self.attention_params() + ffn + 4 * h + self.q_lora_rank + self.kv_lora_rank
 
     def layer_params(self) -> int:
         """Weights of one transformer layer (no biases): Q, K, V, output projection, FFN (every
@@ -289,6 +365,8 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
     unknown: list[str] = []
     for key, value in doc.items():
         k = _ALIASES.get(key, key)
+        if value is None and hf:  # a key the config leaves unset (q_lora_rank: null)
+            continue
         if k == "untied":  # Megatron's flag says the opposite of ours
             k, value = "tied_embeddings", not value
         if k in known:
@@ -348,9 +426,9 @@ def _dense_pattern(doc: Mapping[str, Any], kw: dict[str, Any]) -> None:
     kw["dense_layers"] = tuple(sorted(set(listed_) | (set(range(layers)) - moe)))
 
 
-#: Hugging Face config keys of MoE variants the planner does not time, with what each means.
+#: Hugging Face config keys of models the planner does not time, with what each means.
 _UNMODELLED: dict[str, str] = {
-    "kv_lora_rank": "multi-head latent attention",
+    "num_nextn_predict_layers": "multi-token prediction layers after the last layer",
 }
 
 
@@ -402,6 +480,10 @@ def model_of_preset(name: str) -> Model:
         head_dim=p.head_dim,
         shared_ffn_hidden=p.shared_ffn_hidden,
         dense_layers=p.dense_layers,
+        kv_lora_rank=p.kv_lora_rank,
+        q_lora_rank=p.q_lora_rank,
+        rope_head_dim=p.rope_head_dim,
+        v_head_dim=p.v_head_dim,
     )
 
 

@@ -129,7 +129,9 @@ def shape_of(model: Model, s: Strategy, lay: Layout, detail: bool) -> Shape:
         param_gather=s.zero in (1, 2) and s.replicas > 1,
         detail=detail,
         p2p_blocking=s.pp > 1 and not s.overlaps_p2p,
-        tp_cat=net(lay.tp.nodes),
+        # the layer's communication: TP collectives, and an MoE layer's all-to-alls, which
+        # cross the network when the expert-parallel group spans nodes
+        tp_cat=net(max(lay.tp.nodes, lay.ep.nodes if model.moe else 1)),
         send_cat="network" if lay.pp_cross_node else "interconnect",
         dp_cat=net(lay.dp.nodes),
         stage_layers=tuple(per_chunk) if len(set(per_chunk)) > 1 and not uneven_chunks else (),

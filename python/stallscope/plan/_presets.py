@@ -31,7 +31,17 @@ _PATH: Final = "stallscope/plan/data/models.json"
 SHAPE_KEYS: Final = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "vocab")
 #: The mixture-of-experts keys of a preset (0 for a dense model) and ``head_dim`` (0: hidden /
 #: heads), sourced like the shape keys.
-MOE_KEYS: Final = ("experts", "top_k", "moe_ffn_hidden", "head_dim", "shared_ffn_hidden")
+MOE_KEYS: Final = (
+    "experts",
+    "top_k",
+    "moe_ffn_hidden",
+    "head_dim",
+    "shared_ffn_hidden",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "rope_head_dim",
+    "v_head_dim",
+)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,10 @@ class ModelShape:
     head_dim: int = 0  # width of one attention head (the file's, else hidden / heads)
     shared_ffn_hidden: int = 0  # the shared experts' FFN width (0: none)
     dense_layers: tuple[int, ...] = ()  # the dense layers among the MoE layers (indices)
+    kv_lora_rank: int = 0  # latent attention (0: ordinary attention)
+    q_lora_rank: int = 0
+    rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     def source_of(self, field: str) -> Source:
         """Where ``field`` (a shape key) comes from: its own source, else the preset's."""
@@ -110,6 +124,10 @@ def _parse(entry: dict[str, object], index: int) -> ModelShape:
         head_dim=head_dim or hidden // heads,
         shared_ffn_hidden=f.optional_integer("shared_ffn_hidden") or 0,
         dense_layers=_dense_layers(entry.get("dense_layers", ())),
+        kv_lora_rank=f.optional_integer("kv_lora_rank") or 0,
+        q_lora_rank=f.optional_integer("q_lora_rank") or 0,
+        rope_head_dim=f.optional_integer("rope_head_dim") or 0,
+        v_head_dim=f.optional_integer("v_head_dim") or 0,
     )
 
 

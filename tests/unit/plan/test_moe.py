@@ -101,8 +101,8 @@ def test_bad_expert_keys_are_refused(change: dict[str, Any], words: str) -> None
 
 
 def test_hugging_face_variants_the_planner_cannot_time_are_refused() -> None:
-    with pytest.raises(PlanError, match="kv_lora_rank"):
-        load_model(QWEN3_30B | {"kv_lora_rank": 512})
+    with pytest.raises(PlanError, match="num_nextn_predict_layers"):
+        load_model(QWEN3_30B | {"num_nextn_predict_layers": 1})
 
 
 def test_the_expert_split_is_checked_with_the_fix(mixtral: Model, small: Model) -> None:
