@@ -207,6 +207,19 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         cont_step += slowed(param_ag_layer, f_comp)
         param_ag_layer *= s.pp / model.layers
     opt_layer += cont_step
+    if model.mtp_layers:
+        # Multi-token prediction runs with the loss on the last stage, per micro-batch: each
+        # module looks up the next tokens' embeddings, normalises both inputs, projects the
+        # joined 2h wide state back to h, runs a layer of the model's kind (its compute,
+        # contention and TP / all-to-all communication as a layer's), and its own output
+        # layer and loss; its optimizer step is a layer's, spread over the micro-batches.
+        k, m = model.mtp_layers, s.micro_batches
+        pf, pb = gemm_fwd_bwd(system, tokens, 2 * h, h // t, prec)
+        norms = d.memory_s(3 * 2 * tok, 3)  # three norms, each reading and writing
+        mtp_f = f_comp + cont_f + f_tp + pf + norms + embed_f + logits_f
+        mtp_b = b_comp + cont_b + b_tp + pb + 2 * norms + embed_b + logits_b + opt_layer / m
+        logits_f += k * mtp_f
+        logits_b += k * mtp_b
 
     return Costs(
         f_comp=f_comp + cont_f,
@@ -267,9 +280,13 @@ def layer_flops(model: Model, micro_batch: int) -> float:
 
 def model_flops(model: Model, micro_batch: int) -> float:
     """Forward + backward FLOPs of one micro-batch through the whole model (3 x forward, the
-    logits included, recompute excluded): the numerator of MFU."""
+    logits and the multi-token prediction modules included, recompute excluded): the numerator
+    of MFU."""
     tokens = micro_batch * model.seq_len
     dense = model.layers - model.moe_layers if model.moe else 0  # dense layers among MoE ones
+    h = model.hidden
     fwd = (model.layers - dense) * layer_flops(model, micro_batch)
     fwd += dense * layer_flops(model.dense_model(), micro_batch)
-    return 3 * (fwd + 2 * tokens * model.hidden * model.vocab)
+    # multi-token prediction: each module's layer, its 2h x h projection and output layer
+    mtp = layer_flops(model, micro_batch) + 2 * tokens * 2 * h * h + 2 * tokens * h * model.vocab
+    return 3 * (fwd + model.mtp_layers * mtp + 2 * tokens * h * model.vocab)

@@ -21,7 +21,9 @@ Transformer Engine saves the quantized input of its Linear and LayerNormMLP, col
 and the FFN activation's input stays 16-bit: NVIDIA/TransformerEngine@d0067d0d, 2026-08-22,
 transformer_engine/pytorch/module/linear.py and layernorm_mlp.py). Selective recompute drops
 the s^2 term; full recompute keeps only each layer's input (2sbh, / t with sequence
-parallelism) and holds one layer's activations while it recomputes.
+parallelism) and holds one layer's activations while it recomputes. Multi-token prediction
+modules sit with the loss on the last stage: their own weights (and a copy of the embedding when
+pp > 1), a layer's activations each per micro-batch held, and their own logits.
 
 A mixture-of-experts layer keeps, instead of the FFN's, per GPU: the routed token copies
 (the experts' FFN-up input, ``gin`` bytes), the activation's input and the FFN-down input of
@@ -195,6 +197,11 @@ def memory(
         moe = layers[k] - dense[k]
         p = stage_params(model, s, k, moe) + dense[k] * dense_params
         pe = stage_expert_params(model, s, moe)
+        mtp = model.mtp_layers if k == s.pp - 1 else 0  # with the loss on the last stage
+        if mtp:  # each module's own weights, and the embedding it looks the tokens up in
+            own = model.mtp_params() - model.expert_params()
+            p += mtp * own / s.tp + (model.embedding_params() / s.tp if s.pp > 1 else 0)
+            pe += stage_expert_params(model, s, mtp)
         w = _sharded(s, p, pe, s.weight_bytes, 3)
         if s.zero >= 3:  # the gathered weights of the layer in use and the one prefetched
             w += 2 * gpu_layer_params(model, s) * s.weight_bytes
@@ -207,11 +214,12 @@ def memory(
         if dense[k]:
             mean = (moe * per_layer + dense[k] * per_dense) / layers[k]
         act = held_layers * mean + recompute_one  # full: one layer recomputed at a time
+        act += mtp * in_flight[k] * per_layer  # each module's layer, per micro-batch held
         if k == 0:  # embedding output of each held micro-batch
             act += in_flight[k] * 2 * tokens * model.hidden / (s.tp if s.sequence_parallel else 1)
         lg = 0.0
         if k == s.pp - 1:  # fp32 logits and their gradient of the micro-batch in flight
-            lg = 2 * 4 * tokens * model.vocab / s.tp
+            lg = (1 + model.mtp_layers) * 2 * 4 * tokens * model.vocab / s.tp  # and each MTP's
         held = w + gr + opt + act + lg
         mem = Memory(k, w, gr, opt, act, lg, RESERVED_BYTES + FRAGMENTATION * held, capacity_bytes)
         if best is None or mem.total > best.total:

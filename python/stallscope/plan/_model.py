@@ -32,6 +32,9 @@ projected from the hidden state directly), ``rope_head_dim`` (each head's rotary
 K, beside ``head_dim``, its non-rotary part) and ``v_head_dim`` (default ``head_dim``); read
 from Hugging Face's ``qk_nope_head_dim`` / ``qk_rope_head_dim`` and Megatron's
 ``qk_head_dim`` / ``qk_pos_emb_head_dim`` too. Every head has its own K and V (no grouping).
+``mtp_layers``: multi-token prediction modules after the last layer (Hugging Face's
+``num_nextn_predict_layers``, Megatron's ``mtp_num_layers``; default 0), each a layer of the
+model's kind fed by the hidden state and the next token's embedding, with its own loss.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ _ALIASES: dict[str, str] = {
     "kv_channels": "head_dim",
     "moe_shared_expert_intermediate_size": "shared_ffn_hidden",
     "shared_expert_intermediate_size": "shared_ffn_hidden",
+    "num_nextn_predict_layers": "mtp_layers",
+    "mtp_num_layers": "mtp_layers",
     "qk_nope_head_dim": "head_dim",
     "qk_head_dim": "head_dim",
     "qk_rope_head_dim": "rope_head_dim",
@@ -131,6 +136,7 @@ class Model:
     q_lora_rank: int = 0  # latent attention: the compressed Q width (0: Q from h directly)
     rope_head_dim: int = 0  # latent attention: each head's rotary Q/K part, beside head_dim
     v_head_dim: int = 0  # latent attention: each head's V width (0: head_dim)
+    mtp_layers: int = 0  # multi-token prediction modules after the last layer (DeepSeek-V3)
 
     def __post_init__(self) -> None:
         for key in (
@@ -139,6 +145,7 @@ class Model:
             "moe_ffn_hidden",
             "head_dim",
             "shared_ffn_hidden",
+            "mtp_layers",
             *_MLA_KEYS,
         ):
             v = getattr(self, key)
@@ -237,7 +244,13 @@ class Model:
         if not self.moe:
             return self
         return replace(
-            self, experts=0, top_k=0, moe_ffn_hidden=0, shared_ffn_hidden=0, dense_layers=()
+            self,
+            experts=0,
+            top_k=0,
+            moe_ffn_hidden=0,
+            shared_ffn_hidden=0,
+            dense_layers=(),
+            mtp_layers=0,
         )
 
     @property
@@ -341,14 +354,23 @@ class Model:
     def embedding_params(self) -> int:
         return self.vocab * self.hidden
 
+    def mtp_params(self) -> int:
+        """One multi-token prediction module's own weights: a layer of the model's kind (an MoE
+        layer when the model has experts), the projection of the joined hidden state and
+        embedding (2h x h) and its three norms; it shares the embedding and the output layer."""
+        h = self.hidden
+        return self.layer_params() + 2 * h * h + 3 * h
+
     def params(self) -> int:
-        """All weights: layers, input embedding, the output layer unless tied, the final norm."""
+        """All weights: layers, input embedding, the output layer unless tied, the final norm,
+        the multi-token prediction modules."""
         out = 0 if self.tied_embeddings else self.embedding_params()
         dense = self.layers - self.moe_layers if self.moe else 0
         body = (
             self.moe_layers * self.layer_params() if self.moe else self.layers * self.layer_params()
         )
         body += dense * self.dense_model().layer_params()
+        body += self.mtp_layers * self.mtp_params()
         return body + self.embedding_params() + out + 2 * self.hidden
 
     def to_dict(self) -> dict[str, Any]:
@@ -393,8 +415,6 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
             'heads, seq_len and vocab, e.g. {"layers": 96, "hidden": 12288, "heads": 96, '
             '"seq_len": 2048, "vocab": 51200}'
         )
-    if hf:
-        _refuse_unmodelled(doc, kw["name"])
     for k in ("gated_ffn", "flash_attention", "dropout", "tied_embeddings"):
         if k in kw and not isinstance(kw[k], bool):
             raise PlanError(f"model {kw['name']!r}: {k} must be true or false, got {kw[k]!r}")
@@ -424,22 +444,6 @@ def _dense_pattern(doc: Mapping[str, Any], kw: dict[str, Any]) -> None:
     given = kw.get("dense_layers", ())
     listed_ = tuple(range(given)) if isinstance(given, int) else tuple(given)
     kw["dense_layers"] = tuple(sorted(set(listed_) | (set(range(layers)) - moe)))
-
-
-#: Hugging Face config keys of models the planner does not time, with what each means.
-_UNMODELLED: dict[str, str] = {
-    "num_nextn_predict_layers": "multi-token prediction layers after the last layer",
-}
-
-
-def _refuse_unmodelled(doc: Mapping[str, Any], name: str) -> None:
-    for key, what in _UNMODELLED.items():
-        if doc.get(key):
-            raise PlanError(
-                f"model {name!r}: {key} = {doc[key]!r} describes {what}, which the planner does "
-                "not time (every layer is one attention and one dense or routed-expert FFN); "
-                "describe the model with the planner's own keys if an approximation will do"
-            )
 
 
 def load_model(source: Model | Mapping[str, Any] | str | Path) -> Model:
@@ -484,6 +488,7 @@ def model_of_preset(name: str) -> Model:
         q_lora_rank=p.q_lora_rank,
         rope_head_dim=p.rope_head_dim,
         v_head_dim=p.v_head_dim,
+        mtp_layers=p.mtp_layers,
     )
 
 

@@ -2,8 +2,9 @@
 
 Megatron-Core's ``pipeline_model_parallel_layout`` (``--pipeline-model-parallel-layout``,
 megatron/core/transformer/pipeline_parallel_layer_layout.py) writes the model's layers in
-order as a string: ``E`` the embedding, ``t`` a transformer layer, ``L`` the loss (the output
-layer), ``|`` the end of one pipeline chunk. ``(...)*n`` repeats a group, ``x*n`` a letter,
+order as a string: ``E`` the embedding, ``t`` a transformer layer, ``m`` a multi-token
+prediction layer (right before the loss: the planner times them with it), ``L`` the loss (the
+output layer), ``|`` the end of one pipeline chunk. ``(...)*n`` repeats a group, ``x*n`` a letter,
 commas are cosmetic. The chunks are in the model's order, so with pp stages and v chunks each,
 chunk ``i`` of the string runs on stage ``i % pp`` as its chunk ``i // pp`` (the interleaved
 order); v is the string's chunk count over pp. A layout may give each chunk its own number of
@@ -28,7 +29,12 @@ if TYPE_CHECKING:
 
 #: The letters of a layout and what they stand for (Megatron-Core's, less what the planner
 #: does not model)
-LETTERS: Final = {"E": "the embedding", "t": "a transformer layer", "L": "the loss"}
+LETTERS: Final = {
+    "E": "the embedding",
+    "t": "a transformer layer",
+    "m": "a multi-token prediction layer",
+    "L": "the loss",
+}
 _GROUP: Final = re.compile(r"\(([^()]*)\)\*(\d+)")
 _LETTER: Final = re.compile(r"([^()|*\d])\*(\d+)")
 #: Most letters and chunks a layout may unroll to (a typo such as t*999999 stays an error)
@@ -87,12 +93,6 @@ def parse(layout: str) -> list[str]:
         if size > MAX_UNROLLED:
             raise _bad(layout, f"it unrolls to {size:,} letters", "check the repeat counts")
         text = pattern.sub(lambda m: m.group(1) * int(m.group(2)), text)
-    if "m" in text:
-        raise _bad(
-            layout,
-            "'m' (a multi-token prediction layer) is not modelled",
-            "leave the MTP layers out of the layout",
-        )
     odd = sorted({c for c in text if c not in LETTERS and c != "|"})
     if odd:
         known = ", ".join(f"'{k}' {v}" for k, v in LETTERS.items())
@@ -159,6 +159,21 @@ def check_layout(model: Model, s: Strategy) -> None:
                 f"the planner runs the embedding first on the first stage and the loss last on "
                 f"the last stage: write '{letter}' there",
             )
+    mtp = flat.count("m")
+    if mtp != model.mtp_layers:
+        raise _bad(
+            layout,
+            f"it holds {mtp} multi-token prediction layers ('m') but {model.name!r} has "
+            f"{model.mtp_layers}",
+            f"write {model.mtp_layers} 'm' right before 'L'" if model.mtp_layers else "drop them",
+        )
+    if mtp and not chunks[-1].endswith("m" * mtp + "L"):
+        raise _bad(
+            layout,
+            "the multi-token prediction layers ('m') stand apart from the loss",
+            "write them right before 'L' in the last chunk: the planner times them with the "
+            "loss on the last stage (a stage of their own is not modelled)",
+        )
     layers = flat.count("t")
     if layers != model.layers:
         raise _bad(

@@ -41,6 +41,7 @@ MOE_KEYS: Final = (
     "q_lora_rank",
     "rope_head_dim",
     "v_head_dim",
+    "mtp_layers",
 )
 
 
@@ -77,6 +78,7 @@ class ModelShape:
     q_lora_rank: int = 0
     rope_head_dim: int = 0
     v_head_dim: int = 0
+    mtp_layers: int = 0
 
     def source_of(self, field: str) -> Source:
         """Where ``field`` (a shape key) comes from: its own source, else the preset's."""
@@ -128,6 +130,7 @@ def _parse(entry: dict[str, object], index: int) -> ModelShape:
         q_lora_rank=f.optional_integer("q_lora_rank") or 0,
         rope_head_dim=f.optional_integer("rope_head_dim") or 0,
         v_head_dim=f.optional_integer("v_head_dim") or 0,
+        mtp_layers=f.optional_integer("mtp_layers") or 0,
     )
 
 

@@ -98,9 +98,14 @@ def test_bad_latent_attention_keys_are_refused(change: dict[str, Any], words: st
         load_model(SMALL | change)
 
 
-def test_multi_token_prediction_layers_are_refused_by_name() -> None:
-    with pytest.raises(PlanError, match="num_nextn_predict_layers"):
-        load_model(DEEPSEEK_V3 | {"num_nextn_predict_layers": 1})
+def test_deepseek_v3_with_its_prediction_module() -> None:
+    m = load_model(DEEPSEEK_V3 | {"num_nextn_predict_layers": 1})
+    assert m.mtp_layers == 1
+    # the report: 671B in the main model and 14B in the MTP module (its own weights and the
+    # embedding and output layer it shares: 685B on Hugging Face)
+    assert m.params() / 1e9 == pytest.approx(671.0 + 11.6, abs=0.5)
+    shared = 2 * m.embedding_params()
+    assert (m.mtp_params() + shared) / 1e9 == pytest.approx(14.0, abs=0.6)
 
 
 def test_an_unset_q_lora_rank_projects_q_directly() -> None:

@@ -100,11 +100,6 @@ def test_bad_expert_keys_are_refused(change: dict[str, Any], words: str) -> None
         load_model(MIXTRAL | change)
 
 
-def test_hugging_face_variants_the_planner_cannot_time_are_refused() -> None:
-    with pytest.raises(PlanError, match="num_nextn_predict_layers"):
-        load_model(QWEN3_30B | {"num_nextn_predict_layers": 1})
-
-
 def test_the_expert_split_is_checked_with_the_fix(mixtral: Model, small: Model) -> None:
     base = Strategy(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8)
     check(mixtral, base.with_(ep=8), 8)
