@@ -69,20 +69,22 @@ fp8_recipe_option = click.option(
 
 
 SPLIT_HELP = (
-    "Pipeline splits to try, comma-separated: even, and Megatron-Core's with the embedding "
-    "and / or the loss in a layer's place (embedding, loss, embedding+loss)."
+    "Pipeline splits to try, comma-separated: even, Megatron-Core's with the embedding "
+    "and / or the loss in a layer's place (embedding, loss, embedding+loss), and uneven: first "
+    "and last stage layer counts where pp does not divide the layers (61 on 16 stages: 3, "
+    "4 x 14, 2)."
 )
 
 
 def split_arg(text: str) -> tuple[str, ...]:
     """The --pipeline-split names; a BadParameter naming the valid ones."""
-    from stallscope.plan._pipeline_split import SPLITS
+    from stallscope.plan._pipeline_split import SPLITS, UNEVEN
 
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    bad = [n for n in names if n not in SPLITS]
+    bad = [n for n in names if n not in (*SPLITS, UNEVEN)]
     if bad or not names:
         raise click.BadParameter(
-            f"{', '.join(bad) or '(none)'}: choose among {', '.join(SPLITS)}",
+            f"{', '.join(bad) or '(none)'}: choose among {', '.join((*SPLITS, UNEVEN))}",
             param_hint="--pipeline-split",
         )
     return names
@@ -127,7 +129,8 @@ def split_option(f: F) -> F:
         "sequence's tokens; e.g. 1,2,4 for long sequences).",
     )(f)  # fmt: skip
     return click.option(
-        "--pipeline-split", "pipeline_split", default="even,embedding+loss", show_default=True,
+        "--pipeline-split", "pipeline_split", default="even,embedding+loss,uneven",
+        show_default=True,
         help=SPLIT_HELP,
     )(f)  # fmt: skip
 

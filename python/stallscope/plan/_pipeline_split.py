@@ -39,11 +39,47 @@ SPLITS: Final[dict[str, tuple[bool, bool]]] = {
 }
 
 
+#: The search's split for layers that no stage count divides: Megatron-Core's first and last
+#: stage counts (``uneven_split``), named in a table as "uneven F/L"
+UNEVEN: Final = "uneven"
+
+
 def split_name(s: Strategy) -> str:
-    """The SPLITS name of ``s``'s split ("" for one given by stage counts or a layout)."""
-    if any(x is not None for x in (s.pipeline_layout, s.first_stage_layers, s.last_stage_layers)):
+    """The SPLITS name of ``s``'s split, "uneven F/L" for first and last stage counts ("" for
+    a layout, or for one count alone)."""
+    first, last = s.first_stage_layers, s.last_stage_layers
+    if first is not None and last is not None and s.pipeline_layout is None:
+        return f"{UNEVEN} {first}/{last}"
+    if any(x is not None for x in (s.pipeline_layout, first, last)):
         return ""
     return next(k for k, v in SPLITS.items() if v == (s.embedding_as_layer, s.loss_as_layer))
+
+
+def parse_split_name(name: str) -> dict[str, object]:
+    """The Strategy fields of a ``split_name``."""
+    if name.startswith(UNEVEN + " "):
+        first, last = name.removeprefix(UNEVEN + " ").split("/")
+        return {"first_stage_layers": int(first), "last_stage_layers": int(last)}
+    e, lo = SPLITS[name]
+    return {"embedding_as_layer": e, "loss_as_layer": lo}
+
+
+def uneven_split(layers: int, pp: int, v: int) -> tuple[int, int] | None:
+    """First and last stage layer counts for ``layers`` that pp stages do not divide (61 on 16:
+    3 and 2): the middle stages hold n each, the smallest multiple of v at or above layers /
+    pp, the first and last the rest, the first the larger half (the last also holds the loss),
+    each a positive multiple of v no larger than n (Megatron-Core's rule for
+    num_layers_in_first/last_pipeline_stage). None where an even split exists or none fits."""
+    if pp < 2 or layers % pp == 0:
+        return None
+    n = -(-layers // pp)
+    n = -(-n // v) * v
+    rest = layers - (pp - 2) * n
+    last = rest // 2 // v * v
+    first = rest - last
+    if last < v or first % v or first > n:
+        return None
+    return first, last
 
 
 def chunk_layers(model: Model, s: Strategy) -> tuple[tuple[int, ...], ...]:

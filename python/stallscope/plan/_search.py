@@ -33,7 +33,13 @@ from stallscope.plan._layer_mix import mixed_values, task_slots
 from stallscope.plan._layout import layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
-from stallscope.plan._pipeline_split import SPLITS, split_name
+from stallscope.plan._pipeline_split import (
+    SPLITS,
+    UNEVEN,
+    parse_split_name,
+    split_name,
+    uneven_split,
+)
 from stallscope.plan._predict import (
     STALL_COLUMNS,
     Prediction,
@@ -68,8 +74,9 @@ class Space:
     interleave: Sequence[int] = (1, 2, 4)
     context_parallel: Sequence[int] = (1,)
     #: names of ``_pipeline_split.SPLITS``: the even split, the embedding and / or the loss
-    #: as a layer (tried with pp > 1 only)
-    pipeline_split: Sequence[str] = ("even", "embedding+loss")
+    #: as a layer (tried with pp > 1 only), and "uneven": first and last stage counts where
+    #: pp does not divide the layers (``uneven_split``)
+    pipeline_split: Sequence[str] = ("even", "embedding+loss", UNEVEN)
     max_tp: int = 0  # 0: the GPUs of one node
     #: expert tensor parallel sizes tried for a mixture-of-experts model (0: tp); expert
     #: parallel sizes are every divisor of the experts that the GPUs allow
@@ -80,11 +87,12 @@ class Space:
     stack: str | Stack = DEFAULT_STACK  # the training software every configuration runs on
 
     def __post_init__(self) -> None:
-        bad = [n for n in self.pipeline_split if n not in SPLITS]
+        names = [*SPLITS, UNEVEN]
+        bad = [n for n in self.pipeline_split if n not in names]
         if bad or not self.pipeline_split:
             raise PlanError(
                 f"pipeline split {listed(bad) if bad else '(none)'} is not among "
-                f"{listed(list(SPLITS))}: name one or more of those"
+                f"{listed(names)}: name one or more of those"
             )
         if isinstance(self.moe_load, bool) or not (
             isinstance(self.moe_load, int | float) and self.moe_load >= 1
@@ -117,7 +125,8 @@ def candidates(
 ) -> Iterator[Strategy]:
     """Every configuration of ``space`` that passes ``check`` for ``gpus`` GPUs."""
     max_tp = space.max_tp or gpn
-    splits = [(n, SPLITS[n]) for n in space.pipeline_split]
+    splits = [(n, SPLITS[n]) for n in space.pipeline_split if n != UNEVEN]
+    uneven = UNEVEN in space.pipeline_split
     # with flash attention, selective recompute has nothing to recompute: the same as none
     rcs = [r for r in space.recompute if not (model.flash_attention and r == "selective")]
     for tp in divisors(gpus):
@@ -131,11 +140,13 @@ def candidates(
             if (gpus // (tp * pp)) % cp:
                 continue
             # (embedding as a layer, loss as a layer, layers per stage) of each split pp allows
-            ways = [
+            ways: list[tuple[bool, bool, int]] = [
                 (e, lo, (model.layers + e + lo) // pp)
                 for name, (e, lo) in splits
                 if (name == "even" or pp > 1) and (model.layers + e + lo) % pp == 0
             ]
+            if uneven and pp > 1 and model.layers % pp:
+                ways.append((False, False, 0))  # per v: uneven_split; 0 marks it
             if not ways:
                 continue
             if cp > 1 and (not model.flash_attention or model.seq_len % (2 * cp)):
@@ -151,8 +162,12 @@ def candidates(
                     continue
                 m = global_batch // (dp * mb)
                 for v, (e, lo, per) in itertools.product(space.interleave, ways):
+                    ends = uneven_split(model.layers, pp, v) if per == 0 else None
+                    if per == 0 and ends is None:
+                        continue
                     if v > 1 and (pp == 1 or per % v or m % pp):
                         continue
+                    first, last = ends or (None, None)
                     for z in space.zero if dp > 1 else (0,):
                         for sp in space.sequence_parallel if tp > 1 else (False,):
                             if (sp and model.seq_len % tp) or (model.moe and tp > 1 and not sp):
@@ -163,6 +178,7 @@ def candidates(
                                     space.precision, cp=cp, stack=space.stack,
                                     embedding_as_layer=e, loss_as_layer=lo, ep=ep, etp=etp,
                                     moe_load=min(space.moe_load, ep),
+                                    first_stage_layers=first, last_stage_layers=last,
                                 )  # fmt: skip
 
 
@@ -346,8 +362,7 @@ def _strategy(row: dict[str, Any], stack: str | Stack = DEFAULT_STACK) -> Strate
         precision=row["precision"],
         cp=row["cp"],
         stack=stack,
-        embedding_as_layer=SPLITS[row["split"]][0],
-        loss_as_layer=SPLITS[row["split"]][1],
+        **parse_split_name(row["split"]),  # type: ignore[arg-type]
         ep=row.get("ep", 1),
         etp=row.get("etp", 0),
         moe_load=row.get("moe_load", 1.0),

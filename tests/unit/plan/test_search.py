@@ -78,10 +78,17 @@ def test_gpus_that_split_nothing_name_the_divisibility_and_what_would(gpt3: Mode
     for g in (6, 8):  # what it names does split
         assert next(candidates(gpt3, g, 2048, even, 8), None) is not None
     assert next(candidates(gpt3, 7, 2051, even, 8), None) is not None
-    seven = list(candidates(gpt3, 7, 2048, Space(), 8))
+    named = Space(pipeline_split=("even", "embedding+loss"))
+    seven = list(candidates(gpt3, 7, 2048, named, 8))
     assert seven and {(s.tp, s.pp, s.embedding_as_layer, s.loss_as_layer) for s in seven} == {
         (1, 7, True, True)
     }
+    # and first and last stages of 13 around five of 14 (the uneven split, by default)
+    ends = {
+        (s.pp, s.first_stage_layers, s.last_stage_layers)
+        for s in candidates(gpt3, 7, 2048, Space(), 8)
+    }
+    assert ends == {(7, None, None), (7, 13, 13)}
 
 
 def test_gpt3_175b_on_64_dgx_a100_nodes(gpt3: Model, a100: Cluster) -> None:
@@ -118,14 +125,20 @@ def test_the_search_tries_megatron_core_s_uneven_splits(a100: Cluster) -> None:
             "ffn_hidden": 16384,
         }
     )
-    both = list(candidates(m, 64, 512, Space(), 8))
+    named = Space(pipeline_split=("even", "embedding+loss"))
+    both = list(candidates(m, 64, 512, named, 8))
     by_split = {(s.embedding_as_layer, s.loss_as_layer) for s in both}
     assert by_split == {(False, False), (True, True)}
     assert {s.pp for s in both if s.embedding_as_layer} == {2, 4, 8, 16, 32}
     assert {s.pp for s in both if not s.embedding_as_layer} == {1, 2}
+    # the uneven split where no even one exists: 7 + 8 + 8 + 7 on 4 stages, ... 1 + 2 x 14 + 1;
+    # interleaved by 2, every count even: 8 + 8 + 8 + 6, 4 + 4 x 6 + 2
+    uneven = {(s.pp, s.first_stage_layers) for s in candidates(m, 64, 512, Space(), 8)}
+    got = {(pp, f) for pp, f in uneven if f is not None}
+    assert got == {(4, 7), (4, 8), (8, 3), (8, 4), (16, 1)}
     one = Space(pipeline_split=("embedding", "loss"))
     assert next(candidates(m, 64, 512, one, 8), None) is None  # 31 is prime
-    res = search(m, a100, 64, global_batch=512, top=50)
+    res = search(m, a100, 64, global_batch=512, top=50, space=named)
     splits = set(res.table["split"])
     assert splits == {"even", "embedding+loss"}
     for row, p in zip(res.table.iter_rows(named=True), res.best, strict=True):
