@@ -21,9 +21,18 @@ def param_count(m: ModelShape, seq_len: int | None = None) -> float:
     ``seq_len`` x hidden, the output projection tied unless the preset says otherwise."""
     h, d = m.hidden, m.head_dim
     attn = 2 * h * m.heads * d + 2 * h * m.kv_heads * d  # q and out; k and v
-    if m.experts:  # every layer an MoE layer: each expert a SwiGLU FFN, plus the router
-        per_layer = attn + m.experts * 3 * h * m.moe_ffn_hidden + h * m.experts + 2 * h
-        return m.layers * per_layer + 2 * m.vocab * h + h
+    if m.kv_lora_rank:  # latent attention: Q and K/V down to their ranks (and a norm) and up
+        qr, kr, rope, v = m.q_lora_rank, m.kv_lora_rank, m.rope_head_dim, m.v_head_dim
+        q = h * qr + qr + qr * m.heads * (d + rope) if qr else h * m.heads * (d + rope)
+        kv = h * (kr + rope) + kr + kr * m.heads * (d + v)
+        attn = q + kv + m.heads * v * h
+    if m.experts:  # MoE layers: each expert a SwiGLU FFN, shared experts, the router; the
+        # dense layers among them a SwiGLU FFN (the stated counts leave MTP modules out)
+        moe = attn + m.experts * 3 * h * m.moe_ffn_hidden + h * m.experts + 2 * h
+        moe += 3 * h * m.shared_ffn_hidden
+        dense = len(m.dense_layers)
+        body = (m.layers - dense) * moe + dense * (attn + 3 * h * m.ffn_hidden + 2 * h)
+        return body + 2 * m.vocab * h + h
     if m.gated_ffn:
         per_layer = attn + 3 * h * m.ffn_hidden + 2 * h
         return m.layers * per_layer + 2 * m.vocab * h + h
