@@ -21,7 +21,7 @@ from typing import Any, Final
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
 from stallscope.plan._model import Model
 from stallscope.plan._pipeline_layout import check_layout
-from stallscope.plan._pipeline_split import check_as_layers, check_uneven
+from stallscope.plan._pipeline_split import check_as_layers, check_uneven, uneven_split
 from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack
 
 RECOMPUTE: Final = ("none", "selective", "full")
@@ -274,6 +274,12 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
             if ok and s.interleave > 1
             else f"nearest valid pp: {listed(nearest_values(s.pp, divisors(model.layers)))}"
         )
+        ends = uneven_split(model.layers, s.pp, s.interleave)
+        if ends is not None:  # Megatron-Core's first / last stage counts would split them
+            hint += (
+                f"; or first and last stages of their own, e.g. first_stage_layers {ends[0]} and "
+                f"last_stage_layers {ends[1]} (--first-stage-layers, --last-stage-layers)"
+            )
         raise PlanError(
             f"layers ({model.layers}) of {model.name!r} are not divisible by pp x interleave = "
             f"{s.pp} x {s.interleave} = {chunks}: every pipeline chunk holds the same number of "

@@ -70,3 +70,13 @@ def test_plan_cli_takes_the_uneven_split() -> None:
          "--pipeline-split", "odd"],
     )  # fmt: skip
     assert r.exit_code == 2 and "uneven" in r.output
+
+
+def test_an_uneven_model_is_told_the_first_and_last_counts() -> None:
+    m = load_model("deepseek-v3")
+    from stallscope.plan import Strategy
+
+    s = Strategy(tp=1, pp=16, dp=64, micro_batch=1, global_batch=4096, ep=64)
+    with pytest.raises(PlanError, match="first_stage_layers 3 and last_stage_layers 2"):
+        check(m, s, 1024)
+    check(m, s.with_(first_stage_layers=3, last_stage_layers=2), 1024)
