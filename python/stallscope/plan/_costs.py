@@ -285,8 +285,11 @@ def model_flops(model: Model, micro_batch: int) -> float:
     tokens = micro_batch * model.seq_len
     dense = model.layers - model.moe_layers if model.moe else 0  # dense layers among MoE ones
     h = model.hidden
-    fwd = (model.layers - dense) * layer_flops(model, micro_batch)
-    fwd += dense * layer_flops(model.dense_model(), micro_batch)
-    # multi-token prediction: each module's layer, its 2h x h projection and output layer
-    mtp = layer_flops(model, micro_batch) + 2 * tokens * 2 * h * h + 2 * tokens * h * model.vocab
-    return 3 * (fwd + model.mtp_layers * mtp + 2 * tokens * h * model.vocab)
+    one = layer_flops(model, micro_batch)
+    fwd = (model.layers - dense) * one + 2 * tokens * h * model.vocab
+    if dense:
+        fwd += dense * layer_flops(model.dense_model(), micro_batch)
+    if model.mtp_layers:  # each module's layer, its 2h x h projection and output layer
+        mtp = one + 2 * tokens * 2 * h * h + 2 * tokens * h * model.vocab
+        fwd += model.mtp_layers * mtp
+    return 3 * fwd

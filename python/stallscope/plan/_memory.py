@@ -184,9 +184,10 @@ def memory(
     recompute_one = layer_activation_bytes(model, s, "none") if s.recompute == "full" else 0.0
     # dense layers among the MoE ones (_layer_mix): each stage's count, a dense layer's share
     dense = [sum(c) for c in chunk_dense_layers(model, s)] or [0] * s.pp
-    dm = model.dense_model()
-    per_dense = layer_activation_bytes(dm, s)
-    dense_params = dm.layer_params() / s.tp
+    per_dense = dense_params = 0.0
+    if any(dense):
+        dm = model.dense_model()
+        per_dense, dense_params = layer_activation_bytes(dm, s), dm.layer_params() / s.tp
     tokens = model.seq_len // s.cp * s.micro_batch
     # the first and last stages hold the embedding and the logits, and (in_flight never grows
     # along the pipeline) the most activations: the others only when they hold more
