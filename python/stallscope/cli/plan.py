@@ -104,6 +104,11 @@ def cp_arg(text: str, what: str = "context-parallel", hint: str = "--cp") -> tup
     return tuple(sorted(set(sizes)))
 
 
+def modules_arg(text: str) -> tuple[str, ...]:
+    """The --recompute-modules names (the search checks them against the model)."""
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
 def etp_arg(text: str) -> tuple[int, ...]:
     """The --etp sizes."""
     return cp_arg(text, "expert tensor-parallel", "--etp")
@@ -112,6 +117,12 @@ def etp_arg(text: str) -> tuple[int, ...]:
 def split_option(f: F) -> F:
     """--pipeline-split, --cp and --etp: what the search may choose beyond tp, pp, dp and the
     rest."""
+    f = click.option(
+        "--recompute-modules", "recompute_modules", default="", metavar="MODULES",
+        help="Modules that selective recompute recomputes, comma-separated (Megatron-Core's "
+        "--recompute-modules: core_attn, layernorm, mla_up_proj, mlp, moe_act, moe, "
+        "shared_experts; default core_attn).",
+    )(f)  # fmt: skip
     f = click.option(
         "--moe-load", "moe_load", type=click.FloatRange(1.0), default=1.0, show_default=True,
         help="The busiest expert-parallel GPU's routed tokens over the mean, for a "
@@ -214,6 +225,7 @@ def plan(
     cp: str,
     etp: str,
     moe_load: float,
+    recompute_modules: str,
     json_path: Path | None,
 ) -> None:
     """Rank every parallel configuration (tp, pp, dp, micro-batch, recompute, sequence
@@ -230,6 +242,7 @@ def plan(
         space = Space(
             precision=precision, stack=sw, pipeline_split=split_arg(pipeline_split),
             context_parallel=cp_arg(cp), expert_tp=etp_arg(etp), moe_load=moe_load,
+            recompute_modules=modules_arg(recompute_modules),
         )  # fmt: skip
         result = search(m, s, gpus, global_batch, top, space)
     t = result.table
@@ -330,6 +343,7 @@ def whatif(
     cp: str,
     etp: str,
     moe_load: float,
+    recompute_modules: str,
     knobs: tuple[str, ...],
     plot_path: Path | None,
     json_path: Path | None,
@@ -347,6 +361,7 @@ def whatif(
         space = Space(
             precision=precision, stack=stack_arg(stack, fp8_recipe, precision), pipeline_split=split_arg(pipeline_split),
             context_parallel=cp_arg(cp), expert_tp=etp_arg(etp), moe_load=moe_load,
+            recompute_modules=modules_arg(recompute_modules),
         )  # fmt: skip
         table = whatif_table(m, s, gpus, parsed, global_batch, space)
         if plot_path is not None:

@@ -40,6 +40,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--micro-batch", type=click.IntRange(1), default=1, show_default=True, help="Sequences per micro-batch."),
     click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step."),
     click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True),
+    click.option("--recompute-modules", default=None, metavar="MODULES", help="Selective recompute's modules, comma-separated (Megatron-Core's --recompute-modules: core_attn, layernorm, mla_up_proj, mlp, moe_act, moe, shared_experts); implies --recompute selective."),
     click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism (tp > 1)."),
     click.option("--p2p-overlap", is_flag=True, help="Pipeline sends behind compute (Megatron's --overlap-p2p-communication); default: they block the sender."),
     click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage."),
@@ -78,6 +79,7 @@ def run_model_mode(
     micro_batch: int,
     global_batch: int | None,
     recompute: str,
+    recompute_modules: str | None,
     sequence_parallel: bool,
     p2p_overlap: bool,
     zero: int,
@@ -110,6 +112,9 @@ def run_model_mode(
     assert (
         model is not None and system is not None and nodes is not None and global_batch is not None
     )
+    modules = tuple(x.strip() for x in (recompute_modules or "").split(",") if x.strip())
+    if modules and recompute == "none":
+        recompute = "selective"  # the modules are selective recompute's
     with plan_errors():
         p = predict_model(
             model_arg(model, seq_len), system, nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, dp=dp,
@@ -119,6 +124,7 @@ def run_model_mode(
             last_stage_layers=last_stage_layers, embedding_as_layer=embedding_as_layer,
             loss_as_layer=loss_as_layer, pipeline_layout=pipeline_layout, precision=precision,
             stack=stack_arg(stack, fp8_recipe, precision), ep=ep, etp=etp, moe_load=moe_load,
+            recompute_modules=modules,
         )  # fmt: skip
     from stallscope.plan._accuracy import accuracy
 

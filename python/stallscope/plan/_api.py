@@ -74,6 +74,7 @@ def predict_model(
     ep: int = 1,
     etp: int | None = None,
     moe_load: float = 1.0,
+    recompute_modules: Sequence[str] = (),
 ) -> Prediction:
     """Predict one configuration's step: time, throughput, MFU, stall columns, memory.
     ``stack``: the training software (a preset of ``stacks()``, a Stack or a dict of its
@@ -86,7 +87,9 @@ def predict_model(
     (one list of LayerType names per chunk); it sets no interleave, give the one it implies.
     ``ep`` / ``etp``: a mixture-of-experts model's expert-parallel and expert tensor-parallel
     sizes (etp None: tp, Megatron-Core's default); ``moe_load``: the busiest expert-parallel
-    GPU's routed tokens over the mean (1: balanced routing)."""
+    GPU's routed tokens over the mean (1: balanced routing). ``recompute_modules``: with
+    ``recompute="selective"``, Megatron-Core's ``--recompute-modules`` (core_attn, layernorm,
+    mla_up_proj, mlp, moe_act, moe, shared_experts; default core_attn)."""
     _counts(ep=ep, etp=etp)
     _counts(
         nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp, cp=cp,
@@ -122,6 +125,7 @@ def predict_model(
         ep=ep,
         etp=0 if etp is None else etp,
         moe_load=moe_load,
+        recompute_modules=tuple(recompute_modules),
     )
     check(m, s, gpus)
     return predict_strategy(m, sy, s)

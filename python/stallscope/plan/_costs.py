@@ -138,6 +138,8 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         else:
             f_tp += moe
             b_tp += moe
+        if "moe" in s.recomputed:  # recomputing the MoE layer dispatches its tokens again
+            b_tp += moe
     if s.recompute == "full":
         b_tp += f_tp
         cont_b += cont_f

@@ -114,6 +114,7 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
         "gemm_fc1": (tokens, h, (2 if model.gated_ffn else 1) * sw),
         "gemm_fc2": (tokens, sw, h),
     }
+    shared_f = 0.0  # the shared experts' forward GEMMs (a selective recompute module)
     for name, (m_, k_, n_, count) in shapes.items():
         g_f, g_b = gemm_fwd_bwd(system, m_, k_, n_, prec)
         fwd[name], bwd[name] = g_f * mx * count, g_b * mx * count
@@ -121,13 +122,17 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
             s_f, s_b = gemm_fwd_bwd(system, *shared[name], prec)
             fwd[name] += s_f * mx
             bwd[name] += s_b * mx
+            shared_f += s_f * mx
     local = tokens // t if s.sequence_parallel else tokens  # this GPU's sequence-parallel share
+    up_f = 0.0  # latent attention's up-projections, forward
     if model.mla:  # latent attention: down- and up-projections in place of one QKV GEMM
         fwd["gemm_qkv"] = bwd["gemm_qkv"] = 0.0
         for m_, k_, n_ in model.latent_gemms(tokens, local, t):
             g_f, g_b = gemm_fwd_bwd(system, m_, k_, n_, prec)
             fwd["gemm_qkv"] += g_f * mx
             bwd["gemm_qkv"] += g_b * mx
+            if k_ in (model.q_lora_rank, model.kv_lora_rank) and m_ == tokens:
+                up_f += g_f * mx
 
     heads = model.heads // t
     if fused_attention(model, s):
@@ -177,10 +182,20 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
 
     if s.recompute == "full":
         bwd["recompute"] = sum(fwd.values())
-    elif s.recompute == "selective":
-        bwd["recompute"] = core_f
-    else:
-        bwd["recompute"] = 0.0
+    else:  # selective: each recomputed module's forward once more (none: nothing)
+        moe, dense = model.moe, not model.moe  # a mixed model's layers come one kind each
+        experts_act = d.memory_s(3 * rows * fw * ACT_BYTES, 1) if moe else 0.0
+        pieces = {
+            "core_attn": core_f,
+            "layernorm": d.memory_s(2 * 2 * tok, 2),
+            "mla_up_proj": up_f,
+            "mlp": fwd["gemm_fc1"] + fwd["gemm_fc2"] + d.memory_s(act, 1) if dense else 0.0,
+            "shared_experts": shared_f + d.memory_s(3 * tokens * sw * ACT_BYTES, 1) if sw else 0.0,
+            "moe_act": experts_act,
+            "moe": fwd["gemm_fc1"] + fwd["gemm_fc2"] - shared_f + fwd["router"]
+            + fwd["moe_permute"] + experts_act if moe else 0.0,
+        }  # fmt: skip
+        bwd["recompute"] = sum(pieces[m] for m in s.recomputed)
     fwd["recompute"] = 0.0
     gap = system.device.layer_factor - 1.0  # what a measured layer adds to the kernel sum
     fwd["measured_gap"] = gap * sum(fwd.values())

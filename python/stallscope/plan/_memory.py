@@ -20,7 +20,9 @@ weight gradient in FP8, one byte per value (the QKV, projection, FFN-up and FFN-
 Transformer Engine saves the quantized input of its Linear and LayerNormMLP, column-wise only,
 and the FFN activation's input stays 16-bit: NVIDIA/TransformerEngine@d0067d0d, 2026-08-22,
 transformer_engine/pytorch/module/linear.py and layernorm_mlp.py). Selective recompute drops
-the s^2 term; full recompute keeps only each layer's input (2sbh, / t with sequence
+the s^2 term (``core_attn``), and with other modules (``Strategy.recompute_modules``) what
+each rebuilds: the norms' outputs, latent attention's Q, K and V, a dense FFN's or the shared
+experts' inside, the routed experts' activation output or all they keep but the router's; full recompute keeps only each layer's input (2sbh, / t with sequence
 parallelism) and holds one layer's activations while it recomputes. Multi-token prediction
 modules sit with the loss on the last stage: their own weights (and a copy of the embedding when
 pp > 1), a layer's activations each per micro-batch held, and their own logits.
@@ -59,6 +61,9 @@ FRAGMENTATION = 0.05
 def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = None) -> float:
     """Activations one layer keeps for one micro-batch on one GPU, bytes."""
     rc = s.recompute if recompute is None else recompute
+    drop = s.recomputed if rc == s.recompute else frozenset()  # selective's modules
+    if rc == "selective" and rc != s.recompute:
+        drop = frozenset({"core_attn"})
     sb = model.seq_len // s.cp * s.micro_batch  # the tokens of a sequence this GPU holds
     h, t = model.hidden, s.tp
     sp = t if s.sequence_parallel else 1
@@ -66,33 +71,48 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
         return 2 * sb * h / sp
     mask = 1 if model.dropout else 0
     gin = 1 if s.precision == "fp8" else 2  # bytes per value of a GEMM input kept for backward
-    # the FFN-up input: the routed copies hold it instead, unless shared experts read it too
+    # the norms' outputs: the QKV input and the FFN-up input (the routed copies hold that,
+    # unless shared experts read it too); layernorm recompute rebuilds both from their inputs
+    qkv_in = 0 if "layernorm" in drop else gin
     ffn_in = 0 if model.moe and not model.shared_ffn_hidden else gin
-    whole = (2 + gin + mask + 2 + ffn_in + mask) * sb * h
+    ffn_in = 0 if "layernorm" in drop else ffn_in
+    whole = (2 + qkv_in + mask + 2 + ffn_in + mask) * sb * h
     # latent attention: the compressed Q and K/V, their norms' inputs and the up-projections'
-    whole += (2 + gin) * sb * (model.q_lora_rank + model.kv_lora_rank)
+    whole += (2 + qkv_in) * sb * (model.q_lora_rank + model.kv_lora_rank)
     kv = model.kv_hidden
     q = model.q_hidden
-    split = (2 * q + 4 * kv + gin * model.o_hidden) * sb
+    qkv = 0 if model.mla and "mla_up_proj" in drop else 2 * q + 4 * kv
+    split = (qkv + gin * model.o_hidden) * sb
     dense_ffn = model.shared_ffn_hidden if model.moe else model.ffn_hidden  # over every token
+    if ("shared_experts" in drop and model.moe) or ("mlp" in drop and not model.moe):
+        dense_ffn = 0  # recomputed from its input
     split += (4 if model.gated_ffn else 2) * sb * dense_ffn + gin * sb * dense_ffn
     scores = 0.0
     flash = fused_attention(model, s)
-    if not flash and rc != "selective":
+    if not flash and "core_attn" not in drop:
         scores = (5 if model.dropout else 2) * model.heads * model.seq_len * sb
     lse = 4 * model.heads * sb if flash else 0  # fp32 log-sum-exp per row
-    return whole / sp + (split + scores + lse) / t + expert_activation_bytes(model, s, gin)
+    experts = expert_activation_bytes(model, s, gin, drop)
+    return whole / sp + (split + scores + lse) / t + experts
 
 
-def expert_activation_bytes(model: Model, s: Strategy, gin: int) -> float:
-    """What an MoE layer's routed experts and router keep for one micro-batch on one GPU."""
+def expert_activation_bytes(
+    model: Model, s: Strategy, gin: int, drop: frozenset[str] = frozenset()
+) -> float:
+    """What an MoE layer's routed experts and router keep for one micro-batch on one GPU
+    (less what ``drop``'s recompute modules rebuild: moe_act the FFN-down input, moe all but
+    the router's output)."""
     if not model.moe:
         return 0.0
     rows, fw = ffn_rows_width(model, s, model.seq_len // s.cp * s.micro_batch)
     local = model.seq_len // s.cp * s.micro_batch // (s.tp if s.sequence_parallel else 1)
-    per_row = gin * model.hidden + (4 if model.gated_ffn else 2) * fw + gin * fw
+    router = 2 * 4 * local * model.experts
+    if "moe" in drop:
+        return router
+    down_in = 0 if "moe_act" in drop else gin * fw
+    per_row = gin * model.hidden + (4 if model.gated_ffn else 2) * fw + down_in
     per_row += 2 * model.hidden  # each copy's output, for the weighted sum's backward
-    return rows * per_row + 2 * 4 * local * model.experts
+    return rows * per_row + router
 
 
 @dataclass(frozen=True)

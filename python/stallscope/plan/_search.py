@@ -69,6 +69,8 @@ class Space:
 
     micro_batches: Sequence[int] = (1, 2, 4, 8)
     recompute: Sequence[str] = RECOMPUTE
+    #: selective recompute's modules (Megatron-Core's --recompute-modules; empty: core_attn)
+    recompute_modules: Sequence[str] = ()
     sequence_parallel: Sequence[bool] = (False, True)
     zero: Sequence[int] = (0, 1, 2, 3)
     interleave: Sequence[int] = (1, 2, 4)
@@ -127,8 +129,13 @@ def candidates(
     max_tp = space.max_tp or gpn
     splits = [(n, SPLITS[n]) for n in space.pipeline_split if n != UNEVEN]
     uneven = UNEVEN in space.pipeline_split
-    # with flash attention, selective recompute has nothing to recompute: the same as none
-    rcs = [r for r in space.recompute if not (model.flash_attention and r == "selective")]
+    # with flash attention, selective recompute of the attention core alone has nothing to
+    # recompute: the same as none
+    core_only = set(space.recompute_modules) <= {"core_attn"}
+    rcs = [
+        r for r in space.recompute if not (model.flash_attention and r == "selective" and core_only)
+    ]
+    modules = tuple(space.recompute_modules)
     for tp in divisors(gpus):
         if tp > max_tp or model.heads % tp or model.kv_heads % tp:
             continue
@@ -179,6 +186,7 @@ def candidates(
                                     embedding_as_layer=e, loss_as_layer=lo, ep=ep, etp=etp,
                                     moe_load=min(space.moe_load, ep),
                                     first_stage_layers=first, last_stage_layers=last,
+                                    recompute_modules=modules if rc == "selective" else (),
                                 )  # fmt: skip
 
 
@@ -333,7 +341,7 @@ def _row(model: Model, system: Cluster, s: Strategy, mem: Memory, step_ns: int) 
         **experts,
         "micro_batch": s.micro_batch,
         "micro_batches": s.micro_batches,
-        "recompute": s.recompute,
+        "recompute": s.recompute + (f"({'+'.join(mods)})" if (mods := s.recompute_modules) else ""),
         "sequence_parallel": s.sequence_parallel,
         "zero": s.zero,
         "interleave": s.interleave,
@@ -355,7 +363,7 @@ def _strategy(row: dict[str, Any], stack: str | Stack = DEFAULT_STACK) -> Strate
         dp=row["dp"],
         micro_batch=row["micro_batch"],
         global_batch=row["global_batch"],
-        recompute=row["recompute"],
+        **_recompute_of(row["recompute"]),
         sequence_parallel=row["sequence_parallel"],
         zero=row["zero"],
         interleave=row["interleave"],
@@ -367,6 +375,15 @@ def _strategy(row: dict[str, Any], stack: str | Stack = DEFAULT_STACK) -> Strate
         etp=row.get("etp", 0),
         moe_load=row.get("moe_load", 1.0),
     )
+
+
+def _recompute_of(text: str) -> dict[str, Any]:
+    """The Strategy fields of a table's recompute column ("selective(layernorm+moe_act)")."""
+    name, _, mods = text.partition("(")
+    return {
+        "recompute": name,
+        "recompute_modules": tuple(m for m in mods.strip(")").split("+") if m),
+    }
 
 
 def best_strategy(result: SearchResult) -> Strategy:

@@ -25,6 +25,17 @@ from stallscope.plan._pipeline_split import check_as_layers, check_uneven, uneve
 from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack
 
 RECOMPUTE: Final = ("none", "selective", "full")
+#: Megatron-Core's ``--recompute-modules`` under selective recompute (its default: core_attn),
+#: and what each drops from the activations kept for the backward and recomputes there
+RECOMPUTE_MODULES: Final = {
+    "core_attn": "the attention core (the s x s scores of unfused attention)",
+    "layernorm": "the norms' outputs (the QKV and FFN inputs)",
+    "mla_up_proj": "latent attention's up-projections (Q, K and V)",
+    "mlp": "a dense FFN's inside (its activation's input and output)",
+    "moe_act": "the routed experts' activation output",
+    "moe": "the routed experts and their token dispatch",
+    "shared_experts": "the shared experts' inside",
+}
 PRECISIONS: Final = ("bf16", "fp16", "fp8")
 ZERO_STAGES: Final = (0, 1, 2, 3)
 
@@ -65,6 +76,17 @@ class Strategy:
     #: routed token copies of the busiest expert-parallel GPU over the mean (1: balanced
     #: routing, as the published MoE benchmarks force it); every GPU waits for that one
     moe_load: float = 1.0
+    #: with selective recompute, Megatron-Core's --recompute-modules (RECOMPUTE_MODULES;
+    #: empty: its default, core_attn)
+    recompute_modules: tuple[str, ...] = ()
+
+    @property
+    def recomputed(self) -> frozenset[str]:
+        """The modules recomputed in the backward (none unless selective; full recompute
+        repeats the whole layer)."""
+        if self.recompute != "selective":
+            return frozenset()
+        return frozenset(self.recompute_modules or ("core_attn",))
 
     @property
     def uneven(self) -> bool:
@@ -138,7 +160,8 @@ class Strategy:
             parts.insert(parts.index(f"dp{self.dp}") + 1, f"ep{self.ep}")
         if self.moe_load != 1.0:
             parts.insert(parts.index(f"mb{self.micro_batch}"), f"load{self.moe_load:g}")
-        parts.append(f"rc-{self.recompute}")
+        mods = f"({'+'.join(self.recompute_modules)})" if self.recompute_modules else ""
+        parts.append(f"rc-{self.recompute}{mods}")
         if self.sequence_parallel:
             parts.append("sp")
         parts.append(f"z{self.zero}")
@@ -229,6 +252,37 @@ def _check_moe(model: Model, s: Strategy) -> None:
         )
 
 
+def _check_recompute_modules(model: Model, s: Strategy) -> None:
+    mods = s.recompute_modules
+    if not mods:
+        return
+    if s.recompute != "selective":
+        raise PlanError(
+            f"recompute modules {listed(list(mods))} are selective recompute's: set recompute "
+            f"to selective, or drop them (recompute {s.recompute!r})"
+        )
+    bad = [m for m in mods if m not in RECOMPUTE_MODULES]
+    if bad:
+        raise PlanError(
+            f"recompute module {listed([repr(b) for b in bad])} is not one of Megatron-Core's "
+            f"{listed(list(RECOMPUTE_MODULES))}"
+        )
+    needs = {
+        "mla_up_proj": (model.mla, "latent attention"),
+        "moe_act": (model.moe, "routed experts"),
+        "moe": (model.moe, "routed experts"),
+        "shared_experts": (bool(model.shared_ffn_hidden), "shared experts"),
+        "mlp": (not model.moe or bool(model.dense_layers), "dense FFN layer"),
+    }
+    for m in mods:
+        has, what = needs.get(m, (True, ""))
+        if not has:
+            raise PlanError(
+                f"recompute module {m!r} recomputes {RECOMPUTE_MODULES[m]}, but "
+                f"{model.name!r} has no {what}: drop it"
+            )
+
+
 def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
     """Raise PlanError naming the first rule ``s`` breaks for ``model`` (and ``gpus``), with
     the nearest valid choices."""
@@ -240,6 +294,7 @@ def check(model: Model, s: Strategy, gpus: int | None = None) -> None:
         raise PlanError(f"etp must be a positive integer (or 0 for tp), got {s.etp!r}")
     if s.recompute not in RECOMPUTE:
         raise PlanError(f"recompute {s.recompute!r} is not one of {listed(RECOMPUTE)}")
+    _check_recompute_modules(model, s)
     s.software  # noqa: B018 (an unknown stack raises PlanError naming the presets)
     if s.precision not in PRECISIONS:
         raise PlanError(f"precision {s.precision!r} is not one of {listed(PRECISIONS)}")
