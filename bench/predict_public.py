@@ -190,9 +190,12 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
         if v > 1 and (first is not None or last is not None):
             layout = end_chunk_layout(m.layers, pp, v, first, last)
             split = {"pipeline_layout": layout} if layout else split
+        if e.get("pipeline_layout"):  # the source's own layout (Megatron-Core's notation)
+            split = {"pipeline_layout": e["pipeline_layout"]}
         s = Strategy(
             tp, pp, dp, mb, e["global_batch"], rc, bool(sp) and tp > 1, z, v, e["precision"],
             cp=e.get("cp") or 1, stack=st, ep=e.get("ep") or 1, etp=e.get("etp") or 0,
+            recompute_modules=tuple(e.get("recompute_modules") or ()) if rc == "selective" else (),
             **split,
         )  # fmt: skip
         try:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from stallscope.plan import load_stack, model, stack_names, system
+from stallscope.plan._strategy import RECOMPUTE_MODULES
 from stallscope.predict import device
 from tests.unit.plan.conftest import (
     llm_foundry_flops_per_token,
@@ -31,6 +32,7 @@ OPTIONAL = {
     "params", "mfu_basis", "first_stage_layers", "last_stage_layers", "stage_layers_source",
     "inter_node_Gbps", "inter_node_source", "interleaved", "embedding_as_layer", "loss_as_layer",
     "dropout", "etp", "moe_dispatcher", "moe_flex_backend", "cuda_graphs", "not_counted",
+    "pipeline_layout", "recompute_modules",
 }  # fmt: skip
 RESULTS = {
     "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
@@ -71,6 +73,9 @@ def test_entry_schema(e: dict[str, Any]) -> None:
         assert system(e["system"]).gpu == e["gpu"]
     assert e["precision"] in ("fp16", "bf16", "fp8")
     assert e["recompute"] in ("none", "selective", "full", None)
+    if e.get("recompute_modules"):  # Megatron-Core's --recompute-modules, with selective only
+        assert e["recompute"] == "selective"
+        assert set(e["recompute_modules"]) <= set(RECOMPUTE_MODULES)
     assert e["sequence_parallel"] in (True, False, None)
     assert e["zero_stage"] in (0, 1, 2, 3, None)
     for k in ("tp", "pp", "cp", "ep", "dp", "gpus", "gpus_per_node", "global_batch", "seq_len"):
@@ -99,6 +104,14 @@ def test_entry_schema(e: dict[str, Any]) -> None:
         middle = e["pp"] - sum(n is not None for n in uneven)
         rest = m.layers - sum(n or 0 for n in uneven)
         assert middle > 0 and rest > 0 and rest % middle == 0
+        s = e["stage_layers_source"]
+        assert s["url"].startswith("https://") and DATE.match(s["date"]) and s["where"]
+    elif e.get("pipeline_layout"):  # the source's layout: every chunk's layers, sourced
+        from stallscope.plan._pipeline_layout import parse
+
+        chunks = parse(e["pipeline_layout"])
+        assert len(chunks) == e["pp"] * (vp or 1)
+        assert sum(c.count("t") for c in chunks) == m.layers
         s = e["stage_layers_source"]
         assert s["url"].startswith("https://") and DATE.match(s["date"]) and s["where"]
     elif e.get("embedding_as_layer") or e.get("loss_as_layer"):
