@@ -29,6 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from stallscope.analysis.stall._exposed import local_parts
+from stallscope.analysis.stall._table import comm_spans
 from stallscope.io._summary_files import DEVICE_COLUMNS, SummaryWriter
 from stallscope.io._summary_files import STALL_COLUMNS as _STALL
 
@@ -235,25 +236,14 @@ class Summarizer:
 
 def _in_flight(buf: pl.DataFrame, cut: int) -> pl.Series:
     """Per event of `buf`: whether it is a bucket, collective or p2p call of a thread's
-    communication in flight across `cut`: the union of the thread's comm events that touch
-    one another (the spans the stall table's wait for DDP's gradient all-reduces ends with,
-    analysis/stall/_table.py `_blocked`) that ends after the cut. A bucket that ended before
-    the cut starts a wait that does not, when a collective of its span runs on."""
-    comm = pl.col("kind").is_in(("collective", "p2p", "bucket")) & (
-        pl.col("end_ns") > pl.col("start_ns")
-    )
-    lane = pl.col("lane").fill_null(0)
-    t = (
-        buf.with_row_index("_i")
-        .filter(comm)
-        .select("_i", "rank", lane.alias("lane"), "start_ns", "end_ns")
-    )
+    communication in flight across `cut`: the span of the thread's touching comm events (the
+    spans the stall table's wait for DDP's gradient all-reduces ends with, `comm_spans`) that
+    ends after the cut. A bucket that ended before the cut starts a wait that does not, when
+    a collective of its span runs on."""
     out = np.zeros(buf.height, bool)
-    if t.height == 0:
-        return pl.Series(out)
-    t = t.sort("rank", "lane", "start_ns")
-    prev_end = pl.col("end_ns").cum_max().shift(1).over("rank", "lane")
-    t = t.with_columns(_g=(prev_end.is_null() | (prev_end < pl.col("start_ns"))).cum_sum())
-    late = t.group_by("_g").agg(_e=pl.col("end_ns").max()).filter(pl.col("_e") > cut)["_g"]
-    out[t.filter(pl.col("_g").is_in(late.implode()))["_i"].to_numpy()] = True
+    comm = buf.with_row_index("_i").filter(pl.col("kind").is_in(("collective", "p2p", "bucket")))
+    t = comm_spans(comm.select("_i", "rank", pl.col("lane").fill_null(0), "start_ns", "end_ns"))
+    if t.height:
+        late = t.group_by("_g").agg(_e=pl.col("end_ns").max()).filter(pl.col("_e") > cut)["_g"]
+        out[t.filter(pl.col("_g").is_in(late.implode()))["_i"].to_numpy()] = True
     return pl.Series(out)

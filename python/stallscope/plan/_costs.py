@@ -285,7 +285,7 @@ def model_flops(model: Model, micro_batch: int) -> float:
     logits and the multi-token prediction modules included, recompute excluded): the numerator
     of MFU."""
     tokens = micro_batch * model.seq_len
-    dense = model.layers - model.moe_layers if model.moe else 0  # dense layers among MoE ones
+    dense = len(model.dense_layers)  # dense layers among MoE ones
     h = model.hidden
     one = layer_flops(model, micro_batch)
     fwd = (model.layers - dense) * one + 2 * tokens * h * model.vocab

@@ -70,7 +70,9 @@ def mixes(shape: Shape) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
 
 def task_slots(shape: Shape, slot: np.ndarray, stage: np.ndarray, chunk: np.ndarray) -> np.ndarray:
     """Each task's slot in ``mixed_values``' columns: its slot in its chunk's (a once-per-step
-    task's: its stage's) mix group."""
+    task's: its stage's) mix group; ``slot`` itself when every layer is of one kind."""
+    if not shape.chunk_dense:
+        return slot
     per_chunk, per_stage, _ = mixes(shape)
     group = np.where(chunk >= 0, per_chunk[stage, np.maximum(chunk, 0)], per_stage[stage])
     out: np.ndarray = slot + len(SLOTS) * group

@@ -22,8 +22,9 @@ and the FFN activation's input stays 16-bit: NVIDIA/TransformerEngine@d0067d0d, 
 transformer_engine/pytorch/module/linear.py and layernorm_mlp.py). Selective recompute drops
 the s^2 term (``core_attn``), and with other modules (``Strategy.recompute_modules``) what
 each rebuilds: the norms' outputs, latent attention's Q, K and V, a dense FFN's or the shared
-experts' inside, the routed experts' activation output or all they keep but the router's; full recompute keeps only each layer's input (2sbh, / t with sequence
-parallelism) and holds one layer's activations while it recomputes. Multi-token prediction
+experts' inside, the routed experts' activation output or all they keep but the router's;
+full recompute keeps only each layer's input (2sbh, / t with sequence parallelism) and holds
+one layer's activations while it recomputes. Multi-token prediction
 modules sit with the loss on the last stage: their own weights (and a copy of the embedding when
 pp > 1), a layer's activations each per micro-batch held, and their own logits.
 
@@ -61,9 +62,9 @@ FRAGMENTATION = 0.05
 def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = None) -> float:
     """Activations one layer keeps for one micro-batch on one GPU, bytes."""
     rc = s.recompute if recompute is None else recompute
-    drop = s.recomputed if rc == s.recompute else frozenset()  # selective's modules
-    if rc == "selective" and rc != s.recompute:
-        drop = frozenset({"core_attn"})
+    # what selective recompute rebuilds: the strategy's modules, else Megatron-Core's default
+    default = frozenset({"core_attn"} if rc == "selective" else ())
+    drop = s.recomputed if rc == s.recompute else default
     sb = model.seq_len // s.cp * s.micro_batch  # the tokens of a sequence this GPU holds
     h, t = model.hidden, s.tp
     sp = t if s.sequence_parallel else 1
@@ -74,8 +75,7 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
     # the norms' outputs: the QKV input and the FFN-up input (the routed copies hold that,
     # unless shared experts read it too); layernorm recompute rebuilds both from their inputs
     qkv_in = 0 if "layernorm" in drop else gin
-    ffn_in = 0 if model.moe and not model.shared_ffn_hidden else gin
-    ffn_in = 0 if "layernorm" in drop else ffn_in
+    ffn_in = 0 if model.moe and not model.shared_ffn_hidden else qkv_in
     whole = (2 + qkv_in + mask + 2 + ffn_in + mask) * sb * h
     # latent attention: the compressed Q and K/V, their norms' inputs and the up-projections'
     whole += (2 + qkv_in) * sb * (model.q_lora_rank + model.kv_lora_rank)

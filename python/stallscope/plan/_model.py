@@ -365,12 +365,10 @@ class Model:
         """All weights: layers, input embedding, the output layer unless tied, the final norm,
         the multi-token prediction modules."""
         out = 0 if self.tied_embeddings else self.embedding_params()
-        dense = self.layers - self.moe_layers if self.moe else 0
-        body = (
-            self.moe_layers * self.layer_params() if self.moe else self.layers * self.layer_params()
-        )
-        body += dense * self.dense_model().layer_params()
-        body += self.mtp_layers * self.mtp_params()
+        dense = len(self.dense_layers)  # dense layers among MoE ones
+        body = (self.layers - dense) * self.layer_params() + self.mtp_layers * self.mtp_params()
+        if dense:
+            body += dense * self.dense_model().layer_params()
         return body + self.embedding_params() + out + 2 * self.hidden
 
     def to_dict(self) -> dict[str, Any]:

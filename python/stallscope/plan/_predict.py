@@ -157,6 +157,19 @@ def slot_array(c: Costs) -> np.ndarray:
     return np.array([v.get(n, 0.0) for n in SLOTS]) * 1e9
 
 
+def step_values(
+    model: Model, s: Strategy, system: Cluster, lay: Layout, shape: Shape
+) -> tuple[np.ndarray, Costs, Costs | None]:
+    """The slot values of ``shape``'s tasks in ns (``task_slots`` indexes them), the costs
+    of the model's layer and, with dense layers among the MoE ones, of a dense layer (whose
+    mix with the MoE layer's the values hold per chunk: ``_layer_mix``)."""
+    c = costs(model, s, system, lay)
+    if not shape.chunk_dense:
+        return slot_array(c), c, None
+    cd = costs(model.dense_model(), s, system, lay)
+    return mixed_values(shape, slot_array(c), slot_array(cd)), c, cd
+
+
 def _category(shape: Shape) -> list[str]:
     """What each slot's task counts as in the stall columns."""
     cat = dict.fromkeys(SLOTS, "compute")
@@ -224,18 +237,14 @@ def predict_strategy(model: Model, system: Cluster, s: Strategy) -> Prediction:
     """Simulate one configuration (checked first: bad input raises PlanError)."""
     check(model, s, None)
     lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp, s.ep, s.etp)
-    c = costs(model, s, system, lay)
     shape = shape_of(model, s, lay, detail=True)
     sch = native_schedule(shape)
     g = sch.graph
-    if shape.chunk_dense:  # dense layers among the MoE ones: each chunk at its mix
-        cd = costs(model.dense_model(), s, system, lay)
-        ext = mixed_values(shape, slot_array(c), slot_array(cd))
-        at = task_slots(shape, np.array(sch.slot), np.array(sch.stage), np.array(sch.chunk))
-        g.duration[:] = np.rint(ext[at] * np.array(sch.mult)).astype(np.int64).tolist()
-        c = blend_costs(c, cd, 1 - model.moe_layers / model.layers)
-    else:
-        g.duration[:] = sch.durations(slot_values(c))
+    values, c, cd = step_values(model, s, system, lay, shape)
+    at = task_slots(shape, np.array(sch.slot), np.array(sch.stage), np.array(sch.chunk))
+    g.duration[:] = np.rint(values[at] * np.array(sch.mult)).astype(np.int64).tolist()
+    if cd is not None:  # the breakdown's layer: the mean of the model's layers
+        c = blend_costs(c, cd, len(model.dense_layers) / model.layers)
     timeline = CompiledGraph.of(g).run()
     step = timeline.makespan
     stages = [

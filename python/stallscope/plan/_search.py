@@ -27,9 +27,9 @@ import numpy as np
 import polars as pl
 
 from stallscope.plan._cluster import Cluster
-from stallscope.plan._costs import costs, model_flops
+from stallscope.plan._costs import model_flops
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
-from stallscope.plan._layer_mix import mixed_values, task_slots
+from stallscope.plan._layer_mix import task_slots
 from stallscope.plan._layout import layout
 from stallscope.plan._memory import GIB, Memory, memory
 from stallscope.plan._model import Model
@@ -46,11 +46,11 @@ from stallscope.plan._predict import (
     native_graph,
     predict_strategy,
     shape_of,
-    slot_array,
+    step_values,
 )
 from stallscope.plan._schedule import Shape, in_flight_counts
 from stallscope.plan._stack import DEFAULT_STACK, Stack
-from stallscope.plan._strategy import RECOMPUTE, Strategy
+from stallscope.plan._strategy import RECOMPUTE, Strategy, recompute_fields
 from stallscope.predict._compiled import CompiledGraph
 
 #: Tokens per step of the default global batch: about what large models train with (GPT-3
@@ -256,11 +256,8 @@ def compiled_schedule(shape: Shape) -> tuple[CompiledGraph, np.ndarray, np.ndarr
         a["wait_ptr"],
         a["wait_idx"],
     )
-    slot = a["slot"]
-    if shape.chunk_dense:  # each task at its chunk's mix of layer kinds (_layer_mix)
-        stage = np.asarray(a["stream_class"])[a["stream"]]
-        slot = task_slots(shape, np.asarray(slot), stage, np.asarray(a["chunk"]))
-    return cg, slot, a["mult"]
+    stage = np.asarray(a["stream_class"])[a["stream"]]
+    return cg, task_slots(shape, a["slot"], stage, a["chunk"]), a["mult"]
 
 
 def search(
@@ -294,11 +291,7 @@ def search(
         fitting += 1
         lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp, s.ep, s.etp)
         shape = shape_of(model, s, lay, detail=False)
-        vals = slot_array(costs(model, s, system, lay))
-        if shape.chunk_dense:  # dense layers among the MoE ones (_layer_mix)
-            dense = slot_array(costs(model.dense_model(), s, system, lay))
-            vals = mixed_values(shape, vals, dense)
-        groups[shape].append((s, mem, vals))
+        groups[shape].append((s, mem, step_values(model, s, system, lay, shape)[0]))
     rows: list[dict[str, Any]] = []
     for shape, members in groups.items():
         cg, slot, mult = compiled_schedule(shape)
@@ -341,7 +334,7 @@ def _row(model: Model, system: Cluster, s: Strategy, mem: Memory, step_ns: int) 
         **experts,
         "micro_batch": s.micro_batch,
         "micro_batches": s.micro_batches,
-        "recompute": s.recompute + (f"({'+'.join(mods)})" if (mods := s.recompute_modules) else ""),
+        "recompute": s.recompute_name,
         "sequence_parallel": s.sequence_parallel,
         "zero": s.zero,
         "interleave": s.interleave,
@@ -363,7 +356,7 @@ def _strategy(row: dict[str, Any], stack: str | Stack = DEFAULT_STACK) -> Strate
         dp=row["dp"],
         micro_batch=row["micro_batch"],
         global_batch=row["global_batch"],
-        **_recompute_of(row["recompute"]),
+        **recompute_fields(row["recompute"]),
         sequence_parallel=row["sequence_parallel"],
         zero=row["zero"],
         interleave=row["interleave"],
@@ -375,15 +368,6 @@ def _strategy(row: dict[str, Any], stack: str | Stack = DEFAULT_STACK) -> Strate
         etp=row.get("etp", 0),
         moe_load=row.get("moe_load", 1.0),
     )
-
-
-def _recompute_of(text: str) -> dict[str, Any]:
-    """The Strategy fields of a table's recompute column ("selective(layernorm+moe_act)")."""
-    name, _, mods = text.partition("(")
-    return {
-        "recompute": name,
-        "recompute_modules": tuple(m for m in mods.strip(")").split("+") if m),
-    }
 
 
 def best_strategy(result: SearchResult) -> Strategy:

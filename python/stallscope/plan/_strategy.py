@@ -89,6 +89,13 @@ class Strategy:
         return frozenset(self.recompute_modules or ("core_attn",))
 
     @property
+    def recompute_name(self) -> str:
+        """``recompute`` with its modules, as tables and labels write it:
+        "selective(layernorm+moe_act)" (``recompute_fields`` reads it back)."""
+        mods = self.recompute_modules
+        return self.recompute + (f"({'+'.join(mods)})" if mods else "")
+
+    @property
     def uneven(self) -> bool:
         """Whether the stages' layer counts may differ: the first or last stage's count is
         given, the embedding or the loss takes a layer's place, or a layout gives them."""
@@ -160,8 +167,7 @@ class Strategy:
             parts.insert(parts.index(f"dp{self.dp}") + 1, f"ep{self.ep}")
         if self.moe_load != 1.0:
             parts.insert(parts.index(f"mb{self.micro_batch}"), f"load{self.moe_load:g}")
-        mods = f"({'+'.join(self.recompute_modules)})" if self.recompute_modules else ""
-        parts.append(f"rc-{self.recompute}{mods}")
+        parts.append(f"rc-{self.recompute_name}")
         if self.sequence_parallel:
             parts.append("sp")
         parts.append(f"z{self.zero}")
@@ -250,6 +256,15 @@ def _check_moe(model: Model, s: Strategy) -> None:
             "tensor parallelism with experts needs sequence parallelism (Megatron-Core's rule "
             "for MoE layers): add sequence parallel, or use tp 1"
         )
+
+
+def recompute_fields(name: str) -> dict[str, Any]:
+    """The Strategy fields of a ``Strategy.recompute_name``."""
+    recompute, _, mods = name.partition("(")
+    return {
+        "recompute": recompute,
+        "recompute_modules": tuple(m for m in mods.strip(")").split("+") if m),
+    }
 
 
 def _check_recompute_modules(model: Model, s: Strategy) -> None:

@@ -66,6 +66,23 @@ GPT3: dict[str, Any] = {
 }
 #: GPT-3's width at Llama 3.1 405B's depth (126 layers): the uneven pipeline splits' tests
 DEEP: dict[str, Any] = GPT3 | {"name": "gpt3-126", "layers": 126}
+#: A small MoE in the planner's keys: 8 layers of 16 experts of 1024 (2 per token), GQA, a
+#: gated FFN of 8192 for any dense layer (the shared-expert, dense-layer and MTP tests' base)
+SMALL_MOE: dict[str, Any] = {
+    "name": "small-moe",
+    "layers": 8,
+    "hidden": 2048,
+    "heads": 16,
+    "kv_heads": 4,
+    "ffn_hidden": 8192,
+    "gated_ffn": True,
+    "tied_embeddings": False,
+    "experts": 16,
+    "top_k": 2,
+    "moe_ffn_hidden": 1024,
+    "seq_len": 4096,
+    "vocab": 32000,
+}
 DGX_A100: dict[str, Any] = {
     "name": "dgx-a100-test",
     "gpu": "A100-80GB",

@@ -14,23 +14,10 @@ from stallscope.plan._layer_mix import chunk_dense_layers
 from stallscope.plan._memory import memory, stage_expert_params, stage_params
 from stallscope.plan._schedule import in_flight_counts
 from stallscope.plan._search import Space, search
+from tests.unit.plan.conftest import SMALL_MOE
 
 #: A small MoE in the planner's keys: 8 layers of 16 experts (2 per token), dense FFN 8192.
-MOE: dict[str, Any] = {
-    "name": "mix-test",
-    "layers": 8,
-    "hidden": 2048,
-    "heads": 16,
-    "kv_heads": 4,
-    "ffn_hidden": 8192,
-    "gated_ffn": True,
-    "tied_embeddings": False,
-    "experts": 16,
-    "top_k": 2,
-    "moe_ffn_hidden": 1024,
-    "seq_len": 4096,
-    "vocab": 32000,
-}
+MOE: dict[str, Any] = SMALL_MOE | {"name": "mix-test"}
 #: Hugging Face's way of saying the same with three dense layers first (DeepSeek, GLM-4.5)
 HF: dict[str, Any] = {
     "model_type": "deepseek_v3",

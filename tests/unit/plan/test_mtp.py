@@ -12,24 +12,10 @@ from stallscope.plan._costs import costs, layer_flops, model_flops
 from stallscope.plan._layer import gemm_fwd_bwd
 from stallscope.plan._memory import memory
 from stallscope.plan._schedule import in_flight_counts
+from tests.unit.plan.conftest import SMALL_MOE
 
 #: A small MoE with dense first layers, and the same with one MTP module
-MOE: dict[str, Any] = {
-    "name": "mtp-test",
-    "layers": 8,
-    "hidden": 2048,
-    "heads": 16,
-    "kv_heads": 4,
-    "ffn_hidden": 8192,
-    "gated_ffn": True,
-    "tied_embeddings": False,
-    "experts": 16,
-    "top_k": 2,
-    "moe_ffn_hidden": 1024,
-    "dense_layers": 1,
-    "seq_len": 4096,
-    "vocab": 32000,
-}
+MOE: dict[str, Any] = SMALL_MOE | {"name": "mtp-test", "dense_layers": 1}
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from stallscope.plan._layer import layer_cost
 from stallscope.plan._layout import layout
 from stallscope.plan._memory import layer_activation_bytes
 from stallscope.plan._strategy import check
+from tests.unit.plan.conftest import SMALL_MOE
 
 #: Qwen2-57B-A14B's Hugging Face config.json (Qwen/Qwen2-57B-A14B): 64 experts of width 2560,
 #: 8 per token, and a shared expert of width 20480 on every one of its 28 layers.
@@ -37,21 +38,7 @@ QWEN2_57B: dict[str, Any] = {
 }
 #: A small MoE in the planner's keys, with and without a shared expert of width W.
 W = 4096
-MOE: dict[str, Any] = {
-    "name": "moe-test",
-    "layers": 8,
-    "hidden": 2048,
-    "heads": 16,
-    "kv_heads": 4,
-    "ffn_hidden": 8192,
-    "gated_ffn": True,
-    "tied_embeddings": False,
-    "experts": 16,
-    "top_k": 2,
-    "moe_ffn_hidden": 1024,
-    "seq_len": 4096,
-    "vocab": 32000,
-}
+MOE: dict[str, Any] = SMALL_MOE | {"name": "moe-test"}
 SHARED = MOE | {"name": "shared-test", "shared_ffn_hidden": W}
 #: The same layers with one dense FFN of the shared experts' width
 DENSE = {k: v for k, v in MOE.items() if k not in ("experts", "top_k", "moe_ffn_hidden")} | {

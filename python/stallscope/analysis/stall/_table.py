@@ -62,7 +62,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import polars as pl
@@ -95,6 +95,21 @@ Array = np.ndarray[Any, Any]
 _COLL_KIND: Final = kind_mask(("collective", "p2p"))
 
 
+_Frame = TypeVar("_Frame", pl.DataFrame, pl.LazyFrame)
+
+
+def comm_spans(comm: _Frame) -> _Frame:
+    """The positive-length rows of ``comm`` (a thread's buckets, collectives and p2p calls:
+    rank, lane with nulls as 0, start_ns, end_ns) by thread and start, each with ``_g``: the
+    span of touching communication it belongs to (a new one where the thread's communication
+    so far ended before the row starts). The wait for DDP's gradient all-reduces ends with
+    the span that holds its start (`_blocked`)."""
+    prev_end = pl.col("end_ns").cum_max().shift(1).over("rank", "lane")
+    new = prev_end.is_null() | (prev_end < pl.col("start_ns"))
+    real = comm.filter(pl.col("end_ns") > pl.col("start_ns")).sort("rank", "lane", "start_ns")
+    return real.with_columns(_g=new.cum_sum())
+
+
 def _blocked(comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
     """CPU runs: when a thread is blocked on communication (rank, lane, start_ns, end_ns; may
     overlap): its synchronous collective / p2p calls (detail async not 1), and DDP's wait for
@@ -123,11 +138,8 @@ def _blocked(comm: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
     )
     ready = pl.concat([flagged, latest]).unique().sort("t")
     # The communication in flight per thread, merged into disjoint spans (touching ones merge).
-    real = c.filter(pl.col("end_ns") > pl.col("start_ns")).sort("rank", "lane", "start_ns")
-    prev_end = pl.col("end_ns").cum_max().shift(1).over("rank", "lane")
     spans = (
-        real.with_columns(_new=(prev_end.is_null() | (prev_end < pl.col("start_ns"))))
-        .with_columns(_g=pl.col("_new").cum_sum())
+        comm_spans(c)
         .group_by("_g")
         .agg(
             pl.col("rank", "lane").first(),
