@@ -121,7 +121,7 @@ def split_option(f: F) -> F:
         "--recompute-modules", "recompute_modules", default="", metavar="MODULES",
         help="Modules that selective recompute recomputes, comma-separated (Megatron-Core's "
         "--recompute-modules: core_attn, layernorm, mla_up_proj, mlp, moe_act, moe, "
-        "shared_experts; default core_attn).",
+        "shared_experts; or torchtitan's per-op policy, ops; default: the stack's).",
     )(f)  # fmt: skip
     f = click.option(
         "--moe-load", "moe_load", type=click.FloatRange(1.0), default=1.0, show_default=True,

@@ -40,7 +40,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--micro-batch", type=click.IntRange(1), default=1, show_default=True, help="Sequences per micro-batch."),
     click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step."),
     click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True),
-    click.option("--recompute-modules", default=None, metavar="MODULES", help="Selective recompute's modules, comma-separated (Megatron-Core's --recompute-modules: core_attn, layernorm, mla_up_proj, mlp, moe_act, moe, shared_experts); implies --recompute selective."),
+    click.option("--recompute-modules", default=None, metavar="MODULES", help="Selective recompute's modules, comma-separated (Megatron-Core's --recompute-modules: core_attn, layernorm, mla_up_proj, mlp, moe_act, moe, shared_experts; or torchtitan's per-op policy, ops; default: the stack's); implies --recompute selective."),
     click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism (tp > 1)."),
     click.option("--p2p-overlap", is_flag=True, help="Pipeline sends behind compute (Megatron's --overlap-p2p-communication); default: they block the sender."),
     click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage."),

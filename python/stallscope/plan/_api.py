@@ -89,7 +89,8 @@ def predict_model(
     sizes (etp None: tp, Megatron-Core's default); ``moe_load``: the busiest expert-parallel
     GPU's routed tokens over the mean (1: balanced routing). ``recompute_modules``: with
     ``recompute="selective"``, Megatron-Core's ``--recompute-modules`` (core_attn, layernorm,
-    mla_up_proj, mlp, moe_act, moe, shared_experts; default core_attn)."""
+    mla_up_proj, mlp, moe_act, moe, shared_experts) or torchtitan's per-op policy (ops);
+    default: the stack's (``Stack.selective_recompute``)."""
     _counts(ep=ep, etp=etp)
     _counts(
         nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp=dp, cp=cp,

@@ -178,10 +178,10 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
             system, coll, lpe * width, edp
         )
 
-    zero_ag = both("all_gather", st.fsdp_param_bytes) if z3 else 0.0
+    zero_ag = both("all_gather", s.fsdp_gather_bytes) if z3 else 0.0
     zero_rs = both("reduce_scatter", st.fsdp_reduce_bytes) if z3 else 0.0
     if s.zero >= 2:  # sharded gradients (FSDP): reduced and gathered at the stack's widths
-        g, wb = st.fsdp_reduce_bytes, st.fsdp_param_bytes
+        g, wb = st.fsdp_reduce_bytes, s.fsdp_gather_bytes
     dp_layer = 0.0 if s.zero == 3 else both(grad_coll, g)
     dp_embed = collective_s(system, grad_coll, ep * g, dp)
     tied = 0.0

@@ -109,4 +109,6 @@ def fp8_weight_casts(model: Model, s: Strategy, system: Cluster, micro_batches: 
         return 0.0
     per_step = micro_batches if st.fp8_recipe == "dynamic" else 1
     nbytes = cast_bytes(s, system) * gpu_layer_params(model, s)
+    if s.zero == 3 and s.fsdp_gather_bytes == 1:  # each GPU casts its shard, then gathers FP8
+        nbytes /= s.replicas
     return per_step * system.device.memory_s(nbytes, 4)

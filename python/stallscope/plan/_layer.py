@@ -42,6 +42,7 @@ from stallscope.plan._cluster import Cluster
 from stallscope.plan._fp8 import fp8_casts, mx_gemm_factor
 from stallscope.plan._gemm import efficiency_defaults
 from stallscope.plan._model import Model
+from stallscope.plan._recompute import ops_gemm_shares, ops_shared_share
 from stallscope.plan._strategy import Strategy, ffn_rows_width, fused_attention
 
 ACT_BYTES: Final = 2  # activations travel and are stored in 16 bit
@@ -195,6 +196,14 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
             "moe": fwd["gemm_fc1"] + fwd["gemm_fc2"] - shared_f + fwd["router"]
             + fwd["moe_permute"] + experts_act if moe else 0.0,
         }  # fmt: skip
+        if "ops" in s.recomputed:  # torchtitan's per-op policy (_recompute)
+            qkv_r, up_r, down_r = ops_gemm_shares(model)
+            pieces["ops"] = qkv_r * fwd["gemm_qkv"] + fwd["gemm_proj"] + fwd["elementwise"]
+            pieces["ops"] += fwd["fp8_cast"]
+            if moe:
+                pieces["ops"] += pieces["moe"] + ops_shared_share(model) * shared_f
+            else:
+                pieces["ops"] += up_r * fwd["gemm_fc1"] + down_r * fwd["gemm_fc2"]
         bwd["recompute"] = sum(pieces[m] for m in s.recomputed)
     fwd["recompute"] = 0.0
     gap = system.device.layer_factor - 1.0  # what a measured layer adds to the kernel sum

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from stallscope.plan._layer_mix import chunk_dense_layers
 from stallscope.plan._model import Model
 from stallscope.plan._pipeline_split import chunk_layers, stage_layers
+from stallscope.plan._recompute import ops_activation_bytes
 from stallscope.plan._schedule import layers_in_flight
 from stallscope.plan._strategy import (
     Strategy,
@@ -62,14 +63,16 @@ FRAGMENTATION = 0.05
 def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = None) -> float:
     """Activations one layer keeps for one micro-batch on one GPU, bytes."""
     rc = s.recompute if recompute is None else recompute
-    # what selective recompute rebuilds: the strategy's modules, else Megatron-Core's default
-    default = frozenset({"core_attn"} if rc == "selective" else ())
-    drop = s.recomputed if rc == s.recompute else default
+    # what selective recompute rebuilds: the strategy's modules, else the stack's default
+    default = s.software.selective_recompute.split("+") if rc == "selective" else ()
+    drop = s.recomputed if rc == s.recompute else frozenset(default)
     sb = model.seq_len // s.cp * s.micro_batch  # the tokens of a sequence this GPU holds
     h, t = model.hidden, s.tp
     sp = t if s.sequence_parallel else 1
     if rc == "full":
         return 2 * sb * h / sp
+    if "ops" in drop:  # torchtitan's per-op policy
+        return ops_activation_bytes(model, sb, t, sp)
     mask = 1 if model.dropout else 0
     gin = 1 if s.precision == "fp8" else 2  # bytes per value of a GEMM input kept for backward
     # the norms' outputs: the QKV input and the FFN-up input (the routed copies hold that,

@@ -48,9 +48,10 @@ from stallscope.plan._predict import (
     shape_of,
     step_values,
 )
+from stallscope.plan._recompute import RECOMPUTE
 from stallscope.plan._schedule import Shape, in_flight_counts
-from stallscope.plan._stack import DEFAULT_STACK, Stack
-from stallscope.plan._strategy import RECOMPUTE, Strategy, recompute_fields
+from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack
+from stallscope.plan._strategy import Strategy, recompute_fields
 from stallscope.predict._compiled import CompiledGraph
 
 #: Tokens per step of the default global batch: about what large models train with (GPT-3
@@ -131,7 +132,8 @@ def candidates(
     uneven = UNEVEN in space.pipeline_split
     # with flash attention, selective recompute of the attention core alone has nothing to
     # recompute: the same as none
-    core_only = set(space.recompute_modules) <= {"core_attn"}
+    default = load_stack(space.stack).selective_recompute.split("+")
+    core_only = set(space.recompute_modules or default) <= {"core_attn"}
     rcs = [
         r for r in space.recompute if not (model.flash_attention and r == "selective" and core_only)
     ]

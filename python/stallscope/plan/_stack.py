@@ -27,11 +27,16 @@ Fields:
   micro-batch) or ``mxfp8`` (Transformer Engine's MXFP8 block scaling on Blackwell: each input
   cast in both layouts, block-scaled GEMM kernels); ``_fp8`` times them.
 * ``fsdp_param_bytes``, ``fsdp_reduce_bytes``: bytes per parameter of ZeRO-3's all-gather and
-  of the gradient reduction (2 for 16 bit, 4 for fp32).
+  of the gradient reduction (2 for 16 bit, 4 for fp32; a gather of 1, FP8 weights, as torchao's
+  ``enable_fsdp_float8_all_gather``, applies to FP8 runs, each GPU casting its own shard before
+  the gather, and bf16 runs gather 16 bit).
 * ``fsdp_backward_prefetch``: when ZeRO-3 gathers a layer's weights for its backward: ``pre``
   (PyTorch FSDP's BACKWARD_PRE: before the backward of the layer after it, so the gather runs
   beside that compute) or ``post`` (BACKWARD_POST: once that layer's gradients are computed, so
   the backward waits for each gather).
+* ``selective_recompute``: what selective recompute rebuilds where a configuration names no
+  modules (``Strategy.recompute_modules``), "+"-joined: Megatron-Core's default ``core_attn``;
+  torchtitan's per-op policy ``ops`` (``selective_ac_option = "op"``).
 * ``ep_overlap``: a mixture of experts' all-to-alls behind another micro-batch's compute
   (Megatron-Core's ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``: the
   forward of one micro-batch and the backward of another run interleaved, each one's
@@ -50,6 +55,7 @@ from typing import Any, Final
 import polars as pl
 
 from stallscope.plan._errors import PlanError, listed, nearest_names
+from stallscope.plan._recompute import RECOMPUTE_MODULES, WHOLE_POLICIES
 
 ATTENTION: Final = ("unfused", "flash2", "flash3", "cudnn", "flash-triton", "sdpa", "auto")
 FP8_RECIPES: Final = ("delayed", "current", "dynamic", "mxfp8")
@@ -74,6 +80,7 @@ class Stack:
     fsdp_reduce_bytes: int = 2
     fsdp_backward_prefetch: str = "pre"
     ep_overlap: bool = False
+    selective_recompute: str = "core_attn"
     about: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,9 +114,28 @@ def _check(st: Stack, where: str) -> Stack:
             f"{where}: fsdp_backward_prefetch {st.fsdp_backward_prefetch!r} is not one of "
             f"{listed(BACKWARD_PREFETCH)}"
         )
-    for k in ("fsdp_param_bytes", "fsdp_reduce_bytes"):
-        if getattr(st, k) not in (2, 4):
-            raise PlanError(f"{where}: {k} must be 2 (16 bit) or 4 (fp32), got {getattr(st, k)!r}")
+    mods = str(st.selective_recompute).split("+")
+    bad = [m for m in mods if m not in RECOMPUTE_MODULES]
+    if bad:
+        raise PlanError(
+            f"{where}: selective_recompute {st.selective_recompute!r} names "
+            f"{listed([repr(b) for b in bad])}: give modules of {listed(list(RECOMPUTE_MODULES))}"
+            ' joined by "+"'
+        )
+    if len(mods) > 1 and WHOLE_POLICIES & set(mods):
+        raise PlanError(
+            f"{where}: selective_recompute {st.selective_recompute!r}: 'ops' stands alone"
+        )
+    if st.fsdp_param_bytes not in (1, 2, 4):
+        raise PlanError(
+            f"{where}: fsdp_param_bytes must be 1 (FP8 weights gathered), 2 (16 bit) or 4 "
+            f"(fp32), got {st.fsdp_param_bytes!r}"
+        )
+    if st.fsdp_reduce_bytes not in (2, 4):
+        raise PlanError(
+            f"{where}: fsdp_reduce_bytes must be 2 (16 bit) or 4 (fp32), got "
+            f"{st.fsdp_reduce_bytes!r}"
+        )
     for k in (
         "dp_overlap", "param_gather_overlap", "tp_overlap", "p2p_overlap", "fp8_params",
         "ep_overlap",

@@ -22,20 +22,9 @@ from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
 from stallscope.plan._model import Model
 from stallscope.plan._pipeline_layout import check_layout
 from stallscope.plan._pipeline_split import check_as_layers, check_uneven, uneven_split
+from stallscope.plan._recompute import RECOMPUTE, RECOMPUTE_MODULES, WHOLE_POLICIES
 from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack
 
-RECOMPUTE: Final = ("none", "selective", "full")
-#: Megatron-Core's ``--recompute-modules`` under selective recompute (its default: core_attn),
-#: and what each drops from the activations kept for the backward and recomputes there
-RECOMPUTE_MODULES: Final = {
-    "core_attn": "the attention core (the s x s scores of unfused attention)",
-    "layernorm": "the norms' outputs (the QKV and FFN inputs)",
-    "mla_up_proj": "latent attention's up-projections (Q, K and V)",
-    "mlp": "a dense FFN's inside (its activation's input and output)",
-    "moe_act": "the routed experts' activation output",
-    "moe": "the routed experts and their token dispatch",
-    "shared_experts": "the shared experts' inside",
-}
 PRECISIONS: Final = ("bf16", "fp16", "fp8")
 ZERO_STAGES: Final = (0, 1, 2, 3)
 
@@ -76,8 +65,8 @@ class Strategy:
     #: routed token copies of the busiest expert-parallel GPU over the mean (1: balanced
     #: routing, as the published MoE benchmarks force it); every GPU waits for that one
     moe_load: float = 1.0
-    #: with selective recompute, Megatron-Core's --recompute-modules (RECOMPUTE_MODULES;
-    #: empty: its default, core_attn)
+    #: with selective recompute, the modules it rebuilds (RECOMPUTE_MODULES: Megatron-Core's
+    #: --recompute-modules, torchtitan's per-op policy "ops"; empty: the stack's default)
     recompute_modules: tuple[str, ...] = ()
 
     @property
@@ -86,7 +75,7 @@ class Strategy:
         repeats the whole layer)."""
         if self.recompute != "selective":
             return frozenset()
-        return frozenset(self.recompute_modules or ("core_attn",))
+        return frozenset(self.recompute_modules or self.software.selective_recompute.split("+"))
 
     @property
     def recompute_name(self) -> str:
@@ -116,6 +105,12 @@ class Strategy:
     def software(self) -> Stack:
         """The Stack this configuration runs on."""
         return load_stack(self.stack)
+
+    @property
+    def fsdp_gather_bytes(self) -> int:
+        """Bytes per parameter of ZeRO-3's weight gather: the stack's, FP8 only in FP8 runs."""
+        width = self.software.fsdp_param_bytes
+        return 2 if width == 1 and self.precision != "fp8" else width
 
     @property
     def overlaps_p2p(self) -> bool:
@@ -279,8 +274,14 @@ def _check_recompute_modules(model: Model, s: Strategy) -> None:
     bad = [m for m in mods if m not in RECOMPUTE_MODULES]
     if bad:
         raise PlanError(
-            f"recompute module {listed([repr(b) for b in bad])} is not one of Megatron-Core's "
+            f"recompute module {listed([repr(b) for b in bad])} is not one of "
             f"{listed(list(RECOMPUTE_MODULES))}"
+        )
+    whole = [m for m in mods if m in WHOLE_POLICIES]
+    if whole and len(mods) > 1:
+        raise PlanError(
+            f"recompute module {whole[0]!r} is a whole policy ({RECOMPUTE_MODULES[whole[0]]}): "
+            f"give it alone, or drop it for {listed([m for m in mods if m not in whole])}"
         )
     needs = {
         "mla_up_proj": (model.mla, "latent attention"),

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from stallscope.plan import load_stack, model, stack_names, system
-from stallscope.plan._strategy import RECOMPUTE_MODULES
+from stallscope.plan._recompute import RECOMPUTE_MODULES
 from stallscope.predict import device
 from tests.unit.plan.conftest import (
     llm_foundry_flops_per_token,

@@ -67,7 +67,7 @@ def test_which_modules_are_recomputed() -> None:
     ("s", "words"),
     [
         (BASE.with_(recompute_modules=("layernorm",)), "set recompute to selective"),
-        (_sel("attention"), "'attention' is not one of Megatron-Core's"),
+        (_sel("attention"), "'attention' is not one of core_attn"),
         (_sel("moe_act"), "has no routed experts"),
         (_sel("mla_up_proj"), "has no latent attention"),
         (_sel("shared_experts"), "has no shared experts"),
