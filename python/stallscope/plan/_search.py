@@ -59,6 +59,31 @@ from stallscope.predict._compiled import CompiledGraph
 DEFAULT_BATCH_TOKENS = 4 * 1024 * 1024
 
 
+def no_fit(
+    model: Model, system: Cluster, gpus: int, batch: int, tried: int, s: Strategy, mem: Memory
+) -> str:
+    """Why a search found nothing that fits: the smallest configuration tried, by how much it
+    misses and what holds the most, and what to change."""
+    parts = {
+        "weights": mem.weights, "gradients": mem.gradients, "optimizer": mem.optimizer,
+        "activations": mem.activations, "logits": mem.logits,
+    }  # fmt: skip
+    big = max(parts, key=lambda k: parts[k])
+    shorter = (
+        f", shorter sequences (seq_len, --seq-len: {model.seq_len:,} now)"
+        if model.seq_len > 8192
+        else ""
+    )
+    return (
+        f"no configuration of {model.name!r} fits on {gpus} x {system.device.name} "
+        f"({system.device.hbm_GB:g} GB each) with a global batch of {batch} x "
+        f"{model.seq_len:,} tokens among {tried} tried: the smallest, {s.label()}, needs "
+        f"{mem.total / GIB:.1f} GiB per GPU, {(mem.total - mem.capacity) / GIB:.1f} GiB over "
+        f"(most of it {big}: {parts[big] / GIB:.1f} GiB); add GPUs, a GPU with more memory, a "
+        f"smaller batch{shorter}"
+    )
+
+
 def default_global_batch(model: Model) -> int:
     """Sequences per step: about DEFAULT_BATCH_TOKENS, a power of two."""
     return 1 << max(0, round(math.log2(DEFAULT_BATCH_TOKENS / model.seq_len)))
@@ -70,7 +95,7 @@ class Space:
 
     micro_batches: Sequence[int] = (1, 2, 4, 8)
     recompute: Sequence[str] = RECOMPUTE
-    #: selective recompute's modules (Megatron-Core's --recompute-modules; empty: core_attn)
+    #: selective recompute's modules (RECOMPUTE_MODULES; empty: the stack's default)
     recompute_modules: Sequence[str] = ()
     sequence_parallel: Sequence[bool] = (False, True)
     zero: Sequence[int] = (0, 1, 2, 3)
@@ -285,10 +310,13 @@ def search(
     cap = system.device.hbm_GB * GIB
     groups: dict[Shape, list[tuple[Strategy, Memory, np.ndarray]]] = defaultdict(list)
     enumerated = fitting = 0
+    closest: tuple[Strategy, Memory] | None = None  # the smallest that does not fit
     for s in candidates(model, gpus, batch, space, system.gpus_per_node):
         enumerated += 1
         mem = memory(model, s, cap, in_flight_counts(s.pp, s.micro_batches, s.interleave))
         if not mem.fits:
+            if closest is None or mem.total < closest[1].total:
+                closest = (s, mem)
             continue
         fitting += 1
         lay = layout(s.tp, s.pp, s.dp, system.gpus_per_node, s.cp, s.ep, s.etp)
@@ -304,11 +332,8 @@ def search(
     if not enumerated:
         raise PlanError(no_split(model, gpus, batch, space, system.gpus_per_node))
     if not rows:
-        raise PlanError(
-            f"no configuration of {model.name!r} fits on {gpus} x {system.device.name} "
-            f"({system.device.hbm_GB:g} GB each) with a global batch of {batch} among "
-            f"{enumerated} tried: add GPUs, a GPU with more memory, or a smaller batch"
-        )
+        assert closest is not None  # enumerated, none fits
+        raise PlanError(no_fit(model, system, gpus, batch, enumerated, *closest))
     table = pl.DataFrame(rows).sort("step_s", "memory_GiB").with_row_index("rank", offset=1)
     best = [
         predict_strategy(model, system, _strategy(r, space.stack))

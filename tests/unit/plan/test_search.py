@@ -56,8 +56,26 @@ def test_a_model_that_fits_one_gpu_trains_data_parallel(small: Model) -> None:
 
 def test_what_does_not_fit_is_left_out_and_nothing_fitting_is_an_error(gpt3: Model) -> None:
     tiny = load_system(DGX_A100 | {"hbm_GB": 16})
-    with pytest.raises(PlanError, match="no configuration of 'gpt3-175b' fits on 8"):
+    with pytest.raises(PlanError, match="no configuration of 'gpt3-175b' fits on 8") as err:
         search(gpt3, tiny, 8, global_batch=8)
+    # the smallest configuration tried, by how much it misses and what holds the most
+    words = str(err.value)
+    assert "8 x 2,048 tokens" in words and "the smallest, tp" in words
+    over = float(words.split("GiB over")[0].rsplit(", ", 1)[1])
+    assert over > 0 and "most of it optimizer" in words
+    assert "shorter sequences" not in words  # 2,048 tokens: not the lever
+    long = load_model(
+        {
+            "name": "long",
+            "layers": 8,
+            "hidden": 4096,
+            "heads": 32,
+            "seq_len": 131072,
+            "vocab": 32000,
+        }
+    )
+    with pytest.raises(PlanError, match=r"shorter sequences \(seq_len, --seq-len: 131,072 now\)"):
+        search(long, tiny, 8, global_batch=64, space=Space(recompute=("none",)))
     with pytest.raises(
         PlanError, match=r"do not fill whole nodes of 8: use a multiple, e\.g\. 8 or 16"
     ):
