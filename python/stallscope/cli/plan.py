@@ -157,7 +157,26 @@ def plan_errors() -> Iterator[None]:
         raise click.ClickException(str(e)) from None
 
 
+EFFICIENCY_TABLE_HELP = (
+    "Calibrate the GPU with a measured table (bench/gpu_device_model.py's JSON) or a PyTorch "
+    "profiler trace of your job on it, recorded with record_shapes=True (JSON or .json.gz): "
+    "its GEMM, attention and copy times replace the built-in efficiencies."
+)
+efficiency_table_option = click.option(
+    "--efficiency-table", "efficiency_table", type=click.Path(exists=True, dir_okay=False,
+    path_type=Path), default=None, help=EFFICIENCY_TABLE_HELP,
+)  # fmt: skip
+
+
+def system_arg(system: str, efficiency_table: Path | None) -> Any:
+    """The Cluster of ``--system``, its GPU calibrated by ``--efficiency-table`` when given."""
+    from stallscope.plan import load_system
+
+    return load_system(system, efficiency_table=efficiency_table)
+
+
 def model_system_options(f: F) -> F:
+    f = efficiency_table_option(f)
     f = click.option("--seq-len", type=click.IntRange(1), default=None, help=SEQ_LEN_HELP)(f)
     f = click.option("--system", "system", required=True, help=SYSTEM_HELP)(f)
     return click.option("--model", "model", required=True, help=MODEL_HELP)(f)
@@ -215,6 +234,7 @@ def plan(
     model: str,
     system: str,
     seq_len: int | None,
+    efficiency_table: Path | None,
     gpus: int,
     global_batch: int | None,
     top: int,
@@ -232,12 +252,11 @@ def plan(
     parallel, ZeRO stage, interleave, pipeline split) of a training job that fits in memory, by predicted step
     time."""
     from stallscope.cli.render import print_frame
-    from stallscope.plan import load_system
     from stallscope.plan._accuracy import accuracy
     from stallscope.plan._search import Space, search
 
     with plan_errors():
-        m, s = model_arg(model, seq_len), load_system(system)
+        m, s = model_arg(model, seq_len), system_arg(system, efficiency_table)
         sw = stack_arg(stack, fp8_recipe, precision)
         space = Space(
             precision=precision, stack=sw, pipeline_split=split_arg(pipeline_split),
@@ -334,6 +353,7 @@ def whatif(
     model: str,
     system: str,
     seq_len: int | None,
+    efficiency_table: Path | None,
     gpus: int,
     global_batch: int | None,
     precision: str,
@@ -350,14 +370,13 @@ def whatif(
 ) -> None:
     """The best configuration's step time when one figure of the cluster is scaled."""
     from stallscope.cli.render import print_frame
-    from stallscope.plan import load_system
     from stallscope.plan._plot import plot_whatif
     from stallscope.plan._search import Space
     from stallscope.plan._whatif import parse_knob, whatif_table
 
     with plan_errors():
         parsed = dict(parse_knob(k) for k in knobs) or None
-        m, s = model_arg(model, seq_len), load_system(system)
+        m, s = model_arg(model, seq_len), system_arg(system, efficiency_table)
         space = Space(
             precision=precision, stack=stack_arg(stack, fp8_recipe, precision), pipeline_split=split_arg(pipeline_split),
             context_parallel=cp_arg(cp), expert_tp=etp_arg(etp), moe_load=moe_load,

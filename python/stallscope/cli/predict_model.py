@@ -17,10 +17,12 @@ from stallscope.cli.plan import (
     STACK_HELP,
     SYSTEM_HELP,
     _write_json,
+    efficiency_table_option,
     fp8_recipe_option,
     model_arg,
     plan_errors,
     stack_arg,
+    system_arg,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,6 +31,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--model", "model", default=None, help=MODEL_HELP),
     click.option("--system", "system", default=None, help=SYSTEM_HELP),
     click.option("--seq-len", type=click.IntRange(1), default=None, help=SEQ_LEN_HELP),
+    efficiency_table_option,
     click.option("--gpus-per-node", type=click.IntRange(1), default=None, help="GPUs used per node (default: the system's)."),
     click.option("--tp", type=click.IntRange(1), default=1, show_default=True, help="Tensor-parallel size."),
     click.option("--pp", type=click.IntRange(1), default=1, show_default=True, help="Pipeline stages."),
@@ -67,6 +70,7 @@ def run_model_mode(
     model: str | None,
     system: str | None,
     seq_len: int | None,
+    efficiency_table: Path | None,
     nodes: int | None,
     gpus_per_node: int | None,
     tp: int,
@@ -117,7 +121,7 @@ def run_model_mode(
         recompute = "selective"  # the modules are selective recompute's
     with plan_errors():
         p = predict_model(
-            model_arg(model, seq_len), system, nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, dp=dp,
+            model_arg(model, seq_len), system_arg(system, efficiency_table), nodes=nodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, dp=dp,
             micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
             sequence_parallel=sequence_parallel, p2p_overlap=p2p_overlap, zero=zero,
             interleave=interleave, first_stage_layers=first_stage_layers,

@@ -458,14 +458,24 @@ def _mamf_scales(src: DeviceModel, dev: DeviceModel) -> dict[str, float]:
 
 
 def _read_table(table: Any, where: str) -> Any:
-    if isinstance(table, (dict, list)):
+    """A measured table's rows: a dict or list as given, a JSON file, or a PyTorch profiler
+    trace (JSON or gzip) turned into rows (``_trace_table``)."""
+    from stallscope.plan._trace_table import is_trace, read_trace, table_from_trace
+
+    if isinstance(table, dict):
+        return table_from_trace(table, "(given)") if is_trace(table) else table
+    if isinstance(table, list):
         return table
+    path = Path(table)
+    if path.suffix == ".gz" or path.name.endswith(".pt.trace.json"):
+        return table_from_trace(read_trace(path), path.name)
     import json
 
     try:
-        return json.loads(Path(table).read_text())
+        doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise PlanError(f"{where}: efficiency table {table} is not readable JSON ({e})") from None
+    return table_from_trace(doc, path.name) if is_trace(doc) else doc
 
 
 def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
@@ -529,23 +539,42 @@ def _intra_fractions(gpu: str) -> tuple[float, float]:
     return float(entry["value"]), float(entry["value"])
 
 
-def load_system(source: Cluster | Mapping[str, Any] | str | Path) -> Cluster:
-    """A Cluster from a Cluster, a dict, a JSON file's path or a preset's name."""
+def load_system(
+    source: Cluster | Mapping[str, Any] | str | Path, efficiency_table: Any = None
+) -> Cluster:
+    """A Cluster from a Cluster, a dict, a JSON file's path or a preset's name;
+    ``efficiency_table`` (a measured table or a PyTorch profiler trace: a path or its JSON)
+    calibrates its GPU in place of the system's own table."""
     if isinstance(source, Cluster):
+        if efficiency_table is not None:
+            raise PlanError(
+                "an efficiency table calibrates a system given by name, file or dict, not a "
+                "built Cluster: pass the system's name or its dict"
+            )
         return source
     if isinstance(source, Mapping):
-        return system_from_dict(source)
-    path = Path(source)
-    if path.suffix == ".json" or path.exists():
+        doc, name = dict(source), "custom"
+    elif (path := Path(source)).suffix == ".json" or path.exists():
         from stallscope.plan._model import _read_json
 
-        return system_from_dict(_read_json(path, "system"), name=path.stem)
-    return cluster_of_preset(str(source))
+        doc, name = dict(_read_json(path, "system")), path.stem
+    elif efficiency_table is None:
+        return cluster_of_preset(str(source))
+    else:
+        doc, name = preset_doc(str(source)), str(source)
+    if efficiency_table is not None:
+        doc["efficiency_table"] = efficiency_table
+    return system_from_dict(doc, name=name)
 
 
 def cluster_of_preset(name: str) -> Cluster:
     """The Cluster of a system preset (``stallscope.plan.system(name)``: a DGX, a Selene node, a
     cloud instance, with its sources)."""
+    return system_from_dict(preset_doc(name))
+
+
+def preset_doc(name: str) -> dict[str, Any]:
+    """A system preset as a system file's keys."""
     from stallscope.plan._systems import system
     from stallscope.predict import CatalogError
 
@@ -555,15 +584,13 @@ def cluster_of_preset(name: str) -> Cluster:
         raise PlanError(f"{e}; or give a system JSON file") from None
     from stallscope.predict import link
 
-    return system_from_dict(
-        {
-            "name": p.name,
-            "gpu": p.gpu,
-            "gpus_per_node": p.gpus_per_node,
-            "intra_node_GBps": p.intra_node_bytes_per_s / 1e9,
-            "inter_node_Gbps": p.inter_node_bytes_per_s * 8 / 1e9,
-            # the per-step latencies NCCL's tuner assumes for the preset's links (links.json)
-            "intra_node_latency_us": link(p.intra_node_link).latency_us,
-            "inter_node_latency_us": link(p.inter_node_link).latency_us,
-        }
-    )
+    return {
+        "name": p.name,
+        "gpu": p.gpu,
+        "gpus_per_node": p.gpus_per_node,
+        "intra_node_GBps": p.intra_node_bytes_per_s / 1e9,
+        "inter_node_Gbps": p.inter_node_bytes_per_s * 8 / 1e9,
+        # the per-step latencies NCCL's tuner assumes for the preset's links (links.json)
+        "intra_node_latency_us": link(p.intra_node_link).latency_us,
+        "inter_node_latency_us": link(p.inter_node_link).latency_us,
+    }

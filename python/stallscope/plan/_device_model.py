@@ -210,12 +210,15 @@ class DeviceModel:
                 dev = replace(dev, attn_fwd_fraction=fwd[len(fwd) // 2])
             if bwd:
                 dev = replace(dev, attn_bwd_fraction=bwd[len(bwd) // 2])
-            torch = table.get("versions", {}).get("torch") if isinstance(table, Mapping) else None
-            kernel = sdpa_kernel(torch, self.name)
+            doc = table if isinstance(table, Mapping) else {}
+            torch = doc.get("versions", {}).get("torch")
+            # a profiler trace names the kernel that ran; a benchmark table its PyTorch version
+            kernel = str(doc.get("attention_kernel") or sdpa_kernel(torch, self.name))
             dev = replace(dev, attention_measured=kernel, attention_curves=curves(attn))
             basis["attention"] = (
-                f"{len(attn)} measured attention rows of {source} (PyTorch {torch}: {kernel}) "
-                "by head dimension and sequence length; their median where a row lacks them"
+                f"{len(attn)} measured attention rows of {source} (PyTorch {torch or '?'}: "
+                f"{kernel}) by head dimension and sequence length; their median where a row "
+                "lacks them"
             )
         hot = table.get("sustained") if isinstance(table, Mapping) else None
         if hot is not None:
