@@ -38,6 +38,11 @@ Entries on a GPU whose dense peak is not published, and entries no configuration
 can express, are reported with the reason and not counted. The result gives the error per
 source and per GPU.
 
+Memory (``memory`` in the result): where a source publishes the memory per GPU (torchtitan's
+benchmarks: the peak PyTorch's caching allocator reserved) and states the configuration whole,
+the planner's memory per GPU less the CUDA context against it, for every such run whether or not
+its step time is counted (the 96 GB H100's memory does not need its unpublished peaks).
+
 The held-out check (``split`` in the result): the error of the runs published before
 ``SPLIT_DATE`` and of those published after. The planner's constants come from datasheets and
 measurements of the hardware (kernel benchmarks, NCCL tests, this project's measured device
@@ -67,8 +72,10 @@ from stallscope.plan import (
     predict_strategy,
 )
 from stallscope.plan._cluster import Cluster
+from stallscope.plan._memory import RESERVED_BYTES, memory
 from stallscope.plan._model import Model
 from stallscope.plan._pipeline_layout import write_layout
+from stallscope.plan._schedule import in_flight_counts
 from stallscope.plan._strategy import check
 
 DATA = Path(__file__).parent / "data" / "public_llm_training.json"
@@ -207,6 +214,27 @@ def choices(e: dict[str, Any], m: Model) -> tuple[list[Strategy], str]:
     return out, why
 
 
+def memory_check(e: dict[str, Any], m: Model) -> dict[str, Any] | None:
+    """The planner's memory per GPU against the source's (``result.memory_GiB``: the peak that
+    PyTorch's caching allocator reserved, so without the CUDA context and the workspaces outside
+    it, RESERVED_BYTES), for a configuration the source states whole; None without a figure."""
+    measured = e["result"].get("memory_GiB")
+    if measured is None:
+        return None
+    strategies, why = choices(e, m)
+    if len(strategies) != 1:
+        return {"measured_GiB": measured, "why": why or f"{len(strategies)} configurations fit"}
+    s = strategies[0]
+    mem = memory(m, s, 0.0, in_flight_counts(s.pp, s.micro_batches, s.interleave))
+    predicted = (mem.total - RESERVED_BYTES) / 2**30
+    return {
+        "measured_GiB": measured,
+        "predicted_GiB": predicted,
+        "error": predicted / measured - 1,
+        "config": s.label(),
+    }
+
+
 def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
     m = model_of(e)
     row: dict[str, Any] = {
@@ -216,6 +244,8 @@ def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
         "precision": e["precision"],
         "kind": "moe" if m.moe else "dense",
     }
+    if (mem := memory_check(e, m)) is not None:
+        row["memory"] = mem
     if e.get("not_counted"):  # the source leaves the run's settings in doubt: shown, not counted
         return row | {"counted": False, "why": f"not counted: {e['not_counted']}"}
     try:
@@ -276,6 +306,22 @@ def _kind_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         **_figures([r["error"] for r in rows]),
         "per_gpu": {g: _figures([r["error"] for r in rows if r["gpu"] == g]) for g in gpus},
+    }
+
+
+def memory_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The memory check over every run whose source publishes its memory per GPU."""
+    checked = [r for r in rows if "error" in r.get("memory", {})]
+    errs = [r["memory"]["error"] for r in checked]
+    return {
+        "about": "memory per GPU, predicted (less the CUDA context) over the source's peak "
+        "reserved by PyTorch's caching allocator, minus 1; every run with a published figure "
+        "and a configuration stated whole, whether or not its step time is counted",
+        "n": len(errs),
+        "mean_abs_error": statistics.fmean(abs(x) for x in errs) if errs else None,
+        "max_abs_error": max((abs(x) for x in errs), default=None),
+        "mean_error": statistics.fmean(errs) if errs else None,
+        "left_out": {r["id"]: r["memory"]["why"] for r in rows if "why" in r.get("memory", {})},
     }
 
 
@@ -350,6 +396,7 @@ def main() -> None:
                 for g in sorted({r["gpu"] for r in moe})
             },
         },
+        "memory": memory_summary(rows),
         "split": {
             "about": f"runs published before {SPLIT_DATE} (first) and from then on (second); "
             "no constant of the planner comes from either half's step times (see the module doc)",
@@ -369,6 +416,12 @@ def main() -> None:
             )
         else:
             print(f"{r['id']:45s} not counted: {r['why']}")
+    for r in rows:
+        if "error" in r.get("memory", {}):
+            mem = r["memory"]
+            print(
+                f"{r['id']:45s} memory {mem['measured_GiB']:6.1f} GiB  predicted {mem['predicted_GiB']:6.1f} GiB  {100 * mem['error']:+6.1f} %"
+            )
     print(json.dumps({k: v for k, v in doc.items() if k != "rows"}, indent=1))
 
 

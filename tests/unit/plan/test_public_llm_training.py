@@ -36,7 +36,7 @@ OPTIONAL = {
 }  # fmt: skip
 RESULTS = {
     "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
-    "peak_fraction", "aggregate_pflops",
+    "peak_fraction", "aggregate_pflops", "memory_GiB",
 }  # fmt: skip
 
 
@@ -143,6 +143,10 @@ def test_entry_schema(e: dict[str, Any]) -> None:
     assert all(isinstance(v, int | float) and v > 0 for v in result.values())
     for k in ("mfu", "hfu", "peak_fraction"):
         assert 0 < result.get(k, 0.5) < 1
+    assert set(result) - {"memory_GiB"}, "a run needs a throughput or step time"
+    if "memory_GiB" in result:  # the peak a GPU's memory holds
+        hbm = device(e["gpu"]).memory_gb
+        assert hbm is None or result["memory_GiB"] * 2**30 < hbm * 1e9
 
 
 @pytest.mark.parametrize("e", ENTRIES, ids=[e["id"] for e in ENTRIES])
