@@ -168,6 +168,15 @@ efficiency_table_option = click.option(
 )  # fmt: skip
 
 
+def calibration_note(system: Any, efficiency_table: Path | None) -> None:
+    """Print what ``--efficiency-table`` calibrated, so that a user sees their table used."""
+    if efficiency_table is None:
+        return
+    basis = system.device.basis
+    parts = [basis[k] for k in ("matmul", "attention", "hbm") if k in basis]
+    click.echo(f"GPU timed by {efficiency_table.name}: " + "; ".join(parts))
+
+
 def system_arg(system: str, efficiency_table: Path | None) -> Any:
     """The Cluster of ``--system``, its GPU calibrated by ``--efficiency-table`` when given."""
     from stallscope.plan import load_system
@@ -312,6 +321,7 @@ def plan(
     )
     from stallscope.plan._accuracy import accuracy_note
 
+    calibration_note(s, efficiency_table)
     if note := accuracy_note(s.device.name, m.moe):
         click.echo(note)
 
@@ -411,6 +421,7 @@ def whatif(
     )
     if plot_path is not None:
         click.echo(f"plot: {plot_path}")
+    calibration_note(s, efficiency_table)
     if note := accuracy_note(
         s.device.name, m.moe
     ):  # the speed-ups are ratios; the step times carry its error

@@ -17,6 +17,7 @@ from stallscope.cli.plan import (
     STACK_HELP,
     SYSTEM_HELP,
     _write_json,
+    calibration_note,
     efficiency_table_option,
     fp8_recipe_option,
     model_arg,
@@ -138,6 +139,7 @@ def run_model_mode(
         if str(json_path) == "-":
             return
     _print(p)
+    calibration_note(p.system, efficiency_table)
 
 
 def _print(p: Any) -> None:

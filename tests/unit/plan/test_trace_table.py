@@ -167,6 +167,14 @@ def test_the_commands_take_the_trace(tmp_path: Path) -> None:
         cli, ["plan", *small, "--gpus", "8", "--global-batch", "8", "--efficiency-table", str(path)]
     )
     assert r.exit_code == 0 and "tokens/s" in r.output, r.output
+    assert "GPU timed by trace.json: least squares over 4 measured GEMMs" in r.output
+    r = CliRunner().invoke(cli, [*args[:-2], "--efficiency-table", str(path)])  # text, not JSON
+    assert r.exit_code == 0 and "GPU timed by trace.json" in r.output, r.output
+    r = CliRunner().invoke(
+        cli, ["whatif", *small, "--gpus", "8", "--global-batch", "8", "--knob", "nic=1,2",
+              "--efficiency-table", str(path)],
+    )  # fmt: skip
+    assert r.exit_code == 0 and "GPU timed by trace.json" in r.output, r.output
     r = CliRunner().invoke(cli, ["plan", *small, "--gpus", "8", "--efficiency-table", "nope.json"])
     assert r.exit_code == 2 and "nope.json" in r.output
 
