@@ -159,12 +159,13 @@ def plan_errors() -> Iterator[None]:
 
 EFFICIENCY_TABLE_HELP = (
     "Calibrate the GPU with a measured table (bench/gpu_device_model.py's JSON) or a PyTorch "
-    "profiler trace of your job on it, recorded with record_shapes=True (JSON or .json.gz): "
+    "profiler trace of your job on it, recorded with record_shapes=True (JSON or .json.gz, or "
+    "a folder of them, one per rank): "
     "its GEMM, attention and copy times replace the built-in efficiencies."
 )
 efficiency_table_option = click.option(
-    "--efficiency-table", "efficiency_table", type=click.Path(exists=True, dir_okay=False,
-    path_type=Path), default=None, help=EFFICIENCY_TABLE_HELP,
+    "--efficiency-table", "efficiency_table", type=click.Path(exists=True, path_type=Path),
+    default=None, help=EFFICIENCY_TABLE_HELP,
 )  # fmt: skip
 
 

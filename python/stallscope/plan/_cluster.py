@@ -459,14 +459,16 @@ def _mamf_scales(src: DeviceModel, dev: DeviceModel) -> dict[str, float]:
 
 def _read_table(table: Any, where: str) -> Any:
     """A measured table's rows: a dict or list as given, a JSON file, or a PyTorch profiler
-    trace (JSON or gzip) turned into rows (``_trace_table``)."""
-    from stallscope.plan._trace_table import is_trace, read_trace, table_from_trace
+    trace (JSON or gzip; a folder of them, one per rank) turned into rows (``_trace_table``)."""
+    from stallscope.plan._trace_table import is_trace, read_trace, read_traces, table_from_trace
 
     if isinstance(table, dict):
         return table_from_trace(table, "(given)") if is_trace(table) else table
     if isinstance(table, list):
         return table
     path = Path(table)
+    if path.is_dir():
+        return read_traces(path)
     if path.suffix == ".gz" or path.name.endswith(".pt.trace.json"):
         return table_from_trace(read_trace(path), path.name)
     import json

@@ -6,7 +6,8 @@ matrix multiply's operator with its input shapes and the GPU kernels it launched
 kernels' operators with their query shapes, the device-to-device copies with their sizes.
 ``table_from_trace`` turns it into rows of the measured table's layout, which
 ``DeviceModel.calibrated`` fits as it fits a measured table (``efficiency_table`` in a system
-file, ``--efficiency-table`` on ``plan``, ``predict`` and ``whatif``).
+file, ``--efficiency-table`` on ``plan``, ``predict`` and ``whatif``). A folder of traces, one
+per rank of a job, gives one table: each shape's median over every rank's calls.
 
 * GEMMs: ``aten::mm``, ``aten::addmm``, ``aten::bmm``, ``aten::baddbmm`` (bf16, fp16) and
   ``aten::_scaled_mm`` (fp8); m, n, k (and the batch) from the operator's input shapes, the time
@@ -31,6 +32,7 @@ import gzip
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -62,6 +64,7 @@ DTYPES: Final = {
     "c10::Float8_e5m2": "fp8",
 }
 _OPS: Final = frozenset(GEMM_OPS) | frozenset(ATTENTION_OPS)
+OUTSIDE: Final = "kernels outside these operators (CUDA graphs, other operators)"
 
 
 def read_trace(path: Path) -> dict[str, Any]:
@@ -76,6 +79,17 @@ def read_trace(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise PlanError(f"{path} is not a PyTorch profiler trace: it has no traceEvents list")
     return doc
+
+
+def read_traces(folder: Path) -> dict[str, Any]:
+    """The efficiency table of a folder of traces (``*.json``, ``*.json.gz``: one per rank)."""
+    files = sorted(f for f in folder.iterdir() if f.name.endswith((".json", ".json.gz")))
+    if not files:
+        raise PlanError(
+            f"{folder} holds no profiler trace (*.json or *.json.gz): give a trace file or a "
+            "folder of them"
+        )
+    return table_from_traces([(read_trace(f), f.name) for f in files], f"{folder.name}/")
 
 
 def is_trace(doc: Any) -> bool:
@@ -146,9 +160,25 @@ def _gemm_key(op: Mapping[str, Any]) -> tuple[int, int, int, int, str] | None:
     return 1, a[0], b[1], a[1], dtype
 
 
-def table_from_trace(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """The efficiency table of a profiler trace (see the module doc): its "gemm", "attention"
-    and "memory" rows, the device it ran on, and what was left out and why."""
+@dataclass
+class _Calls:
+    """What the traces read so far hold: each call's time by shape, the copies, and what was
+    left out and why."""
+
+    gemm: dict[tuple[int, int, int, int, str], list[float]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    attn: dict[tuple[str, int, int, int, int, bool, str], list[float]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    copies: list[dict[str, Any]] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    assumed_causal: int = 0
+    kernels: set[str] = field(default_factory=set)  # the attention calls' kernel names
+
+
+def _collect(doc: Mapping[str, Any], source: str, calls: _Calls) -> None:
+    """Add one trace's GEMM and attention calls and copies to ``calls``."""
     events = [e for e in doc["traceEvents"] if isinstance(e, Mapping)]
     ops = [e for e in events if e.get("cat") in ("cpu_op", "Operator")]
     if ops and not any("Input Dims" in (e.get("args") or {}) for e in ops):
@@ -160,14 +190,12 @@ def table_from_trace(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
     kernel_us: dict[int, float] = defaultdict(float)  # operator (by id) -> its kernels' time
     by_id: dict[int, Mapping[str, Any]] = {}
     kernel_names: dict[int, set[str]] = defaultdict(set)
-    copies: list[dict[str, Any]] = []
-    graphed = 0
     for e in events:
         cat = e.get("cat")
         if cat in ("kernel", "Kernel"):
             op = owner.get((e.get("args") or {}).get("correlation"))
             if op is None:
-                graphed += 1
+                calls.skipped[OUTSIDE] += 1
                 continue
             kernel_us[id(op)] += float(e.get("dur") or 0)
             by_id[id(op)] = op
@@ -175,12 +203,7 @@ def table_from_trace(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
         elif cat in ("gpu_memcpy", "Memcpy") and "DtoD" in str(e.get("name", "")):
             n, dur = int((e.get("args") or {}).get("bytes") or 0), float(e.get("dur") or 0)
             if n > 0 and dur > 0:  # read and written
-                copies.append({"op": "copy", "bytes": n, "GBps": 2 * n / (dur * 1e-6) / 1e9})
-    gemm_times: dict[tuple[int, int, int, int, str], list[float]] = defaultdict(list)
-    attn_times: dict[tuple[str, int, int, int, int, bool, str], list[float]] = defaultdict(list)
-    skipped: dict[str, int] = defaultdict(int)
-    assumed_causal = 0
-    kernels: set[str] = set()
+                calls.copies.append({"op": "copy", "bytes": n, "GBps": 2 * n / dur / 1e3})
     for key, op in by_id.items():
         us, name = kernel_us[key], str(op["name"])
         if us <= 0:
@@ -188,34 +211,49 @@ def table_from_trace(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
         if name in GEMM_OPS:
             g = _gemm_key(op)
             if g is None:
-                skipped["GEMMs without 16-bit or FP8 operands and shapes"] += 1
+                calls.skipped["GEMMs without 16-bit or FP8 operands and shapes"] += 1
                 continue
-            gemm_times[g].append(us * 1e-6)
+            calls.gemm[g].append(us * 1e-6)
             continue
         p, qi, ci = ATTENTION_OPS[name]
         q, dtype = _dims(op, qi), _dtype(op, qi)
         if q is None or len(q) != 4 or dtype not in ("bf16", "fp16"):
-            skipped["attention calls without 16-bit [batch, heads, seq, head_dim] queries"] += 1
+            calls.skipped[
+                "attention calls without 16-bit [batch, heads, seq, head_dim] queries"
+            ] += 1
             continue
         causal = _causal(op, ci)
         if causal is None:
-            causal, assumed_causal = True, assumed_causal + 1
-        attn_times[(p, q[0], q[1], q[2], q[3], causal, dtype)].append(us * 1e-6)
-        kernels |= kernel_names[key]
+            causal, calls.assumed_causal = True, calls.assumed_causal + 1
+        calls.attn[(p, q[0], q[1], q[2], q[3], causal, dtype)].append(us * 1e-6)
+        calls.kernels |= kernel_names[key]
+
+
+def table_from_trace(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The efficiency table of a profiler trace (see the module doc)."""
+    return table_from_traces([(doc, source)], source)
+
+
+def table_from_traces(docs: list[tuple[Mapping[str, Any], str]], source: str) -> dict[str, Any]:
+    """The efficiency table of profiler traces (one per rank of a job, or one): their "gemm",
+    "attention" and "memory" rows, the device they ran on, and what was left out and why."""
+    calls = _Calls()
+    for doc, name in docs:
+        _collect(doc, name, calls)
     gemm = [
         {
             "m": m, "n": n, "k": k, "batch": b, "dtype": dt, "calls": len(ts),
             "tflops": 2.0 * b * m * n * k / statistics.median(ts) / 1e12,
         }
-        for (b, m, n, k, dt), ts in sorted(gemm_times.items())
+        for (b, m, n, k, dt), ts in sorted(calls.gemm.items())
     ]  # fmt: skip
     attention = []
-    for (p, b, a, s, d, causal, dt), ts in sorted(attn_times.items()):
+    for (p, b, a, s, d, causal, dt), ts in sorted(calls.attn.items()):
         if p != "fwd":
             continue
-        back = attn_times.get(("bwd", b, a, s, d, causal, dt))
+        back = calls.attn.get(("bwd", b, a, s, d, causal, dt))
         if not back:
-            skipped["attention forwards without their backward"] += 1
+            calls.skipped["attention forwards without their backward"] += 1
             continue
         flops = 4.0 * b * a * s * s * d * (0.5 if causal else 1.0)
         attention.append(
@@ -225,24 +263,24 @@ def table_from_trace(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
                 "bwd_tflops": 2.5 * flops / statistics.median(back) / 1e12,
             }
         )  # fmt: skip
-    if graphed:
-        skipped["kernels outside these operators (CUDA graphs, other operators)"] = graphed
-    devices = doc.get("deviceProperties") or [{}]
+    devices = docs[0][0].get("deviceProperties") or [{}] if docs else [{}]
     table: dict[str, Any] = {
         "format": "stallscope.device_efficiency",
         "device": str(devices[0].get("name", "")) if isinstance(devices[0], Mapping) else "",
         "source": f"PyTorch profiler trace {source}",
         "gemm": gemm,
         "attention": attention,
-        "memory": copies,
-        "left_out": dict(skipped),
+        "memory": calls.copies,
+        "left_out": dict(calls.skipped),
     }
     if attention:
-        table["attention_kernel"] = "cudnn" if any("cudnn" in k for k in kernels) else "flash2"
-        if assumed_causal:
-            table["assumed_causal"] = assumed_causal
-    if not (gemm or attention or copies):
-        why = "; ".join(f"{n} {what}" for what, n in skipped.items()) or "no GPU kernels"
+        table["attention_kernel"] = (
+            "cudnn" if any("cudnn" in k for k in calls.kernels) else "flash2"
+        )
+        if calls.assumed_causal:
+            table["assumed_causal"] = calls.assumed_causal
+    if not (gemm or attention or calls.copies):
+        why = "; ".join(f"{n} {what}" for what, n in calls.skipped.items()) or "no GPU kernels"
         raise PlanError(
             f"profiler trace {source} has no GEMM, attention or copy the planner can time "
             f"({why}): profile a training step of the model in bf16, fp16 or fp8 with "

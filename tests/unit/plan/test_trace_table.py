@@ -188,3 +188,23 @@ def test_a_real_trace_links_its_gemms_to_their_kernels() -> None:
     assert t["gemm"] == [] and t["attention"] == []
     assert t["left_out"]["GEMMs without 16-bit or FP8 operands and shapes"] == 25
     assert len(t["memory"]) > 100 and all(r["GBps"] > 0 for r in t["memory"])
+
+
+def test_a_folder_of_rank_traces_is_one_table(tmp_path: Path) -> None:
+    ranks = tmp_path / "traces"
+    ranks.mkdir()
+    for r in range(2):
+        (ranks / f"rank{r}.pt.trace.json.gz").write_bytes(
+            gzip.compress(json.dumps(fake_trace()).encode())
+        )
+    (ranks / "notes.txt").write_text("not a trace")
+    dev = load_system("dgx-h100", efficiency_table=ranks).device
+    assert dev.fraction("bf16") == pytest.approx(FRACTION, rel=1e-6)
+    assert "GEMMs of " in dev.basis["matmul"] and "/traces (bf16" in dev.basis["matmul"]
+    from stallscope.plan._trace_table import read_traces
+
+    assert {r["calls"] for r in read_traces(ranks)["gemm"]} == {12}  # 6 calls on each rank
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(PlanError, match=r"empty holds no profiler trace \(\*\.json"):
+        load_system("dgx-h100", efficiency_table=empty)
