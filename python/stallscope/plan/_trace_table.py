@@ -28,7 +28,6 @@ have no such operator and are left out.
 
 from __future__ import annotations
 
-import gzip
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
@@ -38,6 +37,8 @@ from typing import Any, Final
 
 import orjson
 
+from stallscope.exceptions import TraceImportError
+from stallscope.io.kineto._parse import read_bytes
 from stallscope.plan._errors import PlanError
 
 #: operator -> (index of the first GEMM operand in its input shapes, batched)
@@ -68,13 +69,10 @@ OUTSIDE: Final = "kernels outside these operators (CUDA graphs, other operators)
 
 
 def read_trace(path: Path) -> dict[str, Any]:
-    """A trace file's JSON (gzip or plain)."""
+    """A trace file's JSON (gzip or plain; the Kineto importer's reader)."""
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        doc = orjson.loads(raw)
-    except (OSError, ValueError, EOFError) as e:
+        doc = orjson.loads(read_bytes(path))
+    except (TraceImportError, ValueError) as e:
         raise PlanError(f"profiler trace {path} is not readable JSON ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise PlanError(f"{path} is not a PyTorch profiler trace: it has no traceEvents list")

@@ -66,6 +66,18 @@ GPT3: dict[str, Any] = {
 }
 #: GPT-3's width at Llama 3.1 405B's depth (126 layers): the uneven pipeline splits' tests
 DEEP: dict[str, Any] = GPT3 | {"name": "gpt3-126", "layers": 126}
+#: A small dense model with a gated FFN (4 layers, width 2048, 16 heads, FFN 8192): the base of
+#: the recompute and latent-attention tests
+SMALL_GATED: dict[str, Any] = {
+    "name": "small-gated",
+    "layers": 4,
+    "hidden": 2048,
+    "heads": 16,
+    "ffn_hidden": 8192,
+    "gated_ffn": True,
+    "seq_len": 4096,
+    "vocab": 32000,
+}
 #: A small MoE in the planner's keys: 8 layers of 16 experts of 1024 (2 per token), GQA, a
 #: gated FFN of 8192 for any dense layer (the shared-expert, dense-layer and MTP tests' base)
 SMALL_MOE: dict[str, Any] = {

@@ -14,6 +14,8 @@ from stallscope.plan._layer import layer_cost
 from stallscope.plan._layout import layout
 from stallscope.plan._search import Space, search
 
+from .conftest import SMALL_GATED
+
 #: DeepSeek-V3's Hugging Face config.json (deepseek-ai/DeepSeek-V3), its multi-token
 #: prediction layer left out: 61 layers, the first 3 dense, 256 routed experts (8 per token)
 #: and one shared expert of width 2048, latent attention with Q compressed to 1536 and K/V to
@@ -43,15 +45,8 @@ DEEPSEEK_V3: dict[str, Any] = {
     "tie_word_embeddings": False,
 }
 #: A small dense model with latent attention, Q projected directly (DeepSeek-V2-Lite's way)
-SMALL: dict[str, Any] = {
+SMALL: dict[str, Any] = SMALL_GATED | {
     "name": "mla-test",
-    "layers": 4,
-    "hidden": 2048,
-    "heads": 16,
-    "ffn_hidden": 8192,
-    "gated_ffn": True,
-    "seq_len": 4096,
-    "vocab": 32000,
     "kv_lora_rank": 512,
     "rope_head_dim": 64,
     "head_dim": 128,

@@ -24,17 +24,9 @@ from stallscope.plan._search import Space, search
 from stallscope.plan._stack import load_stack
 from stallscope.plan._strategy import check
 
-LLAMA: dict[str, Any] = {
-    "name": "llama-ops",
-    "layers": 4,
-    "hidden": 2048,
-    "heads": 16,
-    "kv_heads": 4,
-    "ffn_hidden": 8192,
-    "gated_ffn": True,
-    "seq_len": 4096,
-    "vocab": 32000,
-}
+from .conftest import SMALL_GATED
+
+LLAMA: dict[str, Any] = SMALL_GATED | {"name": "llama-ops", "kv_heads": 4}
 TITAN = Strategy(dp=8, micro_batch=1, global_batch=8, stack="torchtitan-2024", zero=3)
 
 

@@ -16,16 +16,9 @@ from stallscope.plan._memory import layer_activation_bytes
 from stallscope.plan._search import Space, best_strategy, search
 from stallscope.plan._strategy import check
 
-DENSE: dict[str, Any] = {
-    "name": "dense-rc",
-    "layers": 4,
-    "hidden": 2048,
-    "heads": 16,
-    "ffn_hidden": 8192,
-    "gated_ffn": True,
-    "seq_len": 4096,
-    "vocab": 32000,
-}
+from .conftest import SMALL_GATED
+
+DENSE: dict[str, Any] = SMALL_GATED | {"name": "dense-rc"}
 #: with 16 experts of 1024 (2 per token), a shared expert of 2048 and latent attention
 MOE: dict[str, Any] = DENSE | {
     "name": "moe-rc",
