@@ -43,6 +43,11 @@ benchmarks: the peak PyTorch's caching allocator reserved) and states the config
 the planner's memory per GPU less the CUDA context against it, for every such run whether or not
 its step time is counted (the 96 GB H100's memory does not need its unpublished peaks).
 
+Anchored (``anchored`` in the result): each dense run predicted with the compute factor
+(``stallscope.plan.anchor``) that reproduces the other runs of its source on its GPU, as a user
+who measured one configuration of their own software on their own GPUs would plan the others
+(``anchored_check``).
+
 The held-out check (``split`` in the result): the error of the runs published before
 ``SPLIT_DATE`` and of those published after. The planner's constants come from datasheets and
 measurements of the hardware (kernel benchmarks, NCCL tests, this project's measured device
@@ -57,21 +62,25 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from stallscope.plan import (
     PlanError,
+    Prediction,
     Stack,
     Strategy,
+    anchor,
     load_model,
     load_stack,
     load_system,
     predict_strategy,
 )
-from stallscope.plan._cluster import Cluster
+from stallscope.plan._cluster import Cluster, anchored
 from stallscope.plan._memory import RESERVED_BYTES, memory
 from stallscope.plan._model import Model
 from stallscope.plan._pipeline_layout import write_layout
@@ -235,6 +244,18 @@ def memory_check(e: dict[str, Any], m: Model) -> dict[str, Any] | None:
     }
 
 
+def best_prediction(e: dict[str, Any], m: Model, c: Cluster) -> tuple[Prediction | None, int, str]:
+    """The entry's prediction on ``c``: the fastest of the configurations its source leaves
+    open that fits (the fastest of all where none fits), how many there were, and why there
+    were none."""
+    strategies, why = choices(e, m)
+    preds = [predict_strategy(m, c, s) for s in strategies]
+    if not preds:
+        return None, 0, why
+    fitting = [p for p in preds if p.memory.fits]
+    return min(fitting or preds, key=lambda p: p.step_ns), len(preds), why
+
+
 def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
     m = model_of(e)
     row: dict[str, Any] = {
@@ -253,16 +274,13 @@ def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
     except PlanError as err:  # e.g. a GPU whose peaks are not published
         return row | {"counted": False, "why": str(err)}
     measured = measured_step_s(e, m)
-    strategies, why = choices(e, m)
-    preds = [predict_strategy(m, c, s) for s in strategies]
-    if not preds:
+    best, n, why = best_prediction(e, m, c)
+    if best is None:
         return row | {
             "counted": False,
             "why": f"no configuration passes the planner's checks: {why}",
             "measured_step_s": measured,
         }
-    fitting = [p for p in preds if p.memory.fits]
-    best = min(fitting or preds, key=lambda p: p.step_ns)
     step = best.step_ns * 1e-9
     return row | {
         "counted": True,
@@ -270,7 +288,7 @@ def predict_entry(e: dict[str, Any]) -> dict[str, Any]:
         "predicted_step_s": step,
         "error": (step - measured) / measured,
         "config": best.strategy.label(),
-        "chosen_among": len(preds),
+        "chosen_among": n,
         "stack": best.strategy.software.name,
         "fits": best.memory.fits,
         "memory_GiB": best.memory.total / 2**30,
@@ -325,6 +343,72 @@ def memory_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def group_of(row: dict[str, Any]) -> str:
+    return f"{row['id'].split('-')[0]} {row['gpu']}"
+
+
+def anchored_check(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The planner anchored on one measured step (``stallscope.plan.anchor``): what a user who
+    measured one configuration of their own job would see for the others. A group is the dense
+    runs of one source (one release of one framework) on one GPU. Each run's compute factor is
+    the one at which its own configuration takes its measured step; each run is then predicted
+    at the geometric mean of the other runs' factors of its group (leave-one-out: never its
+    own), the configurations its source leaves open chosen again. Each counted row in a group of
+    two or more gains its ``compute_factor`` and ``anchored_error``."""
+    by_id = {e["id"]: e for e in entries}
+    counted = [r for r in rows if r["counted"] and r["kind"] == "dense"]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in counted:
+        groups.setdefault(group_of(r), []).append(r)
+    factors: dict[str, float] = {}
+    for r in counted:
+        if len(groups[group_of(r)]) < 2:
+            continue
+        e = by_id[r["id"]]
+        m = model_of(e)
+        best, _, _ = best_prediction(e, m, cluster_of(e)[0])
+        assert best is not None  # a counted row has one
+        factors[r["id"]] = anchor(best, r["measured_step_s"]).factor
+    errs: dict[str, list[float]] = {}
+    for r in counted:
+        g = group_of(r)
+        others = [factors[o["id"]] for o in groups[g] if o is not r]
+        if not others:
+            continue
+        f = math.exp(statistics.fmean(math.log(x) for x in others))
+        e = by_id[r["id"]]
+        m = model_of(e)
+        c = cluster_of(e)[0]
+        best, _, _ = best_prediction(e, m, replace(c, device=anchored(c.device, f)))
+        assert best is not None
+        r["compute_factor"] = factors[r["id"]]
+        r["anchored_error"] = best.step_ns * 1e-9 / r["measured_step_s"] - 1
+        errs.setdefault(g, []).append(r["anchored_error"])
+    flat = [x for v in errs.values() for x in v]
+    return {
+        "about": "each dense run predicted at the geometric mean of the compute factors that "
+        "reproduce the other runs of its source on its GPU (leave-one-out; anchored_check): "
+        "the planner anchored on measured steps of the same software and GPU",
+        "runs": len(flat),
+        "groups": len(errs),
+        "mean_abs_error": statistics.fmean(abs(x) for x in flat),
+        "median_abs_error": statistics.median(abs(x) for x in flat),
+        "max_abs_error": max(abs(x) for x in flat),
+        "mean_error": statistics.fmean(flat),
+        "per_group": {
+            g: {
+                "runs": len(v),
+                "mean_abs_error": statistics.fmean(abs(x) for x in v),
+                "max_abs_error": max(abs(x) for x in v),
+                "compute_factor": math.exp(
+                    statistics.fmean(math.log(factors[r["id"]]) for r in groups[g])
+                ),
+            }
+            for g, v in sorted(errs.items())
+        },
+    }
+
+
 def accuracy_summary(doc: dict[str, Any]) -> dict[str, Any]:
     """What the planner shows of a run of this benchmark (stallscope/plan/_accuracy.py): the
     dense models' figures, and the mixture-of-experts models' under ``moe``."""
@@ -333,10 +417,15 @@ def accuracy_summary(doc: dict[str, Any]) -> dict[str, Any]:
         "about": "The planner's step time against published measurements, written by "
         "bench/predict_public.py (its result: bench/results/predict_public.json); "
         "error = predicted / measured - 1; dense models' runs, per_gpu: the same over each "
-        "GPU's runs; moe: the same for mixture-of-experts models.",
+        "GPU's runs; moe: the same for mixture-of-experts models; anchored: dense runs "
+        "predicted with the compute factor of the other runs of their source and GPU.",
         **_kind_figures([r for r in rows if r["kind"] == "dense"]),
         "date": doc["date"][:10],
         "moe": _kind_figures([r for r in rows if r["kind"] == "moe"]),
+        "anchored": {
+            k: doc["anchored"][k]
+            for k in ("runs", "groups", "mean_abs_error", "median_abs_error", "max_abs_error")
+        },
     }
 
 
@@ -347,6 +436,7 @@ def main() -> None:
     entries = json.loads(DATA.read_text())["entries"]
     t = time.perf_counter()
     rows = [predict_entry(e) for e in entries]
+    anchored = anchored_check(entries, rows)
     moe = [r for r in rows if r["counted"] and r["kind"] == "moe"]
     counted = [r for r in rows if r["counted"] and r["kind"] == "dense"]
     errs = [abs(r["error"]) for r in counted]
@@ -396,6 +486,7 @@ def main() -> None:
                 for g in sorted({r["gpu"] for r in moe})
             },
         },
+        "anchored": anchored,
         "memory": memory_summary(rows),
         "split": {
             "about": f"runs published before {SPLIT_DATE} (first) and from then on (second); "

@@ -169,13 +169,15 @@ efficiency_table_option = click.option(
 )  # fmt: skip
 
 
-def calibration_note(system: Any, efficiency_table: Path | None) -> None:
-    """Print what ``--efficiency-table`` calibrated, so that a user sees their table used."""
-    if efficiency_table is None:
-        return
+def calibration_note(system: Any, efficiency_table: Path | None, factor: bool = True) -> None:
+    """Print what ``--efficiency-table`` calibrated and the system's anchored compute factor,
+    so that a user sees their table and their anchor used."""
     basis = system.device.basis
-    parts = [basis[k] for k in ("matmul", "attention", "hbm") if k in basis]
-    click.echo(f"GPU timed by {efficiency_table.name}: " + "; ".join(parts))
+    if efficiency_table is not None:
+        parts = [basis[k] for k in ("matmul", "attention", "hbm") if k in basis]
+        click.echo(f"GPU timed by {efficiency_table.name}: " + "; ".join(parts))
+    if factor and system.device.compute_factor != 1:
+        click.echo(f"compute factor of {system.name}: {basis.get('compute', '')}")
 
 
 def system_arg(system: str, efficiency_table: Path | None) -> Any:
@@ -323,7 +325,7 @@ def plan(
     from stallscope.plan._accuracy import accuracy_note
 
     calibration_note(s, efficiency_table)
-    if note := accuracy_note(s.device.name, m.moe):
+    if note := accuracy_note(s.device.name, m.moe, s.device.compute_factor != 1):
         click.echo(note)
 
 
@@ -424,6 +426,6 @@ def whatif(
         click.echo(f"plot: {plot_path}")
     calibration_note(s, efficiency_table)
     if note := accuracy_note(
-        s.device.name, m.moe
+        s.device.name, m.moe, s.device.compute_factor != 1
     ):  # the speed-ups are ratios; the step times carry its error
         click.echo(note)

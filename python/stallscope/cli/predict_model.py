@@ -57,6 +57,8 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
     click.option("--stack", "stack", default=None, help=STACK_HELP),
     fp8_recipe_option,
+    click.option("--measured-step", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="A measured step time of this configuration on this system (seconds per optimizer step): anchor the GEMM and attention rates on it (the compute factor that reproduces it) and predict with them."),
+    click.option("--save-system", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE", help="With --measured-step: write the system with its compute factor as a system file, for --system of plan, whatif and predict."),
 ]  # fmt: skip
 
 
@@ -97,6 +99,8 @@ def run_model_mode(
     precision: str,
     stack: str | None,
     fp8_recipe: str | None,
+    measured_step: float | None,
+    save_system: Path | None,
     json_path: Path | None,
 ) -> None:
     """Predict the configuration; print its step and stalls, or write them as JSON."""
@@ -114,6 +118,10 @@ def run_model_mode(
     ]
     if missing:
         raise click.UsageError(f"the model mode of predict needs {', '.join(missing)}")
+    if save_system is not None and measured_step is None:
+        raise click.UsageError(
+            "--save-system writes the system anchored on a measured step: give --measured-step"
+        )
     assert (
         model is not None and system is not None and nodes is not None and global_batch is not None
     )
@@ -133,16 +141,43 @@ def run_model_mode(
         )  # fmt: skip
     from stallscope.plan._accuracy import accuracy
 
-    doc = {"mode": "model", "predictions": [p.to_dict()], "accuracy": accuracy()}
+    a = None
+    if measured_step is not None:
+        from stallscope.plan import anchor
+
+        with plan_errors():
+            a = anchor(p, measured_step)
+        p = a.prediction
+    doc: dict[str, Any] = {"mode": "model", "predictions": [p.to_dict()], "accuracy": accuracy()}
+    if a is not None:
+        doc["anchor"] = a.to_dict()
+    if save_system is not None and a is not None:
+        from stallscope.plan._anchor import system_file_doc
+
+        with plan_errors():
+            base = system_file_doc(system)
+        if efficiency_table is not None:
+            base["efficiency_table"] = str(efficiency_table.resolve())
+        _write_json(a.system_doc(base), save_system)
     if json_path is not None:
         _write_json(doc, json_path)
         if str(json_path) == "-":
             return
-    _print(p)
-    calibration_note(p.system, efficiency_table)
+    _print(p, a, save_system)
+    calibration_note(p.system, efficiency_table, factor=a is None)
 
 
-def _print(p: Any) -> None:
+def _print_anchor(a: Any, saved: Path | None) -> None:
+    click.echo(
+        f"anchored on the measured {a.measured_step_s:.3f} s: GEMMs and attention at "
+        f"{a.factor:.3f} x the device model's rate (blind prediction "
+        f"{a.blind.step_ns / 1e9:.3f} s, {100 * a.blind_error:+.1f} %)"
+    )
+    if saved is not None:
+        click.echo(f"wrote {saved}: plan other configurations with --system {saved}")
+
+
+def _print(p: Any, a: Any = None, saved: Path | None = None) -> None:
     from stallscope.plan import STALL_COLUMNS
 
     d = p.to_dict()
@@ -156,6 +191,8 @@ def _print(p: Any) -> None:
         f"({d['tokens_per_s_per_gpu']:,.0f} per GPU) | {d['tflops_per_gpu']:.1f} TFLOP/s per GPU "
         f"| MFU {100 * d['mfu']:.1f} %"
     )
+    if a is not None:
+        _print_anchor(a, saved)
     cols = p.columns()
     parts = [
         f"{c.removesuffix('_ns').replace('_', ' ')} {cols[c] / 1e9:.3f}"
@@ -172,5 +209,6 @@ def _print(p: Any) -> None:
         click.echo(f"does not fit: {d['memory_shortfall']}")
     from stallscope.plan._accuracy import accuracy_note
 
-    if note := accuracy_note(p.system.device.name, p.model.moe):
+    dev = p.system.device
+    if note := accuracy_note(dev.name, p.model.moe, dev.compute_factor != 1):
         click.echo(note)

@@ -6,6 +6,8 @@ memory and step time.
                            global_batch=1536, recompute="full")      # one configuration
     best = plan.plan("gpt3-175b", "dgx-a100", gpus=512, top=10).table  # a ranked Polars frame
     knobs = plan.whatif("gpt3-175b", "dgx-a100", gpus=512, knobs={"nic": [0.5, 1, 2]})
+    a = plan.anchor(p, measured_step_s=61.2)  # one measured step of that configuration
+    plan.plan("gpt3-175b", a.system, gpus=1024)  # other configurations at its compute rate
 
 Workloads are decoder transformers (``Model``: a JSON file, a dict or a preset name); clusters
 are nodes of GPUs (``Cluster``: a system file or a system preset); one configuration is a
@@ -21,6 +23,7 @@ carries its source URL and date.
 
 from __future__ import annotations
 
+from stallscope.plan._anchor import Anchor, anchor
 from stallscope.plan._api import plan, predict_model, whatif
 from stallscope.plan._cluster import Cluster, load_system
 from stallscope.plan._device_model import DeviceModel
@@ -38,6 +41,7 @@ __all__ = [
     "DEFAULT_STACK",
     "SHAPE_KEYS",
     "STALL_COLUMNS",
+    "Anchor",
     "Cluster",
     "DeviceModel",
     "Model",
@@ -49,6 +53,7 @@ __all__ = [
     "Stack",
     "Strategy",
     "System",
+    "anchor",
     "default_global_batch",
     "load_model",
     "load_stack",

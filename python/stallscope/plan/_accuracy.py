@@ -27,15 +27,23 @@ def accuracy() -> dict[str, Any] | None:
     return doc
 
 
-def accuracy_note(gpu: str | None = None, moe: bool = False) -> str:
+def accuracy_note(gpu: str | None = None, moe: bool = False, anchored: bool = False) -> str:
     """One line on the planner's error against published runs ("" without a summary): on
     ``gpu``'s runs where the set holds at least MIN_GPU_RUNS of them, else on all of them,
     saying so; of mixture-of-experts models' runs when ``moe`` (the summary's ``moe``
-    figures, where it has them)."""
+    figures, where it has them); of dense runs anchored on other runs of their software and
+    GPU when ``anchored`` (a system with a compute factor)."""
     a = accuracy()
     if not a:
         return ""
     date = a["date"]
+    if anchored and not moe and (an := a.get("anchored")):
+        return (
+            f"accuracy: anchored on measured steps of the same software and GPU, "
+            f"{an['runs']} published runs were predicted {100 * float(an['mean_abs_error']):.1f} "
+            f"% off on average (median {100 * float(an['median_abs_error']):.1f} %, the worst "
+            f"{100 * float(an['max_abs_error']):.0f} %; {date}, docs/plan.md)"
+        )
     kind = ""
     if moe and (a.get("moe") or {}).get("runs"):
         a, kind = a["moe"], "mixture-of-experts "

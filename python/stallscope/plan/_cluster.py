@@ -44,7 +44,7 @@ _LINK_KEYS = (
 )
 _DEVICE_KEYS = ("peak_tflops", "hbm_GBps", "hbm_GB", "sms", "matmul_fraction", "efficiency_table")
 _INFORMATIVE = frozenset(
-    {"source", "sources", "notes", "note", "date", "aliases", "where", "price"}
+    {"source", "sources", "notes", "note", "date", "aliases", "where", "price", "anchored_on"}
     | {"nics_per_node", "intra_node_link", "inter_node_link"}
 )
 
@@ -214,7 +214,9 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
         src = build_device(measured_on, {"efficiency_table": table}, where)
         dev = carried_over(src, dev)
     elif table:
-        doc = _read_table(table, where)
+        from stallscope.plan._trace_table import read_table
+
+        doc = read_table(table, where)
         label = _label(table)
         dev = dev.calibrated(doc, label)
         if isinstance(doc, Mapping) and doc.get("layers"):
@@ -457,29 +459,6 @@ def _mamf_scales(src: DeviceModel, dev: DeviceModel) -> dict[str, float]:
     }
 
 
-def _read_table(table: Any, where: str) -> Any:
-    """A measured table's rows: a dict or list as given, a JSON file, or a PyTorch profiler
-    trace (JSON or gzip; a folder of them, one per rank) turned into rows (``_trace_table``)."""
-    from stallscope.plan._trace_table import is_trace, read_trace, read_traces, table_from_trace
-
-    if isinstance(table, dict):
-        return table_from_trace(table, "(given)") if is_trace(table) else table
-    if isinstance(table, list):
-        return table
-    path = Path(table)
-    if path.is_dir():
-        return read_traces(path)
-    if path.suffix == ".gz" or path.name.endswith(".pt.trace.json"):
-        return table_from_trace(read_trace(path), path.name)
-    import json
-
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise PlanError(f"{where}: efficiency table {table} is not readable JSON ({e})") from None
-    return table_from_trace(doc, path.name) if is_trace(doc) else doc
-
-
 def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
     """A Cluster from a system file's keys."""
     where = f"system {doc.get('name', name)!r}"
@@ -490,13 +469,13 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
             '{"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GBps": 300, '
             '"inter_node_Gbps": 1600}'
         )
-    known = {*_REQUIRED, *_DEVICE_KEYS, *_INFORMATIVE, *_LINK_KEYS, "name"}
+    known = {*_REQUIRED, *_DEVICE_KEYS, *_INFORMATIVE, *_LINK_KEYS, "name", "compute_factor"}
     unknown = [k for k in doc if k not in known]
     if unknown:
         hints = "; ".join(f"{u!r} (nearest: {listed(nearest_names(u, known, 2))})" for u in unknown)
         raise PlanError(f"{where}: unknown keys {hints}")
-    for k in ("gpus_per_node", "intra_node_GBps", "inter_node_Gbps"):
-        v = doc[k]
+    for k in ("gpus_per_node", "intra_node_GBps", "inter_node_Gbps", "compute_factor"):
+        v = doc.get(k, 1.0)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
             raise PlanError(f"{where}: {k} must be a positive number, got {v!r}")
     if int(doc["gpus_per_node"]) != doc["gpus_per_node"]:
@@ -513,7 +492,9 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
         gpus_per_node=int(doc["gpus_per_node"]),
         intra_node_GBps=float(doc["intra_node_GBps"]),
         inter_node_Gbps=float(doc["inter_node_Gbps"]),
-        device=build_device(str(doc["gpu"]), doc, where),
+        device=anchored(
+            build_device(str(doc["gpu"]), doc, where), float(doc.get("compute_factor", 1))
+        ),
         intra_node_fraction=intra_ar,
         intra_node_copy_fraction=float(doc.get("intra_node_copy_fraction", intra_copy)),
         inter_node_fraction=float(
@@ -523,6 +504,19 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
         nvlink_hop_s=float(doc.get("intra_node_latency_us", lat["nvlink_hop"])) * 1e-6,
         network_hop_s=float(doc.get("inter_node_latency_us", lat["network_hop"])) * 1e-6,
     )
+
+
+def anchored(dev: DeviceModel, factor: float) -> DeviceModel:
+    """``dev`` with its GEMMs and attention at ``factor`` x its rate (a system file's
+    ``compute_factor``, found by ``stallscope.plan.anchor`` from a measured step)."""
+    if factor == dev.compute_factor:
+        return dev
+    basis = {
+        **dev.basis,
+        "compute": f"GEMMs and attention at {factor:.3f} x the device model's rate "
+        "(compute_factor: anchored on a measured step)",
+    }
+    return replace(dev, compute_factor=factor, basis=basis)
 
 
 def _intra_fractions(gpu: str) -> tuple[float, float]:

@@ -21,6 +21,10 @@ A table's ``sustained`` entry (``bench/gpu_sustained.py``: GEMMs after an idle a
 of training steps) scales GEMM and attention times by its hot over cold ratio: the SM clock a long
 run holds at its power limit. Memory-bound kernels keep their measured rate: the probes time
 GEMMs only.
+
+``compute_factor`` (a system file's key, found by ``anchor`` from one measured step of the
+user's own job) divides GEMM and attention times: the rate the user's software reaches on the
+GPU over the device model's. Memory-bound kernels and the peaks (hence MFU) keep their figures.
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ class DeviceModel:
     #: hot over cold GEMM time: the clock a long run sustains at its power limit and
     #: temperature against the short bursts the table's rows time (1 without a measurement)
     sustained: float = 1.0
+    #: GEMM and attention rate over the device model's, from a measured step (``_anchor``)
+    compute_factor: float = 1.0
     #: measured over modelled GEMM time by shape (``_gemm_shapes``); None without a table
     gemm_shapes: ShapeTable | None = None
     basis: Mapping[str, str] = field(default_factory=dict)
@@ -96,7 +102,13 @@ class DeviceModel:
         t = max(flops / rate, nbytes / self.hbm_bytes_s) + self.gemm_fixed_s
         if self.gemm_shapes is not None:  # a measured table's residual at this shape
             t *= self.gemm_shapes.ratio(m, n, k, precision)
-        return t * self.sustained
+        return t * self.compute_time_scale
+
+    @property
+    def compute_time_scale(self) -> float:
+        """What GEMM and attention times are multiplied by: the sustained clock's loss over
+        the anchored compute factor."""
+        return self.sustained / self.compute_factor
 
     def attention_s(
         self,
@@ -124,8 +136,8 @@ class DeviceModel:
             s = slowdown(k)
             found = (peak * self.attn_fwd_fraction / s, peak * self.attn_bwd_fraction / s)
         return (
-            (fwd / found[0] + self.gemm_fixed_s) * self.sustained,
-            (2.5 * fwd / found[1] + 2 * self.gemm_fixed_s) * self.sustained,
+            (fwd / found[0] + self.gemm_fixed_s) * self.compute_time_scale,
+            (2.5 * fwd / found[1] + 2 * self.gemm_fixed_s) * self.compute_time_scale,
         )
 
     @property

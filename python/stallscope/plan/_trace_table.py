@@ -285,3 +285,22 @@ def table_from_traces(docs: list[tuple[Mapping[str, Any], str]], source: str) ->
             "record_shapes=True"
         )
     return table
+
+
+def read_table(table: Any, where: str) -> Any:
+    """A measured table's rows: a dict or list as given, a JSON file, or a PyTorch profiler
+    trace (JSON or gzip; a folder of them, one per rank) turned into rows (``_trace_table``)."""
+    if isinstance(table, dict):
+        return table_from_trace(table, "(given)") if is_trace(table) else table
+    if isinstance(table, list):
+        return table
+    path = Path(table)
+    if path.is_dir():
+        return read_traces(path)
+    if path.suffix == ".gz" or path.name.endswith(".pt.trace.json"):
+        return table_from_trace(read_trace(path), path.name)
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as e:
+        raise PlanError(f"{where}: efficiency table {table} is not readable JSON ({e})") from None
+    return table_from_trace(doc, path.name) if is_trace(doc) else doc
