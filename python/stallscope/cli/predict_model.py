@@ -57,7 +57,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
     click.option("--stack", "stack", default=None, help=STACK_HELP),
     fp8_recipe_option,
-    click.option("--measured-step", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="A measured step time of this configuration on this system (seconds per optimizer step): anchor the GEMM and attention rates on it (the compute factor that reproduces it) and predict with them."),
+    click.option("--measured-step", default=None, metavar="SECONDS|RUN", help="A measured step of this configuration on this system: seconds per optimizer step, or a measured run (a stallscope run directory, PyTorch profiler traces, a saved profile) whose median step it takes. Anchors the GEMM and attention rates on it (the compute factor that reproduces it) and predicts with them."),
     click.option("--save-system", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE", help="With --measured-step: write the system with its compute factor as a system file, for --system of plan, whatif and predict."),
 ]  # fmt: skip
 
@@ -99,7 +99,7 @@ def run_model_mode(
     precision: str,
     stack: str | None,
     fp8_recipe: str | None,
-    measured_step: float | None,
+    measured_step: str | None,
     save_system: Path | None,
     json_path: Path | None,
 ) -> None:
@@ -168,8 +168,9 @@ def run_model_mode(
 
 
 def _print_anchor(a: Any, saved: Path | None) -> None:
+    where = f" ({a.measured_from})" if a.measured_from else ""
     click.echo(
-        f"anchored on the measured {a.measured_step_s:.3f} s: GEMMs and attention at "
+        f"anchored on the measured {a.measured_step_s:.3f} s{where}: GEMMs and attention at "
         f"{a.factor:.3f} x the device model's rate (blind prediction "
         f"{a.blind.step_ns / 1e9:.3f} s, {100 * a.blind_error:+.1f} %)"
     )

@@ -6,7 +6,10 @@ other rate, which a single measured step reveals: ``anchor`` finds the factor on
 attention rates (``DeviceModel.compute_factor``) at which the configuration's predicted step
 equals the measured one. Everything else keeps its model: memory-bound kernels, communication,
 the pipeline schedule. The anchored system then predicts the job's other configurations
-(``plan``, ``whatif``, ``predict``), saved as a system file with ``compute_factor`` set.
+(``plan``, ``whatif``, ``predict``), saved as a system file with ``compute_factor`` set. The
+measured step is a number of seconds or a measured run (a stallscope run directory, PyTorch
+profiler traces or a saved profile: ``stallscope.predict.profile_of``), whose median step after
+warm-up it takes.
 
 The step falls as the factor grows, so a bracketed root search over log(factor) finds it. A measured step
 that no factor in [1/20, 20] reaches means the configuration or the system is not the one that
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,6 +45,7 @@ class Anchor:
     measured_step_s: float
     blind: Prediction  # the prediction before anchoring
     prediction: Prediction  # the same configuration on the anchored system
+    measured_from: str = ""  # where the measured step came from ("" for a number given)
 
     @property
     def system(self) -> Cluster:
@@ -59,6 +64,7 @@ class Anchor:
             "blind_step_s": self.blind.step_ns * 1e-9,
             "anchored_step_s": self.prediction.step_ns * 1e-9,
             "config": self.prediction.strategy.label(),
+            "measured_from": self.measured_from,
         }
 
     def system_doc(self, base: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,6 +80,7 @@ class Anchor:
                 "gpus": s.gpus,
                 "global_batch": s.global_batch,
                 "measured_step_s": self.measured_step_s,
+                **({"measured_from": self.measured_from} if self.measured_from else {}),
                 "blind_step_s": round(self.blind.step_ns * 1e-9, 6),
                 "date": datetime.date.today().isoformat(),
             },
@@ -86,9 +93,52 @@ def _step_s(p: Prediction, factor: float) -> tuple[float, Prediction]:
     return q.step_ns * 1e-9, q
 
 
-def anchor(prediction: Prediction, measured_step_s: float) -> Anchor:
+MeasuredStep = float | str | os.PathLike[str]
+
+
+def measured_step(source: MeasuredStep) -> tuple[float, str, int]:
+    """(seconds, where from, the run's ranks) of a measured step: a number of seconds as given
+    (ranks 0: not known), or the median step after warm-up of a measured run (a run directory,
+    PyTorch profiler traces, a saved profile; ``stallscope.predict.profile_of``)."""
+    if isinstance(source, bool):
+        raise PlanError(f"measured step {source!r}: give the step time in seconds")
+    if isinstance(source, (int, float)):
+        return float(source), "", 0
+    if isinstance(source, str):
+        try:
+            return float(source), "", 0
+        except ValueError:
+            pass
+    from stallscope.predict import PredictError, profile_of
+
+    path = Path(source)
+    if not path.exists():
+        raise PlanError(
+            f"measured step {str(source)!r}: neither a number of seconds nor a measured run "
+            "(a run directory, PyTorch profiler traces or a saved profile)"
+        )
+    try:
+        m = profile_of(path).measured
+    except PredictError as e:
+        raise PlanError(f"measured step from {path}: {e}") from None
+    ns = m.step_median_ns or m.step_ns
+    ranks = f", {m.ranks} rank{'s' if m.ranks != 1 else ''}" if m.ranks else ""
+    where = f"the median step of {path} ({m.device or 'device not recorded'}{ranks})"
+    return ns * 1e-9, where, int(m.ranks or 0)
+
+
+def anchor(prediction: Prediction, measured_step_s: MeasuredStep) -> Anchor:
     """The compute factor at which ``prediction``'s configuration takes ``measured_step_s``
-    (a measured step of that configuration on that system), and the anchored prediction."""
+    (a measured step of that configuration on that system: seconds, or a measured run whose
+    median step it takes), and the anchored prediction."""
+    measured_step_s, measured_from, ranks = measured_step(measured_step_s)
+    gpus = prediction.strategy.gpus
+    if ranks and ranks != gpus:
+        raise PlanError(
+            f"{measured_from} ran on {ranks} ranks and {prediction.strategy.label()} on {gpus} "
+            "GPUs: anchor on the configuration that ran (predict it as it ran, with "
+            "--measured-step and --save-system), then plan the others on the saved system"
+        )
     if not (isinstance(measured_step_s, (int, float)) and math.isfinite(measured_step_s)):
         raise PlanError(f"measured step {measured_step_s!r}: give the step time in seconds")
     if measured_step_s <= 0:
@@ -117,7 +167,7 @@ def anchor(prediction: Prediction, measured_step_s: float) -> Anchor:
     # leave [lo, hi]; a handful of predictions where bisection takes about twenty
     a, fa = math.log(lo), math.log(t_lo / measured_step_s)  # > 0: too slow at lo
     b, fb = math.log(hi), math.log(t_hi / measured_step_s)  # <= 0
-    best, x = q_hi, b
+    best = q_hi
     for _ in range(64):  # bounded; converges in well under ten steps on the public runs
         if abs(fb) <= TOLERANCE or b == a:
             break
@@ -134,6 +184,7 @@ def anchor(prediction: Prediction, measured_step_s: float) -> Anchor:
         measured_step_s=float(measured_step_s),
         blind=prediction,
         prediction=best,
+        measured_from=measured_from,
     )
 
 

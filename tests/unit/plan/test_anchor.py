@@ -197,3 +197,36 @@ def test_the_anchored_accuracy_line() -> None:
     # mixture-of-experts models and unanchored systems keep the blind line
     assert "anchored" not in accuracy_note("H100-SXM", moe=True, anchored=True)
     assert "anchored" not in accuracy_note("H100-SXM")
+
+
+KINETO = Path(__file__).resolve().parents[2] / "data" / "kineto"
+
+
+def test_a_measured_run_gives_its_median_step() -> None:
+    from stallscope.plan._anchor import measured_step
+
+    seconds, where, ranks = measured_step(KINETO / "h200_transformer_1rank")
+    assert 1e-3 < seconds < 1e-1  # one small encoder layer's training step, a few ms
+    assert where.startswith("the median step of") and "NVIDIA H200" in where
+    assert ranks == 1
+    assert measured_step("2.5") == (2.5, "", 0)
+    assert measured_step(3) == (3.0, "", 0)
+    for bad in ("nope", True):
+        with pytest.raises(PlanError, match="measured step"):
+            measured_step(bad)  # type: ignore[arg-type]
+
+
+def test_a_run_of_another_size_is_refused(blind: Prediction, a100: Cluster) -> None:
+    # one rank's trace of a 16-rank job anchors only a 16-GPU configuration
+    trace = KINETO / "hta_a100_rank0_of16" / "rank0.json.gz"
+    eight = predict_model(load_model(SMALL_GATED), a100, nodes=1, tp=8, global_batch=8)
+    with pytest.raises(PlanError, match=r"ran on 16 ranks and .* on 8 GPUs: anchor on the"):
+        anchor(eight, trace)
+    assert blind.strategy.gpus == 16
+    a = anchor(blind, trace)  # the same size: taken, and said where from
+    assert a.measured_from.startswith(f"the median step of {trace}")
+    assert a.system_doc(DGX_A100)["anchored_on"]["measured_from"] == a.measured_from
+    res = CliRunner().invoke(
+        cli, [*PREDICT, "--measured-step", str(KINETO / "hta_a100_rank0_of16")]
+    )
+    assert res.exit_code == 1 and "ran on 16 ranks" in res.output
