@@ -17,8 +17,22 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for arg in values for v in arg.split(",") if v.strip()]
 
 
-@click.command(short_help="The cheapest cloud setup that finishes a measured job in time.")
-@click.argument("run", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.command(short_help="The cheapest cloud setup that finishes a job in time.")
+@click.argument("run", nargs=-1, required=False, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--model",
+    "model",
+    default=None,
+    help="Instead of RUN: a large model never run (a preset, a JSON file or a Hugging Face "
+    "config.json), planned on every configuration in the fastest parallel layout that fits "
+    "(stallscope plan); the work in --tokens or --steps of --global-batch sequences.",
+)
+@click.option(
+    "--stack",
+    default=None,
+    help="With --model: the training software every configuration runs (a stack preset, "
+    "stallscope catalog stacks).",
+)
 @click.option("--steps", type=float, help="Work: optimizer steps of the global batch.")
 @click.option("--samples", type=float, help="Work: samples (needs --batch-size).")
 @click.option("--tokens", type=float, help="Work: tokens (needs --batch-size and --seq-len).")
@@ -106,9 +120,9 @@ def _split(values: tuple[str, ...]) -> list[str]:
 )
 @click.option(
     "--precision",
-    default="fp32",
-    show_default=True,
-    help="With --measured-device: the precision whose peak FLOP/s scales compute.",
+    default=None,
+    help="With --measured-device: the precision whose peak FLOP/s scales compute (default "
+    "fp32); with --model: the training precision (bf16, fp16, fp8; default bf16).",
 )
 @click.option(
     "--compute-scale",
@@ -136,10 +150,14 @@ def _split(values: tuple[str, ...]) -> list[str]:
 def recommend(run: tuple[Path, ...], **o: Any) -> None:
     """The cheapest cloud configuration for the measured job RUN (a run directory or Kineto
     traces) that finishes the work within --time-budget, or the fastest within --cost-budget.
+    With --model instead of RUN, a large model never run, each configuration in the parallel
+    layout the planner finds fastest.
 
     \b
         stallscope recommend runs/job --steps 100000 --time-budget 24h
         stallscope recommend runs/job --steps 100000 --cost-budget 5000 --spot --mix
+        stallscope recommend --model llama3-8b --tokens 1e11 --global-batch 512 \\
+            --time-budget 30d --max-instances 8
     """
     from stallscope.cli.recommend_render import print_recommendation, write_json
     from stallscope.exceptions import StallscopeError
@@ -147,16 +165,37 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
     from stallscope.recommend._budgets import hours
     from stallscope.recommend._profile_predictor import predictor_for
 
+    planned = _mode(run, o)
+    what: list[Path | str] = [f"{o['model']} (planned)"] if planned else list(run)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            predictor = predictor_for(
-                list(run),
-                measured_device=o["measured_device"],
-                measured_network=o["measured_network"],
-                precision=o["precision"],
-                compute_scales=_ratios(o["compute_scales"]),
-            )
+            if planned:
+                from stallscope.recommend import PlanPredictor
+
+                predictor: Any = PlanPredictor(
+                    o["model"],
+                    global_batch=o["global_batch"],
+                    precision=o["precision"] or "bf16",
+                    stack=o["stack"],
+                    seq_len=o["seq_len"],
+                )
+                job = predictor.job
+            else:
+                predictor = predictor_for(
+                    list(run),
+                    measured_device=o["measured_device"],
+                    measured_network=o["measured_network"],
+                    precision=o["precision"] or "fp32",
+                    compute_scales=_ratios(o["compute_scales"]),
+                )
+                job = Job(
+                    batch_size=o["batch_size"],
+                    global_batch=o["global_batch"],
+                    seq_len=o["seq_len"],
+                    dataset_samples=o["dataset_samples"],
+                    memory_gb=o["memory_gb"],
+                )
             rec = recommendation(
                 predictor,
                 steps=o["steps"],
@@ -165,13 +204,7 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
                 epochs=o["epochs"],
                 time_budget=o["time_budget"],
                 cost_budget=o["cost_budget"],
-                job=Job(
-                    batch_size=o["batch_size"],
-                    global_batch=o["global_batch"],
-                    seq_len=o["seq_len"],
-                    dataset_samples=o["dataset_samples"],
-                    memory_gb=o["memory_gb"],
-                ),
+                job=job,
                 catalog=o["catalog_file"],
                 prices=o["prices"],
                 gpus=_split(o["gpus"]) or None,
@@ -197,7 +230,7 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
     _echo_warnings(caught)
     to_stdout = o["json_file"] is not None and str(o["json_file"]) == "-"
     if o["json_file"] is not None:
-        write_json(rec, o["json_file"], run)
+        write_json(rec, o["json_file"], what)
     if o["plot"] is not None:
         from stallscope.cli._paths import output_file
         from stallscope.report import pareto_plot
@@ -215,7 +248,38 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
             raise click.ClickException(str(e)) from None
         click.echo(f"wrote {o['plot']}", err=True)
     if not to_stdout:
-        print_recommendation(rec, run, o["top"])
+        print_recommendation(rec, what, o["top"])
+
+
+#: Options of a measured run that a planned model does not take, and why.
+_RUN_ONLY = {
+    "batch_size": "the planner chooses the micro-batch; give --global-batch",
+    "memory_gb": "the planner checks each layout's memory itself",
+    "dataset_samples": "give the work in --tokens, --samples or --steps",
+    "epochs": "give the work in --tokens, --samples or --steps",
+    "measured_device": "there is no measured run",
+    "measured_network": "there is no measured run",
+    "compute_scales": "there is no measured run",
+    "mix": "the planner plans one GPU type per job",
+}
+
+
+def _mode(run: tuple[Path, ...], o: dict[str, Any]) -> bool:
+    """Whether the job is a planned model (--model) rather than a measured RUN; refuses the
+    options of the other mode."""
+    if o["model"] is None:
+        if not run:
+            raise click.UsageError("give RUN (a measured job) or --model (a model to plan)")
+        if o["stack"] is not None:
+            raise click.UsageError("--stack is an option of --model (a planned model)")
+        return False
+    if run:
+        raise click.UsageError("give RUN (a measured job) or --model, not both")
+    for name, why in _RUN_ONLY.items():
+        if o[name] not in (None, False, ()):
+            flag = "--" + ("compute-scale" if name == "compute_scales" else name.replace("_", "-"))
+            raise click.UsageError(f"{flag} is not taken with --model: {why}")
+    return True
 
 
 def _ratios(values: tuple[str, ...]) -> dict[str, float]:

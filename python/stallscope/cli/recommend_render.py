@@ -16,6 +16,7 @@ from stallscope.recommend import Recommendation
 
 _STALLS = tuple(c for c in STALL_COLUMNS if c != "compute_ns")
 _LABELS = {
+    "layout": "layout (planned)",
     "ranks": "GPUs",
     "hours": "hours",
     "cost": "cost $",
@@ -68,10 +69,12 @@ def _around_best(front: pl.DataFrame, rec: Recommendation, top: int) -> tuple[pl
     return front.slice(start, top), f"rows {start + 1}-{start + top}"
 
 
-def print_recommendation(rec: Recommendation, run: Sequence[Path], top: int) -> None:
+def print_recommendation(rec: Recommendation, run: Sequence[Path | str], top: int) -> None:
     from stallscope.cli.render import print_frame
 
     where = ", ".join(str(p) for p in run)
+    # a planned model's configurations each run in a layout of their own
+    layout = ["layout"] if rec.candidates["layout"].is_not_null().any() else []
     click.echo(f"For {where}: {rec.objective}.")
     click.echo("")
     click.echo(rec.why)
@@ -81,7 +84,9 @@ def print_recommendation(rec: Recommendation, run: Sequence[Path], top: int) -> 
     front = _shown(rec.candidates.filter("pareto").sort("hours", "cost"))
     window, where = _around_best(front, rec, top)
     print_frame(
-        window.select("config", "market", "ranks", "hours", "cost", "step_ms", *risk, "stall"),
+        window.select(
+            "config", *layout, "market", "ranks", "hours", "cost", "step_ms", *risk, "stall"
+        ),
         title="Pareto front: no other configuration is both faster and cheaper"
         + (f" ({where} of {front.height}, fastest first)" if where else ""),
         max_rows=top,
@@ -92,6 +97,7 @@ def print_recommendation(rec: Recommendation, run: Sequence[Path], top: int) -> 
     print_frame(
         best.select(
             "config",
+            *layout,
             "cloud",
             "region",
             "market",
@@ -123,7 +129,7 @@ def print_recommendation(rec: Recommendation, run: Sequence[Path], top: int) -> 
             click.echo(f"  - {cloud} {shown} x {counts}: {reason}")
 
 
-def as_json(rec: Recommendation, run: Sequence[Path]) -> dict[str, Any]:
+def as_json(rec: Recommendation, run: Sequence[Path | str]) -> dict[str, Any]:
     """The recommendation as one JSON document."""
     return {
         "run": [str(p) for p in run],
@@ -137,7 +143,7 @@ def as_json(rec: Recommendation, run: Sequence[Path]) -> dict[str, Any]:
     }
 
 
-def write_json(rec: Recommendation, out: Path, run: Sequence[Path]) -> None:
+def write_json(rec: Recommendation, out: Path, run: Sequence[Path | str]) -> None:
     import orjson
 
     data = orjson.dumps(as_json(rec, run), option=orjson.OPT_INDENT_2) + b"\n"

@@ -6,6 +6,13 @@ their prices, each with its source and date), spot interruption rates, and the r
     rec.best, rec.why          # the cheapest configuration that finishes in 24 h, and why
     rec.pareto                 # hours against cost: the configurations nothing beats on both
 
+A model never run is planned instead (``PlanPredictor``: each configuration in the fastest
+parallel layout that fits, by ``stallscope.plan``):
+
+    from stallscope.recommend import PlanPredictor
+    rec = recommendation(PlanPredictor("llama3-70b", global_batch=512, precision="fp8"),
+                         tokens=1e12, time_budget="60d", max_instances=32)
+
 `recommend(...)` returns `recommendation(...).candidates`, the frame of every configuration.
 The package itself is callable as that function: `stallscope.recommend(run, steps=...,
 time_budget=...)` is `stallscope.recommend.recommend(...)`, so the name stays the package (no
@@ -28,6 +35,7 @@ from stallscope.recommend._errors import NoCandidateError, RecommendError
 from stallscope.recommend._gpu_lookup import gpu_device
 from stallscope.recommend._interruptions import INTERRUPTION_COLUMNS, load_spot_interruptions
 from stallscope.recommend._job import Job, Work
+from stallscope.recommend._plan_predictor import PlanPredictor
 from stallscope.recommend._predictor_seam import Shape, StepPredictor
 from stallscope.recommend._recommend import (
     PARETO_COLUMNS,
@@ -43,6 +51,7 @@ __all__ = [
     "PARETO_COLUMNS",
     "Job",
     "NoCandidateError",
+    "PlanPredictor",
     "RecommendError",
     "Recommendation",
     "Shape",

@@ -16,11 +16,15 @@ import polars as pl
 
 from stallscope.analysis import STALL_COLUMNS
 
-#: Columns of `StepPredictor.predict`: one row per shape, in the order given. ``problem`` is
-#: null where the shape was predicted, else why it could not be (the step columns are null).
+#: Columns of `StepPredictor.predict`: one row per shape, in the order given. ``layout`` is
+#: the parallel configuration the predictor chose for the shape (the planner's label, e.g.
+#: "tp4.pp2.dp8.mb1.rc-none.sp.z1"), null where the shape runs the measured job's own.
+#: ``problem`` is null where the shape was predicted, else why it could not be (the step
+#: columns are null).
 PREDICTION_SCHEMA: dict[str, pl.DataType] = {
     "step_ns": pl.Float64(),
     **{c: pl.Float64() for c in STALL_COLUMNS},
+    "layout": pl.String(),
     "problem": pl.String(),
 }
 

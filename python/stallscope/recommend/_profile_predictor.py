@@ -243,6 +243,7 @@ class ProfilePredictor:
         return frame.select(
             pl.col("step_ns").cast(pl.Float64),
             *(pl.col(c).cast(pl.Float64) for c in STALL_COLUMNS),
+            layout=pl.lit(None, dtype=pl.String),
             problem=pl.lit(None, dtype=pl.String),
         )
 

@@ -42,6 +42,7 @@ PARETO_COLUMNS: Final = (
     "risk",
     "meets",
     "mix",
+    "layout",
 )
 
 
@@ -149,7 +150,12 @@ def recommendation(
         raise RecommendError(f"max_risk is a probability in [0, 1), got {max_risk}")
     if isinstance(max_instances, bool) or not 1 <= max_instances <= 4096:
         raise RecommendError(f"max_instances must be 1..4096, got {max_instances}")
-    job = job or Job()
+    job = _job_for(run, job)
+    if mix and getattr(run, "checks_memory", False):
+        raise RecommendError(
+            "mixes of two instance types need a measured run: the planner plans one GPU type "
+            "per job (leave out --mix)"
+        )
     model = spot_model or SpotModel()
     if not isinstance(run, StepPredictor):
         from stallscope.recommend._profile_predictor import predictor_for
@@ -223,6 +229,22 @@ def recommendation(
         time_budget_hours=budget,
         cost_budget=money,
     )
+
+
+def _job_for(run: object, job: Job | None) -> Job:
+    """The job's batch facts: a planned model's own (``PlanPredictor.job``: its global batch of
+    sequences), which a given Job may repeat but not contradict; else the given or none."""
+    planned: Job | None = getattr(run, "job", None) if isinstance(run, StepPredictor) else None
+    if planned is None:
+        return job or Job()
+    if job is not None and job not in (Job(), planned):
+        given = {k: v for k, v in vars(job).items() if v is not None}
+        raise RecommendError(
+            f"a planned model's job is its global batch of {planned.global_batch} sequences of "
+            f"{planned.seq_len} tokens (the planner chooses the micro-batch and checks memory); "
+            f"drop {', '.join(sorted(given))} or set the global batch on the model's predictor"
+        )
+    return planned
 
 
 def recommend(run: object, **options: Any) -> pl.DataFrame:
@@ -303,7 +325,13 @@ def _notes(
     by_time: bool,
 ) -> list[str]:
     notes = [f"compute: {run.basis}"]
-    if job.global_batch is None:
+    planned = getattr(run, "checks_memory", False)
+    if planned:
+        notes.append(
+            f"every configuration trains global batches of {job.global_batch} sequences of "
+            f"{job.seq_len:,} tokens; the layout column is the planner's choice for it"
+        )
+    elif job.global_batch is None:
         notes.append(
             "each rank keeps its measured batch, so the global batch grows with the ranks; "
             f"{work.describe()} count steps of the measured run's global batch "
@@ -315,7 +343,7 @@ def _notes(
             f"every configuration keeps the global batch of {job.global_batch} samples: ranks "
             f"x {job.batch_size} x gradient accumulation"
         )
-    if job.memory_gb is None:
+    if job.memory_gb is None and not planned:
         notes.append(
             "the job's GPU memory is not checked: give --memory-gb to leave out GPUs too small"
         )

@@ -61,6 +61,7 @@ class FakePredictor:
             compute_ns=compute,
             host_ns=self.host_ns,
             data_ns=self.data_ns,
+            layout=None,
             problem=None,
         )
         row["network_ns" if s.nodes > 1 else "interconnect_ns"] = exposed
