@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from stallscope.cli.plan import STACK_HELP
+
 _PATH = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
@@ -30,12 +32,15 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option(
     "--stack",
     default=None,
-    help="With --model: the training software every configuration runs (a stack preset, "
-    "stallscope catalog stacks).",
+    help="With --model, on every configuration: " + STACK_HELP[0].lower() + STACK_HELP[1:],
 )
 @click.option("--steps", type=float, help="Work: optimizer steps of the global batch.")
 @click.option("--samples", type=float, help="Work: samples (needs --batch-size).")
-@click.option("--tokens", type=float, help="Work: tokens (needs --batch-size and --seq-len).")
+@click.option(
+    "--tokens",
+    type=float,
+    help="Work: tokens (needs --batch-size and --seq-len; with --model, neither).",
+)
 @click.option(
     "--epochs", type=float, help="Work: epochs (needs --batch-size and --dataset-samples)."
 )
@@ -54,7 +59,11 @@ def _split(values: tuple[str, ...]) -> list[str]:
     help="Samples per optimizer step to keep on every configuration (ranks x --batch-size x "
     "accumulation). Default: each rank keeps its batch, the global batch grows with the ranks.",
 )
-@click.option("--seq-len", type=int, help="Tokens per sample (for --tokens).")
+@click.option(
+    "--seq-len",
+    type=int,
+    help="Tokens per sample (for --tokens); with --model, the sequence length it trains at.",
+)
 @click.option("--dataset-samples", type=int, help="Samples per epoch (for --epochs).")
 @click.option(
     "--memory-gb", type=float, help="GPU memory the job needs per GPU; smaller GPUs are left out."

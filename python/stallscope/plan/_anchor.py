@@ -11,10 +11,10 @@ measured step is a number of seconds or a measured run (a stallscope run directo
 profiler traces or a saved profile: ``stallscope.predict.profile_of``), whose median step after
 warm-up it takes.
 
-The step falls as the factor grows, so a bracketed root search over log(factor) finds it. A measured step
-that no factor in [1/20, 20] reaches means the configuration or the system is not the one that
-ran (its communication alone takes longer, or the GPUs would have to be 20x slower), and says
-so.
+The step falls as the factor grows, so a bracketed root search over log(factor) finds it. A
+measured step that no factor in [1/20, 20] reaches means the configuration or the system is not
+the one that ran (its communication alone takes longer, or the GPUs would have to be 20x
+slower), and says so.
 """
 
 from __future__ import annotations

@@ -97,6 +97,7 @@ class Cluster:
             "attn_fwd_fraction": d.attn_fwd_fraction,
             "attn_bwd_fraction": d.attn_bwd_fraction,
             "hbm_fraction": d.hbm_fraction,
+            "compute_factor": d.compute_factor,
             "basis": dict(d.basis),
         }
         return out

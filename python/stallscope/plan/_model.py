@@ -43,7 +43,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from stallscope.plan._errors import PlanError, listed, nearest_names
 
@@ -399,7 +399,7 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
             f"{u!r}: did you mean {listed(nearest_names(u, known, 2))}?" for u in unknown
         )
         raise PlanError(f"model {kw['name']!r}: unknown keys {hints}")
-    if hf and str(doc.get("hidden_act", "")).lower() in ("silu", "swiglu"):
+    if hf and _hf_gated(doc):
         kw.setdefault("gated_ffn", True)
     _dense_pattern(doc, kw)
     shared = doc.get("n_shared_experts")
@@ -417,6 +417,19 @@ def model_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Model:
         if k in kw and not isinstance(kw[k], bool):
             raise PlanError(f"model {kw['name']!r}: {k} must be true or false, got {kw[k]!r}")
     return Model(**kw)
+
+
+#: Hugging Face model types whose MLP is gated (gate, up and down projections) whatever its
+#: activation: Gemma's GeGLU (GemmaMLP, Gemma2MLP, Gemma3MLP in transformers' modeling files,
+#: hidden_activation gelu_pytorch_tanh).
+_HF_GATED_TYPES: Final = ("gemma", "gemma2", "gemma3", "gemma3_text")
+
+
+def _hf_gated(doc: Mapping[str, Any]) -> bool:
+    """Whether a Hugging Face config's MLP is gated: a SiLU (SwiGLU) activation, as Llama,
+    Mistral, Qwen and DeepSeek configs name it, or a model type gated whatever its activation."""
+    act = str(doc.get("hidden_act") or doc.get("hidden_activation") or "").lower()
+    return act in ("silu", "swiglu", "swish") or str(doc.get("model_type", "")) in _HF_GATED_TYPES
 
 
 def _dense_pattern(doc: Mapping[str, Any], kw: dict[str, Any]) -> None:

@@ -35,6 +35,29 @@ def test_model_file_and_aliases(tmp_path: Path) -> None:
     assert llama.params() == pytest.approx(8.0e9, rel=0.03)  # Llama 3 8B
 
 
+def test_gemma_configs_are_gated_whatever_their_activation() -> None:
+    # Gemma 2 9B's config.json: GeGLU (gate, up and down projections) under a GELU activation
+    gemma2 = {
+        "model_type": "gemma2",
+        "hidden_size": 3584,
+        "intermediate_size": 14336,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "num_hidden_layers": 42,
+        "vocab_size": 256000,
+        "max_position_embeddings": 8192,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": True,
+    }
+    m = load_model(gemma2)
+    assert m.gated_ffn and m.head_dim == 256
+    assert m.params() == pytest.approx(9.24e9, rel=0.01)  # Gemma 2 9B: 9.24 B parameters
+    # a GELU model of another type keeps its plain FFN (GPT-NeoX)
+    neox = gemma2 | {"model_type": "gpt_neox", "hidden_act": "gelu", "head_dim": 224}
+    assert not load_model({k: v for k, v in neox.items() if k != "hidden_activation"}).gated_ffn
+
+
 def test_bad_model_files(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="lacks heads, seq_len"):
         load_model({"layers": 2, "hidden": 8, "vocab": 8})
