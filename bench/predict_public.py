@@ -343,68 +343,97 @@ def memory_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def group_of(row: dict[str, Any]) -> str:
-    return f"{row['id'].split('-')[0]} {row['gpu']}"
+def group_of(row: dict[str, Any], model: str | None = None) -> str:
+    """A row's anchoring group: its source (one release of one framework) and GPU, and with
+    ``model`` the model too."""
+    return f"{row['id'].split('-')[0]} {row['gpu']}" + (f" {model}" if model else "")
 
 
-def anchored_check(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The planner anchored on one measured step (``stallscope.plan.anchor``): what a user who
-    measured one configuration of their own job would see for the others. A group is the dense
-    runs of one source (one release of one framework) on one GPU. Each run's compute factor is
-    the one at which its own configuration takes its measured step; each run is then predicted
-    at the geometric mean of the other runs' factors of its group (leave-one-out: never its
-    own), the configurations its source leaves open chosen again. Each counted row in a group of
-    two or more gains its ``compute_factor`` and ``anchored_error``."""
-    by_id = {e["id"]: e for e in entries}
-    counted = [r for r in rows if r["counted"] and r["kind"] == "dense"]
+def _leave_one_out(
+    counted: list[dict[str, Any]],
+    factors: dict[str, float],
+    key: Any,
+    by_id: dict[str, dict[str, Any]],
+) -> dict[str, dict[str, float]]:
+    """Per group of ``key``, per row: the error of the row predicted at the geometric mean of
+    the other rows' compute factors."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in counted:
-        groups.setdefault(group_of(r), []).append(r)
-    factors: dict[str, float] = {}
-    for r in counted:
-        if len(groups[group_of(r)]) < 2:
-            continue
-        e = by_id[r["id"]]
-        m = model_of(e)
-        best, _, _ = best_prediction(e, m, cluster_of(e)[0])
-        assert best is not None  # a counted row has one
-        factors[r["id"]] = anchor(best, r["measured_step_s"]).factor
-    errs: dict[str, list[float]] = {}
-    for r in counted:
-        g = group_of(r)
-        others = [factors[o["id"]] for o in groups[g] if o is not r]
-        if not others:
-            continue
-        f = math.exp(statistics.fmean(math.log(x) for x in others))
-        e = by_id[r["id"]]
-        m = model_of(e)
-        c = cluster_of(e)[0]
-        best, _, _ = best_prediction(e, m, replace(c, device=anchored(c.device, f)))
-        assert best is not None
-        r["compute_factor"] = factors[r["id"]]
-        r["anchored_error"] = best.step_ns * 1e-9 / r["measured_step_s"] - 1
-        errs.setdefault(g, []).append(r["anchored_error"])
-    flat = [x for v in errs.values() for x in v]
+        groups.setdefault(key(r), []).append(r)
+    out: dict[str, dict[str, float]] = {}
+    for g, members in groups.items():
+        for r in members:
+            others = [factors[o["id"]] for o in members if o is not r]
+            if not others:
+                continue
+            f = math.exp(statistics.fmean(math.log(x) for x in others))
+            e = by_id[r["id"]]
+            c = cluster_of(e)[0]
+            best, _, _ = best_prediction(e, model_of(e), replace(c, device=anchored(c.device, f)))
+            assert best is not None  # a counted row has one
+            out.setdefault(g, {})[r["id"]] = best.step_ns * 1e-9 / r["measured_step_s"] - 1
+    return out
+
+
+def _loo_figures(errs: dict[str, dict[str, float]]) -> dict[str, Any]:
+    flat = [x for v in errs.values() for x in v.values()]
     return {
-        "about": "each dense run predicted at the geometric mean of the compute factors that "
-        "reproduce the other runs of its source on its GPU (leave-one-out; anchored_check): "
-        "the planner anchored on measured steps of the same software and GPU",
         "runs": len(flat),
         "groups": len(errs),
         "mean_abs_error": statistics.fmean(abs(x) for x in flat),
         "median_abs_error": statistics.median(abs(x) for x in flat),
         "max_abs_error": max(abs(x) for x in flat),
         "mean_error": statistics.fmean(flat),
+    }
+
+
+def anchored_check(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The planner anchored on one measured step (``stallscope.plan.anchor``): what a user who
+    measured one configuration of their own job would see for the others. A group is the dense
+    runs of one source (one release of one framework) on one GPU (``same_model``: of one model
+    too). Each run's compute factor is the one at which its own configuration takes its
+    measured step; each run is then predicted at the geometric mean of the other runs' factors
+    of its group (leave-one-out: never its own), the configurations its source leaves open
+    chosen again. Each counted row in a group of two or more gains its ``compute_factor`` and
+    ``anchored_error`` (``anchored_error_same_model``)."""
+    by_id = {e["id"]: e for e in entries}
+    counted = [r for r in rows if r["counted"] and r["kind"] == "dense"]
+    sizes: dict[str, int] = {}
+    for r in counted:
+        sizes[group_of(r)] = sizes.get(group_of(r), 0) + 1
+    counted = [r for r in counted if sizes[group_of(r)] > 1]
+    factors: dict[str, float] = {}
+    for r in counted:
+        e = by_id[r["id"]]
+        best, _, _ = best_prediction(e, model_of(e), cluster_of(e)[0])
+        assert best is not None  # a counted row has one
+        factors[r["id"]] = r["compute_factor"] = anchor(best, r["measured_step_s"]).factor
+    coarse = _leave_one_out(counted, factors, group_of, by_id)
+    fine = _leave_one_out(counted, factors, lambda r: group_of(r, by_id[r["id"]]["model"]), by_id)
+    for name, errs in (("anchored_error", coarse), ("anchored_error_same_model", fine)):
+        for v in errs.values():
+            for i, x in v.items():
+                next(r for r in counted if r["id"] == i)[name] = x
+    members: dict[str, list[str]] = {}
+    for r in counted:
+        members.setdefault(group_of(r), []).append(r["id"])
+    return {
+        "about": "each dense run predicted at the geometric mean of the compute factors that "
+        "reproduce the other runs of its source on its GPU (leave-one-out; anchored_check): "
+        "the planner anchored on measured steps of the same software and GPU; same_model: "
+        "the other runs of the same model too",
+        **_loo_figures(coarse),
+        "same_model": _loo_figures(fine),
         "per_group": {
             g: {
                 "runs": len(v),
-                "mean_abs_error": statistics.fmean(abs(x) for x in v),
-                "max_abs_error": max(abs(x) for x in v),
+                "mean_abs_error": statistics.fmean(abs(x) for x in v.values()),
+                "max_abs_error": max(abs(x) for x in v.values()),
                 "compute_factor": math.exp(
-                    statistics.fmean(math.log(factors[r["id"]]) for r in groups[g])
+                    statistics.fmean(math.log(factors[i]) for i in members[g])
                 ),
             }
-            for g, v in sorted(errs.items())
+            for g, v in sorted(coarse.items())
         },
     }
 
@@ -425,6 +454,12 @@ def accuracy_summary(doc: dict[str, Any]) -> dict[str, Any]:
         "anchored": {
             k: doc["anchored"][k]
             for k in ("runs", "groups", "mean_abs_error", "median_abs_error", "max_abs_error")
+        }
+        | {
+            "same_model": {
+                k: doc["anchored"]["same_model"][k]
+                for k in ("runs", "groups", "mean_abs_error", "median_abs_error", "max_abs_error")
+            }
         },
     }
 

@@ -38,10 +38,14 @@ def accuracy_note(gpu: str | None = None, moe: bool = False, anchored: bool = Fa
         return ""
     date = a["date"]
     if anchored and not moe and (an := a.get("anchored")):
+        same = an.get("same_model") or an
         return (
-            f"accuracy: anchored on measured steps of the same software and GPU, "
-            f"{an['runs']} published runs were predicted {100 * float(an['mean_abs_error']):.1f} "
-            f"% off on average (median {100 * float(an['median_abs_error']):.1f} %, the worst "
+            f"accuracy: anchored on measured steps of the same model, software and GPU, "
+            f"{same['runs']} published runs were predicted "
+            f"{100 * float(same['mean_abs_error']):.1f} % off on average (median "
+            f"{100 * float(same['median_abs_error']):.1f} %, the worst "
+            f"{100 * float(same['max_abs_error']):.0f} %); on other models' steps "
+            f"{100 * float(an['mean_abs_error']):.1f} % (the worst "
             f"{100 * float(an['max_abs_error']):.0f} %; {date}, docs/plan.md)"
         )
     kind = ""

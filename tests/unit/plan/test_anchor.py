@@ -159,7 +159,7 @@ def test_cli_measured_step_and_save_system(tmp_path: Path) -> None:
     assert f"wrote {out}" in res.output
     an = (accuracy() or {}).get("anchored")
     if an:  # the anchored figures of the public benchmark
-        assert f"{an['runs']} published runs" in res.output
+        assert f"{an['same_model']['runs']} published runs" in res.output
     doc = json.loads(out.read_text())
     assert doc["gpu"] == "A100-SXM4-80GB" and doc["compute_factor"] < 1
     again = runner.invoke(cli, ["plan", "--model", "gpt3-6.7b", "--system", str(out),
@@ -190,10 +190,12 @@ def test_the_anchored_accuracy_line() -> None:
     a = accuracy()
     assert a is not None and a.get("anchored"), "rerun python bench/predict_public.py"
     an = a["anchored"]
+    same = an["same_model"]
     note = accuracy_note("H100-SXM", anchored=True)
-    assert note.startswith("accuracy: anchored on measured steps of the same software and GPU")
-    assert f"{an['runs']} published runs" in note
-    assert f"{100 * an['mean_abs_error']:.1f} % off on average" in note
+    assert note.startswith("accuracy: anchored on measured steps of the same model, software")
+    assert f"{same['runs']} published runs" in note
+    assert f"{100 * same['mean_abs_error']:.1f} % off on average" in note
+    assert f"on other models' steps {100 * an['mean_abs_error']:.1f} %" in note
     # mixture-of-experts models and unanchored systems keep the blind line
     assert "anchored" not in accuracy_note("H100-SXM", moe=True, anchored=True)
     assert "anchored" not in accuracy_note("H100-SXM")
