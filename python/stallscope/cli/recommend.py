@@ -34,6 +34,16 @@ def _split(values: tuple[str, ...]) -> list[str]:
     default=None,
     help="With --model, on every configuration: " + STACK_HELP[0].lower() + STACK_HELP[1:],
 )
+@click.option(
+    "--anchor",
+    "anchors",
+    multiple=True,
+    type=_PATH,
+    metavar="FILE",
+    help="With --model: a system file saved by `stallscope predict ... --measured-step S "
+    "--save-system FILE`; its GPU's GEMMs and attention run at the rate the measured step "
+    "showed on every configuration of that GPU (repeat for several GPUs).",
+)
 @click.option("--steps", type=float, help="Work: optimizer steps of the global batch.")
 @click.option("--samples", type=float, help="Work: samples (needs --batch-size).")
 @click.option(
@@ -181,6 +191,7 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
         try:
             if planned:
                 from stallscope.recommend import PlanPredictor
+                from stallscope.recommend._plan_predictor import anchor_factors
 
                 predictor: Any = PlanPredictor(
                     o["model"],
@@ -188,6 +199,7 @@ def recommend(run: tuple[Path, ...], **o: Any) -> None:
                     precision=o["precision"] or "bf16",
                     stack=o["stack"],
                     seq_len=o["seq_len"],
+                    compute_factors=anchor_factors(o["anchors"]),
                 )
                 job = predictor.job
             else:
@@ -279,8 +291,10 @@ def _mode(run: tuple[Path, ...], o: dict[str, Any]) -> bool:
     if o["model"] is None:
         if not run:
             raise click.UsageError("give RUN (a measured job) or --model (a model to plan)")
-        if o["stack"] is not None:
-            raise click.UsageError("--stack is an option of --model (a planned model)")
+        for name in ("stack", "anchors"):
+            if o[name] not in (None, ()):
+                flag = "--" + name.removesuffix("s")
+                raise click.UsageError(f"{flag} is an option of --model (a planned model)")
         return False
     if run:
         raise click.UsageError("give RUN (a measured job) or --model, not both")

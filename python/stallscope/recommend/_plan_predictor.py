@@ -12,11 +12,17 @@ Every shape trains the same global batch of sequences, so the recommender's work
 steps alike on all of them: its ``Job`` is one sequence per micro-batch unit
 (``batch_size`` 1) and the global batch to keep (``job``). The planner's step columns map onto
 the stall table's; the pipeline bubble, time a stage waits on the others, counts as sync wait.
+
+``compute_factors`` (``--anchor`` on the CLI: a system file that ``stallscope predict
+--measured-step --save-system`` wrote) runs one GPU's GEMMs and attention at the rate a measured
+step of the user's job showed (``stallscope.plan.anchor``); the other GPUs keep the device
+model's, and the notes say which GPUs are anchored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -44,6 +50,7 @@ class PlanPredictor:
         precision: str = "bf16",
         stack: Any = None,
         seq_len: int | None = None,
+        compute_factors: Mapping[str, float] | None = None,
     ) -> None:
         from stallscope.exceptions import StallscopeError
         from stallscope.plan import DEFAULT_STACK, Space, load_model
@@ -62,6 +69,7 @@ class PlanPredictor:
         self.global_batch = int(global_batch or default_global_batch(m))
         self.batch_given = global_batch is not None
         self.precision = precision
+        self.compute_factors = _factors(compute_factors or {})
         self.calls = 0
         self._memo: dict[tuple[object, ...], dict[str, Any]] = {}
 
@@ -87,6 +95,11 @@ class PlanPredictor:
             + ("" if self.batch_given else " (the model's default: --global-batch sets it)")
             + ", each configuration in the fastest parallel layout that fits in its GPUs' "
             "memory, GPUs timed by the planner's device model"
+            + "".join(
+                f"; {g}'s GEMMs and attention at {f:.3f} x its rate (anchored on a measured step)"
+                for g, f in sorted(self.compute_factors.items())
+            )
+            + ("; the other GPUs not anchored" if self.compute_factors else "")
         )
 
     @property
@@ -135,6 +148,7 @@ class PlanPredictor:
                     "gpus_per_node": s.ranks_per_node,
                     "intra_node_GBps": s.intra_node_GBps,
                     "inter_node_Gbps": net,
+                    "compute_factor": self.compute_factors.get(s.device, 1.0),
                 }
             )
             found = search(self.model, system, s.ranks, self.global_batch, 1, self.space)
@@ -143,6 +157,44 @@ class PlanPredictor:
         best = found.best[0]
         return {"problem": None, "columns": best.columns(), "step_ns": best.step_ns,
                 "layout": best.strategy.label()}  # fmt: skip
+
+
+def _factors(given: Mapping[str, float]) -> dict[str, float]:
+    """The compute factors by the device table's GPU names (each a positive number)."""
+    from stallscope.exceptions import CatalogError
+    from stallscope.recommend._gpu_lookup import gpu_device
+
+    out: dict[str, float] = {}
+    for gpu, f in given.items():
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f < float("inf"):
+            raise RecommendError(
+                f"the compute factor of {gpu} must be a positive number, got {f!r}"
+            )
+        try:
+            out[gpu_device(gpu).name] = float(f)
+        except CatalogError as e:
+            raise RecommendError(f"compute factor: {e}") from None
+    return out
+
+
+def anchor_factors(paths: Sequence[str | Path]) -> dict[str, float]:
+    """{GPU: compute factor} of anchored system files (``stallscope predict --measured-step
+    --save-system``)."""
+    import json
+
+    out: dict[str, float] = {}
+    for path in paths:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise RecommendError(f"anchor {path}: not a readable system file ({e})") from None
+        if not isinstance(doc, dict) or "gpu" not in doc or "compute_factor" not in doc:
+            raise RecommendError(
+                f"anchor {path}: a system file with gpu and compute_factor, as `stallscope "
+                "predict ... --measured-step S --save-system FILE` writes, is needed"
+            )
+        out[str(doc["gpu"])] = doc["compute_factor"]
+    return out
 
 
 def _row(r: dict[str, Any]) -> pl.DataFrame:

@@ -144,3 +144,32 @@ def test_cli_needs_a_run_or_a_model() -> None:
     res = CliRunner().invoke(cli, ["recommend", ".", "--stack", "nemo-25", "--steps", "1",
                                    "--time-budget", "1d"])  # fmt: skip
     assert res.exit_code == 2 and "--stack is an option of --model" in res.output
+
+
+def test_an_anchored_gpu_runs_at_its_measured_rate(small: PlanPredictor, tmp_path: Path) -> None:
+    from stallscope.recommend._plan_predictor import anchor_factors
+
+    slow = PlanPredictor(SMALL_GATED, global_batch=64, compute_factors={"H100": 0.5})
+    assert slow.compute_factors == {"H100-SXM": 0.5}  # the device table's name
+    base, anchored = small.predict([H100]).row(0), slow.predict([H100]).row(0)
+    assert anchored[0] > 1.3 * base[0]  # GEMMs and attention twice as long
+    assert "H100-SXM's GEMMs and attention at 0.500 x its rate" in slow.basis
+    assert "the other GPUs not anchored" in slow.basis
+    t4 = Shape("T4", nodes=1, ranks_per_node=8, intra_node_GBps=16.0, network_gbps=None)
+    assert slow.predict([t4]).row(0) == small.predict([t4]).row(0)  # other GPUs: blind
+    with pytest.raises(RecommendError, match="must be a positive number"):
+        PlanPredictor(SMALL_GATED, compute_factors={"H100": 0})
+    with pytest.raises(RecommendError, match=r"compute factor: .*X100"):
+        PlanPredictor(SMALL_GATED, compute_factors={"X100": 1.0})
+    # the system files predict --save-system writes
+    good = tmp_path / "h100.json"
+    good.write_text(json.dumps({"gpu": "H100-SXM", "compute_factor": 0.8, "gpus_per_node": 8}))
+    assert anchor_factors([good]) == {"H100-SXM": 0.8}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"gpu": "H100-SXM"}))
+    with pytest.raises(RecommendError, match="gpu and compute_factor"):
+        anchor_factors([bad])
+    res = CliRunner().invoke(
+        cli, ["recommend", ".", "--anchor", str(good), "--steps", "1", "--time-budget", "1d"]
+    )
+    assert res.exit_code == 2 and "--anchor is an option of --model" in res.output
