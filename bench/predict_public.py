@@ -410,10 +410,11 @@ def anchored_check(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) ->
         factors[r["id"]] = r["compute_factor"] = anchor(best, r["measured_step_s"]).factor
     coarse = _leave_one_out(counted, factors, group_of, by_id)
     fine = _leave_one_out(counted, factors, lambda r: group_of(r, by_id[r["id"]]["model"]), by_id)
+    row_of = {r["id"]: r for r in counted}
     for name, errs in (("anchored_error", coarse), ("anchored_error_same_model", fine)):
         for v in errs.values():
             for i, x in v.items():
-                next(r for r in counted if r["id"] == i)[name] = x
+                row_of[i][name] = x
     members: dict[str, list[str]] = {}
     for r in counted:
         members.setdefault(group_of(r), []).append(r["id"])

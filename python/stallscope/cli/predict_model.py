@@ -152,10 +152,10 @@ def run_model_mode(
     if a is not None:
         doc["anchor"] = a.to_dict()
     if save_system is not None and a is not None:
-        from stallscope.plan._anchor import system_file_doc
+        from stallscope.plan._cluster import system_doc
 
         with plan_errors():
-            base = system_file_doc(system)
+            base, _ = system_doc(system)
         if efficiency_table is not None:
             base["efficiency_table"] = str(efficiency_table.resolve())
         _write_json(a.system_doc(base), save_system)

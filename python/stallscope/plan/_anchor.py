@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from stallscope.plan._cluster import Cluster, anchored, preset_doc
+from stallscope.plan._cluster import Cluster, anchored
 from stallscope.plan._errors import PlanError
 from stallscope.plan._predict import Prediction, predict_strategy
 
@@ -186,16 +186,3 @@ def anchor(prediction: Prediction, measured_step_s: MeasuredStep) -> Anchor:
         prediction=best,
         measured_from=measured_from,
     )
-
-
-def system_file_doc(system: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """A system given as ``--system`` takes it (a preset's name, a JSON file or its keys) as a
-    system file's keys, to which an anchor adds its factor."""
-    if isinstance(system, Mapping):
-        return dict(system)
-    path = Path(system)
-    if path.suffix == ".json" or path.exists():
-        from stallscope.plan._model import _read_json
-
-        return dict(_read_json(path, "system"))
-    return preset_doc(str(system))

@@ -549,19 +549,22 @@ def load_system(
                 "built Cluster: pass the system's name or its dict"
             )
         return source
-    if isinstance(source, Mapping):
-        doc, name = dict(source), "custom"
-    elif (path := Path(source)).suffix == ".json" or path.exists():
-        from stallscope.plan._model import _read_json
-
-        doc, name = dict(_read_json(path, "system")), path.stem
-    elif efficiency_table is None:
-        return cluster_of_preset(str(source))
-    else:
-        doc, name = preset_doc(str(source)), str(source)
+    doc, name = system_doc(source)
     if efficiency_table is not None:
         doc["efficiency_table"] = efficiency_table
     return system_from_dict(doc, name=name)
+
+
+def system_doc(source: Mapping[str, Any] | str | Path) -> tuple[dict[str, Any], str]:
+    """A system given by its keys, a JSON file's path or a preset's name, as a system file's
+    keys and the name it goes by."""
+    if isinstance(source, Mapping):
+        return dict(source), "custom"
+    if (path := Path(source)).suffix == ".json" or path.exists():
+        from stallscope.plan._model import _read_json
+
+        return dict(_read_json(path, "system")), path.stem
+    return preset_doc(str(source)), str(source)
 
 
 def cluster_of_preset(name: str) -> Cluster:

@@ -180,15 +180,16 @@ def _factors(given: Mapping[str, float]) -> dict[str, float]:
 def anchor_factors(paths: Sequence[str | Path]) -> dict[str, float]:
     """{GPU: compute factor} of anchored system files (``stallscope predict --measured-step
     --save-system``)."""
-    import json
+    from stallscope.plan import PlanError
+    from stallscope.plan._cluster import system_doc
 
     out: dict[str, float] = {}
     for path in paths:
         try:
-            doc = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as e:
-            raise RecommendError(f"anchor {path}: not a readable system file ({e})") from None
-        if not isinstance(doc, dict) or "gpu" not in doc or "compute_factor" not in doc:
+            doc, _ = system_doc(Path(path))
+        except PlanError as e:
+            raise RecommendError(f"anchor {path}: {e}") from None
+        if "gpu" not in doc or "compute_factor" not in doc:
             raise RecommendError(
                 f"anchor {path}: a system file with gpu and compute_factor, as `stallscope "
                 "predict ... --measured-step S --save-system FILE` writes, is needed"

@@ -22,8 +22,7 @@ from stallscope.plan import (
     predict_model,
     predict_strategy,
 )
-from stallscope.plan._anchor import system_file_doc
-from stallscope.plan._cluster import anchored, preset_doc
+from stallscope.plan._cluster import anchored, preset_doc, system_doc
 
 from .conftest import DGX_A100, SMALL_GATED
 
@@ -119,8 +118,8 @@ def test_the_system_file_round_trip(blind: Prediction) -> None:
     again = predict_strategy(blind.model, system, blind.strategy)
     assert again.step_ns == pytest.approx(a.prediction.step_ns, rel=1e-4)
     # a system given by preset or file becomes a system file's keys
-    assert system_file_doc("dgx-a100") == preset_doc("dgx-a100")
-    assert system_file_doc(DGX_A100) == DGX_A100
+    assert system_doc("dgx-a100")[0] == preset_doc("dgx-a100")
+    assert system_doc(DGX_A100)[0] == DGX_A100
 
 
 @pytest.mark.parametrize("bad", [0, -0.5, "fast", True])
