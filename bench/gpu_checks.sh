@@ -71,6 +71,9 @@ step device_model "${DEVICE_MODEL_LIMIT:-170}" "$PY" bench/gpu_device_model.py \
 # NVML clocks and power beside them (the table's "sustained" entry).
 step sustained "${SUSTAINED_LIMIT:-120}" "$PY" bench/gpu_sustained.py \
   --heat-s "${SUSTAINED_HEAT_S:-60}"
+# A whole training step (4 Llama 3.1 8B layers, 8k tokens) against the planner's prediction of
+# it: the kernel classes, the idle time and the anchoring compute factor.
+step step_check "${STEP_CHECK_LIMIT:-90}" "$PY" bench/gpu_step_check.py
 if [ -f bench/gpu_overhead.py ]; then
   step overhead "${OVERHEAD_LIMIT:-200}" "$PY" bench/gpu_overhead.py ${OVERHEAD_ARGS:---quick}
 fi

@@ -416,6 +416,23 @@ def device_name(torch: Any, device: str) -> str:
     return torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu"
 
 
+def run_header(bench: str, torch: Any, device: str, quick: bool) -> dict[str, Any]:
+    """What every device script's result starts with: the script, the date, the device, the
+    software versions and whether it ran --quick."""
+    return {
+        "bench": bench,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": device_name(torch, device),
+        "versions": {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
+            "python": platform.python_version(),
+        },
+        "quick": quick,
+    }
+
+
 def table_path(tables: Path, name: str) -> Path:
     """The device's efficiency table: "NVIDIA H200" -> <tables>/H200.json."""
     return tables / (name.replace("NVIDIA ", "").replace(" ", "-") + ".json")
@@ -446,18 +463,7 @@ def main() -> int:
     torch.manual_seed(0)
     timer = Timer(torch, args.device, args.min_time_s)
     name = device_name(torch, args.device)
-    result: dict[str, Any] = {
-        "bench": "gpu_device_model",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": name,
-        "versions": {
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if args.device == "cuda" else None,
-            "python": platform.python_version(),
-        },
-        "quick": args.quick,
-    }
+    result: dict[str, Any] = run_header("gpu_device_model", torch, args.device, args.quick)
     # Parts in order of value to the device model; each has the rest of the budget.
     for part, fn in (("gemm", gemm), ("attention", attention), ("memory", memory)):
         result[part] = fn(torch, timer, args.device, args.quick, deadline)
