@@ -139,7 +139,7 @@ def anchor(prediction: Prediction, measured_step_s: MeasuredStep) -> Anchor:
             "GPUs: anchor on the configuration that ran (predict it as it ran, with "
             "--measured-step and --save-system), then plan the others on the saved system"
         )
-    if not (isinstance(measured_step_s, (int, float)) and math.isfinite(measured_step_s)):
+    if not math.isfinite(measured_step_s):
         raise PlanError(f"measured step {measured_step_s!r}: give the step time in seconds")
     if measured_step_s <= 0:
         raise PlanError(f"measured step {measured_step_s} s: a step time must be > 0 seconds")

@@ -234,7 +234,7 @@ def recommendation(
 def _job_for(run: object, job: Job | None) -> Job:
     """The job's batch facts: a planned model's own (``PlanPredictor.job``: its global batch of
     sequences), which a given Job may repeat but not contradict; else the given or none."""
-    planned: Job | None = getattr(run, "job", None) if isinstance(run, StepPredictor) else None
+    planned: Job | None = getattr(run, "job", None)  # PlanPredictor's; a run or profile has none
     if planned is None:
         return job or Job()
     if job is not None and job not in (Job(), planned):
