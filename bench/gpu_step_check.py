@@ -124,23 +124,28 @@ def trainer(torch: Any, device: str, shape: dict[str, int], layers: int, batch: 
 
 
 def step_seconds(torch: Any, device: str, step: Any, n: int) -> list[float]:
-    """Each of ``n`` steps' seconds, after 3 warm-ups."""
+    """Each of ``n`` steps' seconds, after 3 warm-ups. On a GPU the steps are queued back to
+    back, as a training loop runs them, each between CUDA events read at the end: waiting on
+    each step would add the next one's launch to the idle time."""
     for _ in range(3):
         step()
-    out = []
-    for _ in range(n):
-        if device == "cuda":
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            step()
-            e.record()
-            e.synchronize()
-            out.append(s.elapsed_time(e) / 1e3)
-        else:
+    if device != "cuda":
+        out = []
+        for _ in range(n):
             t0 = time.perf_counter()
             step()
             out.append(time.perf_counter() - t0)
-    return out
+        return out
+    torch.cuda.synchronize()
+    events = []
+    for _ in range(n):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        step()
+        e.record()
+        events.append((s, e))
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) / 1e3 for s, e in events]
 
 
 def profile(torch: Any, device: str, step: Any, path: Path, steps: int = 2) -> Path:
