@@ -1,7 +1,8 @@
 """Memory per GPU: weights, gradients and optimizer state under each ZeRO stage; activations per
 layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
 Models", generalised to grouped-query attention, gated FFNs, flash attention and no dropout)
-times the micro-batches a pipeline stage holds at once; the logits; an allowance.
+times the micro-batches a pipeline stage holds at once; the logits at the loss's peak (bytes
+per logit by the stack's loss: ``Stack.loss_bytes``, ``loss_parallel_bytes``); an allowance.
 
 Activations of one layer for one micro-batch, bytes (16-bit values, 1-byte dropout masks), with
 s = seq_len, b = micro-batch, h = hidden, a = heads, t = tp:
@@ -212,6 +213,7 @@ def memory(
         dm = model.dense_model()
         per_dense, dense_params = layer_activation_bytes(dm, s), dm.layer_params() / s.tp
     tokens = model.seq_len // s.cp * s.micro_batch
+    logits = tokens * model.vocab / s.tp  # one micro-batch's, on a GPU of the last stage
     # the first and last stages hold the embedding and the logits, and (in_flight never grows
     # along the pipeline) the most activations: the others only when they hold more
     stages = {0, s.pp - 1} | {k for k, n in enumerate(in_flight) if n > in_flight[0]}
@@ -242,8 +244,11 @@ def memory(
         if k == 0:  # embedding output of each held micro-batch
             act += in_flight[k] * 2 * tokens * model.hidden / (s.tp if s.sequence_parallel else 1)
         lg = 0.0
-        if k == s.pp - 1:  # fp32 logits and their gradient of the micro-batch in flight
-            lg = (1 + model.mtp_layers) * 2 * 4 * tokens * model.vocab / s.tp  # and each MTP's
+        if k == s.pp - 1:  # the loss's peak over the logits of the micro-batch in flight,
+            # with what each multi-token prediction module's loss keeps for its backward
+            st = s.software
+            peak = st.loss_parallel_bytes if s.tp > 1 else st.loss_bytes
+            lg = (peak + model.mtp_layers * st.loss_saved_bytes) * logits
         held = w + gr + opt + act + lg
         mem = Memory(k, w, gr, opt, act, lg, RESERVED_BYTES + FRAGMENTATION * held, capacity_bytes)
         if best is None or mem.total > best.total:

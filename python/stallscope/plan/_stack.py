@@ -41,6 +41,17 @@ Fields:
   (Megatron-Core's ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``: the
   forward of one micro-batch and the backward of another run interleaved, each one's
   dispatch and combine beside the other's computation); else on the critical path.
+* ``loss_bytes``, ``loss_parallel_bytes``, ``loss_saved_bytes``: bytes per logit (tokens x
+  vocabulary / tp, on a GPU of the last stage) that the loss holds at its peak, with the
+  logits whole on each GPU (``loss_bytes``) or split by vocabulary over tp > 1 GPUs
+  (``loss_parallel_bytes``), and that it keeps from its forward until its backward: the 16-bit
+  logits, the loss's fp32 copies and the gradient it hands back (``_memory.py``). The default
+  is Megatron's vocab-parallel cross-entropy at any tp: an fp32 copy reused in place for the
+  softmax and its gradient (4 kept), beside the 16-bit logits in the forward and the
+  gradient's 16-bit cast in the backward (6 at the peak). PyTorch's eager ``F.cross_entropy``
+  on ``logits.float()`` peaks at 12 (log-softmax's fp32 output beside the backward's two fp32
+  gradients), 16 under DTensor's ``loss_parallel``, and 4 under ``torch.compile``
+  (``bench/loss_memory.py``).
 """
 
 from __future__ import annotations
@@ -81,6 +92,9 @@ class Stack:
     fsdp_backward_prefetch: str = "pre"
     ep_overlap: bool = False
     selective_recompute: str = "core_attn"
+    loss_bytes: float = 6.0
+    loss_parallel_bytes: float = 6.0
+    loss_saved_bytes: float = 4.0
     about: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,6 +149,15 @@ def _check(st: Stack, where: str) -> Stack:
         raise PlanError(
             f"{where}: fsdp_reduce_bytes must be 2 (16 bit) or 4 (fp32), got "
             f"{st.fsdp_reduce_bytes!r}"
+        )
+    loss = (st.loss_bytes, st.loss_parallel_bytes, st.loss_saved_bytes)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in loss) or not (
+        0 < loss[2] <= min(loss[:2])
+    ):
+        raise PlanError(
+            f"{where}: loss_bytes, loss_parallel_bytes and loss_saved_bytes must be numbers of "
+            "bytes per logit, the last (kept for the backward) > 0 and at most the peaks, got "
+            f"{', '.join(repr(v) for v in loss)}"
         )
     for k in (
         "dp_overlap", "param_gather_overlap", "tp_overlap", "p2p_overlap", "fp8_params",

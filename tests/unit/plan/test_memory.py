@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stallscope.plan import Model, Strategy, load_model
+from stallscope.plan import Model, Strategy, load_model, load_stack
 from stallscope.plan._memory import GIB, layer_activation_bytes, memory
 
 # Korthikanti et al. (2022) measure with fp16 activations, unfused attention and dropout
@@ -77,6 +77,25 @@ def test_hand_computed_small_case() -> None:
     held = stage0 * (2 + 2 + 6) + mem.activations
     assert mem.total == pytest.approx(held * 1.05 + GIB)
     assert mem.fits
+
+
+@pytest.mark.parametrize(
+    ("stack", "tp", "per_logit"),
+    [
+        ("megatron-core", 1, 6),  # vocab-parallel cross-entropy: one fp32 copy, in place
+        ("megatron-core", 2, 6),
+        ("torchtitan-2024", 1, 12),  # eager F.cross_entropy on logits.float()
+        ("torchtitan-2024", 2, 16),  # the same under DTensor's loss_parallel
+        ({"preset": "torchtitan-2024", "loss_bytes": 4, "loss_saved_bytes": 2}, 1, 4),
+    ],
+)
+def test_the_last_stage_holds_its_stacks_loss_peak(
+    stack: str | dict[str, object], tp: int, per_logit: float
+) -> None:
+    m = load_model({"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 512, "vocab": 1000})
+    st = Strategy(tp=tp, micro_batch=2, global_batch=2, stack=load_stack(stack))
+    logits = 2 * 512 * 1000 / tp  # a micro-batch's tokens x the vocabulary, split over tp
+    assert memory(m, st, 80 * GIB, [1]).logits == pytest.approx(per_logit * logits)
 
 
 def test_zero_stages_shard_optimizer_then_gradients_then_weights(gpt3: Model) -> None:

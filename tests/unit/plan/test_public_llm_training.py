@@ -133,9 +133,13 @@ def test_entry_schema(e: dict[str, Any]) -> None:
     assert e["interconnect"] and isinstance(e["notes"], str)
     st = load_stack(e["stack"])  # a known preset, known fields
     assert st.name and e["stack"]["preset"] in stack_names()
-    if "source" in e["stack"]:
-        ssrc = e["stack"]["source"]
+    stack_sources = e["stack"].get("sources", []) + [e["stack"].get("source")] * (
+        "source" in e["stack"]
+    )
+    for ssrc in stack_sources:  # what the run changes from its preset, and where it says so
         assert ssrc["url"].startswith("https://") and DATE.match(ssrc["date"]) and ssrc["where"]
+    if set(e["stack"]) - {"preset", "source", "sources", "notes"}:
+        assert stack_sources, f"{e['id']}: a stack field changed without its source"
     src = e["source"]
     assert src["url"].startswith("https://") and DATE.match(src["date"]) and src["where"]
     result = e["result"]

@@ -1,0 +1,202 @@
+"""Bytes per logit that a training framework's loss holds: what the planner's memory model
+charges the last pipeline stage for its logits (``Stack.loss_bytes``, ``loss_saved_bytes``).
+
+At the loss the logits are the largest tensors of a step: Llama 3 8B's 8,192 tokens times a
+128,256-entry vocabulary are 1.05 G values per sequence, 4.2 GB at 4 bytes each. How many
+bytes per logit a job holds depends on how its framework computes the loss, not on the model:
+
+* ``eager``: ``F.cross_entropy(pred.float(), labels)`` with the model's 16-bit ``pred``
+  deleted before the backward (torchtitan's ``loss_fn`` and train loop at 9dec370, December
+  2024, whose torch.compile left the loss uncompiled): the fp32 copy, log-softmax's fp32
+  output (kept for the backward), then in the backward the gradient of that output, log-softmax's
+  gradient and its 16-bit cast.
+* ``compiled``: the same function under ``torch.compile`` (torchtitan from 2025 with
+  ``compile`` on, ``build_cross_entropy_loss``): the fused kernels keep the 16-bit logits and
+  a log-sum-exp per row, and write the 16-bit gradient directly.
+* ``loss_parallel``: the eager function on logits split by vocabulary over 2 tensor-parallel
+  ranks (a DTensor ``Shard(-1)``, as torchtitan's output layer makes them with tensor
+  parallelism) inside ``torch.distributed.tensor.parallel.loss_parallel()``, two processes on
+  gloo; per logit of one rank's share.
+
+For each, this script runs the output layer, the loss and the backward on the CPU and reads
+the peak of the bytes the CPU allocator held above what it held before (PyTorch profiler,
+``profile_memory``), and the bytes held between the forward and the backward, each over
+tokens x vocabulary. The allocations are the operators' own, on the CPU as on a GPU (the same
+ATen operators; Inductor partitions the joint graph before it generates device code), so the
+figures carry to a GPU's caching allocator less its rounding.
+
+Megatron-Core's vocab-parallel cross-entropy (``megatron/core/tensor_parallel/
+cross_entropy.py``) is read, not run: one fp32 copy of the 16-bit logits made inside the loss
+and reused in place for the softmax and its gradient (4 bytes kept), the 16-bit logits beside
+it in the forward and the gradient's 16-bit cast beside it in the backward: 6 at the peak.
+
+    python bench/loss_memory.py [--tokens 4096] [--vocab 32000] [--only NAME] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "loss_memory.json"
+HIDDEN = 256  # the output layer's input width: small, so the logits dominate
+
+
+def _live_bytes(trace: Path) -> tuple[list[int], list[int]]:
+    """(timestamps, sizes) of the allocator events of a profiler trace, in time order."""
+    events = json.loads(trace.read_text())["traceEvents"]
+    mem = sorted((e["ts"], int(e["args"]["Bytes"])) for e in events if e.get("name") == "[memory]")
+    return [t for t, _ in mem], [b for _, b in mem]
+
+
+def measure(
+    loss: Callable[..., Any], tokens: int, vocab: int, mesh: Any = None
+) -> dict[str, float]:
+    """Peak and kept bytes per logit of ``loss`` on ``tokens`` x ``vocab`` 16-bit logits; with
+    ``mesh``, this rank's vocabulary share as a DTensor under ``loss_parallel``."""
+    import contextlib
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    ranks = 1 if mesh is None else mesh.size()
+    torch.manual_seed(0)
+    h = torch.randn(tokens, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(vocab // ranks, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (tokens,))
+
+    def step() -> None:
+        ctx: Any = contextlib.nullcontext()
+        pred = h @ w.t()
+        if mesh is not None:
+            from torch.distributed.tensor import DTensor, Shard
+            from torch.distributed.tensor.parallel import loss_parallel
+
+            pred = DTensor.from_local(pred, mesh, [Shard(-1)], run_check=False)
+            ctx = loss_parallel()
+        with ctx:
+            out = loss(pred, labels)
+            del pred  # the train loop frees the model's output before the backward
+            with record_function("backward"):
+                out.backward()
+        h.grad = w.grad = None
+
+    step()  # warm-up: compiles where the loss is compiled
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    fd, name = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(name)
+        stamps, sizes = _live_bytes(Path(name))
+        events = json.loads(Path(name).read_text())["traceEvents"]
+    finally:
+        os.unlink(name)
+    back = min(e["ts"] for e in events if e.get("name") == "backward")
+    live = peak = kept = 0
+    for ts, b in zip(stamps, sizes, strict=True):
+        if ts < back:
+            kept = live + b
+        live += b
+        peak = max(peak, live)
+    # the output layer's own tensors (its input's and weight's gradients, (vocab + tokens) x
+    # HIDDEN x 2 bytes) add at most 0.14 bytes per logit at the default sizes
+    n = tokens * vocab // ranks
+    return {"peak_bytes_per_logit": peak / n, "kept_bytes_per_logit": kept / n}
+
+
+def cross_entropy(pred: Any, labels: Any) -> Any:
+    from torch.nn import functional
+
+    return functional.cross_entropy(pred.float(), labels)
+
+
+def _parallel_rank(rank: int, port: int, tokens: int, vocab: int, out: Path) -> None:
+    """One of 2 gloo ranks of the ``loss_parallel`` case; rank 0 writes its figures."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        row = measure(cross_entropy, tokens, vocab, init_device_mesh("cpu", (2,)))
+        if rank == 0:
+            out.write_text(json.dumps(row))
+    finally:
+        dist.destroy_process_group()
+
+
+def measure_parallel(tokens: int, vocab: int) -> dict[str, float]:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sk:  # a free port for the two ranks' rendezvous
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    fd, name = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        mp.spawn(_parallel_rank, args=(port, tokens, vocab, Path(name)), nprocs=2, join=True)
+        return dict(json.loads(Path(name).read_text()))
+    finally:
+        os.unlink(name)
+
+
+def losses() -> dict[str, Callable[[int, int], dict[str, float]]]:
+    import torch
+
+    compiled = torch.compile(cross_entropy)
+    return {
+        "eager": lambda t, v: measure(cross_entropy, t, v),
+        "compiled": lambda t, v: measure(compiled, t, v),
+        "loss_parallel": measure_parallel,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument(
+        "--only", choices=("eager", "compiled", "loss_parallel"), help="measure one loss only"
+    )
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    a = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("loss_memory: torch is not installed (pip install torch); nothing measured")
+        return 0
+    rows = {}
+    for name, fn in losses().items():
+        if a.only and name != a.only:
+            continue
+        t0 = time.perf_counter()
+        rows[name] = fn(a.tokens, a.vocab) | {"seconds": time.perf_counter() - t0}
+        print(
+            f"{name:9s} peak {rows[name]['peak_bytes_per_logit']:5.2f} B/logit, "
+            f"kept for the backward {rows[name]['kept_bytes_per_logit']:5.2f} B/logit"
+        )
+    doc = {
+        "what": "bytes per logit a loss holds at its peak and between forward and backward",
+        "tokens": a.tokens,
+        "vocab": a.vocab,
+        "torch": torch.__version__,
+        "device": "cpu",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "losses": rows,
+    }
+    a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
