@@ -51,7 +51,8 @@ Fields:
   gradient's 16-bit cast in the backward (6 at the peak). PyTorch's eager ``F.cross_entropy``
   on ``logits.float()`` peaks at 12 (log-softmax's fp32 output beside the backward's two fp32
   gradients), 16 under DTensor's ``loss_parallel``, and 4 under ``torch.compile``
-  (``bench/loss_memory.py``).
+  (``bench/loss_memory.py``); FlashAttention's fused cross-entropy keeps the 16-bit logits and
+  writes a 16-bit gradient (4 at the peak, 2 kept).
 """
 
 from __future__ import annotations

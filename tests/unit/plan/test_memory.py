@@ -86,6 +86,7 @@ def test_hand_computed_small_case() -> None:
         ("megatron-core", 2, 6),
         ("torchtitan-2024", 1, 12),  # eager F.cross_entropy on logits.float()
         ("torchtitan-2024", 2, 16),  # the same under DTensor's loss_parallel
+        ("llm-foundry-2023", 1, 4),  # FlashAttention's fused cross-entropy: 16-bit throughout
         ({"preset": "torchtitan-2024", "loss_bytes": 4, "loss_saved_bytes": 2}, 1, 4),
     ],
 )
