@@ -36,6 +36,7 @@ it in the forward and the gradient's 16-bit cast beside it in the backward: 6 at
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -45,16 +46,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _allocator_trace import BACKWARD, held_bytes, write_result  # the bench folder's module
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "loss_memory.json"
 HIDDEN = 256  # the output layer's input width: small, so the logits dominate
-
-
-def _live_bytes(trace: Path) -> tuple[list[int], list[int]]:
-    """(timestamps, sizes) of the allocator events of a profiler trace, in time order."""
-    events = json.loads(trace.read_text())["traceEvents"]
-    mem = sorted((e["ts"], int(e["args"]["Bytes"])) for e in events if e.get("name") == "[memory]")
-    return [t for t, _ in mem], [b for _, b in mem]
 
 
 def measure(
@@ -65,7 +62,7 @@ def measure(
     import contextlib
 
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
 
     ranks = 1 if mesh is None else mesh.size()
     torch.manual_seed(0)
@@ -85,28 +82,11 @@ def measure(
         with ctx:
             out = loss(pred, labels)
             del pred  # the train loop frees the model's output before the backward
-            with record_function("backward"):
+            with record_function(BACKWARD):
                 out.backward()
         h.grad = w.grad = None
 
-    step()  # warm-up: compiles where the loss is compiled
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    fd, name = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(name)
-        stamps, sizes = _live_bytes(Path(name))
-        events = json.loads(Path(name).read_text())["traceEvents"]
-    finally:
-        os.unlink(name)
-    back = min(e["ts"] for e in events if e.get("name") == "backward")
-    live = peak = kept = 0
-    for ts, b in zip(stamps, sizes, strict=True):
-        if ts < back:
-            kept = live + b
-        live += b
-        peak = max(peak, live)
+    kept, peak = held_bytes(step)
     # the output layer's own tensors (its input's and weight's gradients, (vocab + tokens) x
     # HIDDEN x 2 bytes) add at most 0.14 bytes per logit at the default sizes
     n = tokens * vocab // ranks
@@ -170,9 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=RESULTS)
     a = ap.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         print("loss_memory: torch is not installed (pip install torch); nothing measured")
         return 0
     rows = {}
@@ -185,16 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:9s} peak {rows[name]['peak_bytes_per_logit']:5.2f} B/logit, "
             f"kept for the backward {rows[name]['kept_bytes_per_logit']:5.2f} B/logit"
         )
-    doc = {
-        "what": "bytes per logit a loss holds at its peak and between forward and backward",
-        "tokens": a.tokens,
-        "vocab": a.vocab,
-        "torch": torch.__version__,
-        "device": "cpu",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "losses": rows,
-    }
-    a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    fields = {"tokens": a.tokens, "vocab": a.vocab, "losses": rows}
+    write_result(
+        a.out, "bytes per logit a loss holds at its peak and between forward and backward", fields
+    )
     return 0
 
 

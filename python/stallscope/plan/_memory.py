@@ -73,7 +73,7 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
     if rc == "full":
         return 2 * sb * h / sp
     if "ops" in drop:  # torchtitan's per-op policy
-        return ops_activation_bytes(model, sb, t, sp)
+        return ops_activation_bytes(model, sb, t, sp, s.software.elementwise == "fused")
     mask = 1 if model.dropout else 0
     gin = 1 if s.precision == "fp8" else 2  # bytes per value of a GEMM input kept for backward
     # the norms' outputs: the QKV input and the FFN-up input (the routed copies hold that,
@@ -81,16 +81,23 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
     qkv_in = 0 if "layernorm" in drop else gin
     ffn_in = 0 if model.moe and not model.shared_ffn_hidden else qkv_in
     whole = (2 + qkv_in + mask + 2 + ffn_in + mask) * sb * h
+    eager = s.software.elementwise == "eager"
+    if eager and "layernorm" not in drop:  # each RMSNorm keeps the fp32 copy it normalizes and
+        whole += 2 * 4 * sb * h  # the 16-bit value before its weight, not its input: +4 each
     # latent attention: the compressed Q and K/V, their norms' inputs and the up-projections'
     whole += (2 + qkv_in) * sb * (model.q_lora_rank + model.kv_lora_rank)
     kv = model.kv_hidden
     q = model.q_hidden
+    if s.software.gqa_repeat and not model.mla:  # K and V at the query heads' width
+        kv = q
     qkv = 0 if model.mla and "mla_up_proj" in drop else 2 * q + 4 * kv
     split = (qkv + gin * model.o_hidden) * sb
     dense_ffn = model.shared_ffn_hidden if model.moe else model.ffn_hidden  # over every token
     if ("shared_experts" in drop and model.moe) or ("mlp" in drop and not model.moe):
         dense_ffn = 0  # recomputed from its input
     split += (4 if model.gated_ffn else 2) * sb * dense_ffn + gin * sb * dense_ffn
+    if eager and model.gated_ffn:  # the gate's activation output, before the product
+        split += 2 * sb * dense_ffn
     scores = 0.0
     flash = fused_attention(model, s)
     if not flash and "core_attn" not in drop:

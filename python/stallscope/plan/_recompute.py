@@ -62,25 +62,32 @@ def ops_shared_share(model: Model) -> float:
     return 2 / 3 if model.gated_ffn else 0.5
 
 
-def ops_activation_bytes(model: Model, sb: int, t: int, sp: int) -> float:
+def ops_activation_bytes(
+    model: Model, sb: int, t: int, sp: int, compiled: bool = False
+) -> float:
     """What one layer keeps for one micro-batch on one GPU under the per-op policy, bytes: the
     block's input, the kept matmuls' 16-bit outputs (Q and V, the gated FFN's w1 and w2, the
     ungated one's w1; the FFN-down output before its reduction), the attention output with its
     fp32 log-sum-exp, and under tensor parallelism the two reduce-scatters' outputs. ``sb`` is
     the tokens this GPU holds, ``t`` the tensor-parallel size, ``sp`` t with sequence
-    parallelism, else 1."""
+    parallelism, else 1. ``compiled``: under torch.compile the policy keeps only what the
+    backward reads, so not the outputs that feed the residual sums alone (the FFN-down's and
+    the reduce-scatters'); eager checkpointing caches every listed output
+    (``bench/activation_memory.py``)."""
     h = model.hidden
     kept = 2 * sb * h / sp  # the block's input
     kept += 2 * sb * (model.q_hidden + model.kv_hidden + model.o_hidden) / t  # Q, V, attention
     kept += 4 * model.heads * sb / t  # the attention's log-sum-exp
-    if t > 1:
+    if t > 1 and not compiled:
         kept += 2 * 2 * sb * h / t  # the projection's and the FFN-down's reduce-scatters
     if model.moe:  # the router's logits; the routed experts are recomputed
         kept += 2 * sb * model.experts / sp
-        if model.shared_ffn_hidden:  # the shared experts keep w3 (gated) or w2's partial sum
-            kept += 2 * sb * (model.shared_ffn_hidden / t if model.gated_ffn else h)
+        if model.shared_ffn_hidden and model.gated_ffn:  # the shared experts keep w3
+            kept += 2 * sb * model.shared_ffn_hidden / t
+        elif model.shared_ffn_hidden and not compiled:  # or w2's partial sum
+            kept += 2 * sb * h
         return kept
     kept += 2 * sb * model.ffn_hidden / t  # w1's output
-    if model.gated_ffn:
+    if model.gated_ffn and not compiled:
         kept += 2 * sb * h  # w2's output, each rank's partial sum before the reduction
     return kept

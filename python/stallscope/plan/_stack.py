@@ -41,6 +41,13 @@ Fields:
   (Megatron-Core's ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``: the
   forward of one micro-batch and the backward of another run interleaved, each one's
   dispatch and combine beside the other's computation); else on the critical path.
+* ``elementwise``: what the norms and the gated activation keep for the backward: ``fused``
+  (Transformer Engine's kernels, or ``torch.compile``'d blocks: their inputs and outputs) or
+  ``eager`` (PyTorch's eager operators: each RMSNorm also keeps the fp32 copy of its input it
+  normalizes, and SwiGLU the SiLU output; ``bench/activation_memory.py``). Memory only: the
+  time model's element-wise kernels are fused ones either way.
+* ``gqa_repeat``: with grouped-query attention, K and V repeated to the query heads before the
+  attention kernel (torchtitan's ``repeat_kv``), which keeps them at the query width.
 * ``loss_bytes``, ``loss_parallel_bytes``, ``loss_saved_bytes``: bytes per logit (tokens x
   vocabulary / tp, on a GPU of the last stage) that the loss holds at its peak, with the
   logits whole on each GPU (``loss_bytes``) or split by vocabulary over tp > 1 GPUs
@@ -71,6 +78,7 @@ from stallscope.plan._recompute import RECOMPUTE_MODULES, WHOLE_POLICIES
 
 ATTENTION: Final = ("unfused", "flash2", "flash3", "cudnn", "flash-triton", "sdpa", "auto")
 FP8_RECIPES: Final = ("delayed", "current", "dynamic", "mxfp8")
+ELEMENTWISE: Final = ("fused", "eager")
 BACKWARD_PREFETCH: Final = ("pre", "post")
 #: The stack a configuration runs on when it does not say.
 DEFAULT_STACK: Final = "megatron-core"
@@ -93,6 +101,8 @@ class Stack:
     fsdp_backward_prefetch: str = "pre"
     ep_overlap: bool = False
     selective_recompute: str = "core_attn"
+    elementwise: str = "fused"
+    gqa_repeat: bool = False
     loss_bytes: float = 6.0
     loss_parallel_bytes: float = 6.0
     loss_saved_bytes: float = 4.0
@@ -123,6 +133,10 @@ def _check(st: Stack, where: str) -> Stack:
     if st.fp8_recipe not in FP8_RECIPES:
         raise PlanError(
             f"{where}: fp8_recipe {st.fp8_recipe!r} is not one of {listed(FP8_RECIPES)}"
+        )
+    if st.elementwise not in ELEMENTWISE:
+        raise PlanError(
+            f"{where}: elementwise {st.elementwise!r} is not one of {listed(ELEMENTWISE)}"
         )
     if st.fsdp_backward_prefetch not in BACKWARD_PREFETCH:
         raise PlanError(
@@ -162,7 +176,7 @@ def _check(st: Stack, where: str) -> Stack:
         )
     for k in (
         "dp_overlap", "param_gather_overlap", "tp_overlap", "p2p_overlap", "fp8_params",
-        "ep_overlap",
+        "ep_overlap", "gqa_repeat",
     ):  # fmt: skip
         if not isinstance(getattr(st, k), bool):
             raise PlanError(f"{where}: {k} must be true or false, got {getattr(st, k)!r}")

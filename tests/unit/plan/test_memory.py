@@ -99,6 +99,28 @@ def test_the_last_stage_holds_its_stacks_loss_peak(
     assert memory(m, st, 80 * GIB, [1]).logits == pytest.approx(per_logit * logits)
 
 
+def test_eager_elementwise_and_repeated_kv_keep_more() -> None:
+    """PyTorch's eager RMSNorm keeps the fp32 copy it normalizes and its 16-bit result before
+    the weight (4 bytes a value more than a fused norm, two norms), the eager SwiGLU the SiLU
+    output (2 bytes x the FFN width); K and V repeated to the query heads keep the query width
+    (bench/activation_memory.py measures the three)."""
+    m = load_model({"layers": 2, "hidden": 1024, "heads": 16, "kv_heads": 4, "seq_len": 512,
+                    "vocab": 1000, "ffn_hidden": 3584, "gated_ffn": True})  # fmt: skip
+    sb, h, f, q, kv = 2 * 512, 1024, 3584, 1024, 256
+
+    def kept(t: int = 1, sp: bool = False, **stack: object) -> float:
+        st = Strategy(tp=t, sequence_parallel=sp, micro_batch=2, global_batch=2,
+                      stack=load_stack({"preset": "megatron-core", **stack}))  # fmt: skip
+        return layer_activation_bytes(m, st)
+
+    fused = kept()
+    assert kept(elementwise="eager") - fused == pytest.approx(8 * sb * h + 2 * sb * f)
+    assert kept(gqa_repeat=True) - fused == pytest.approx(4 * sb * (q - kv))
+    # split as the values they add: the norms' by sequence parallelism, the rest by tp
+    extra = kept(4, True, elementwise="eager", gqa_repeat=True) - kept(4, True)
+    assert extra == pytest.approx(8 * sb * h / 4 + (2 * sb * f + 4 * sb * (q - kv)) / 4)
+
+
 def test_zero_stages_shard_optimizer_then_gradients_then_weights(gpt3: Model) -> None:
     st = Strategy(tp=8, pp=1, dp=8, micro_batch=1, global_batch=8)
     m0, m1, m2, m3 = (memory(gpt3, st.with_(zero=z), 80 * GIB, [1]) for z in range(4))

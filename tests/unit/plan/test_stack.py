@@ -36,6 +36,8 @@ def test_a_dict_starts_from_its_preset() -> None:
         ({"tp_overlap": "yes"}, "tp_overlap must be true or false"),
         ({"tp_overlapp": True}, "unknown stack keys 'tp_overlapp'.*tp_overlap"),
         ({"fsdp_backward_prefetch": "later"}, "fsdp_backward_prefetch 'later' is not one of"),
+        ({"elementwise": "jit"}, "elementwise 'jit' is not one of"),
+        ({"gqa_repeat": "yes"}, "gqa_repeat must be true or false"),
         ({"loss_saved_bytes": 8}, "kept for the backward.*at most the peaks, got 6, 6, 8"),
         ({"loss_bytes": -2}, "loss_bytes, loss_parallel_bytes and loss_saved_bytes must be"),
         ({"loss_parallel_bytes": True}, "must be numbers of bytes per logit"),
