@@ -25,7 +25,12 @@ the s^2 term (``core_attn``), and with other modules (``Strategy.recompute_modul
 each rebuilds: the norms' outputs, latent attention's Q, K and V, a dense FFN's or the shared
 experts' inside, the routed experts' activation output or all they keep but the router's;
 full recompute keeps only each layer's input (2sbh, / t with sequence parallelism) and holds
-one layer's activations while it recomputes. Multi-token prediction
+one layer's activations while it recomputes. Under ZeRO 3 a GPU also holds the gathered weights of the layer in use and of the one
+prefetched, and the embedding and output layer gathered from the forward to the backward: PyTorch
+FSDP's root module does not reshard after forward (pytorch/pytorch@005da465,
+torch/distributed/_composable/fsdp/_fsdp_state.py, ``FSDPState._lazy_init``, read 2026-11-29),
+and the embedding and the output layer are the root's where each block is sharded on its own
+(torchtitan, llm-foundry). Multi-token prediction
 modules sit with the loss on the last stage: their own weights (and a copy of the embedding when
 pp > 1), a layer's activations each per micro-batch held, and their own logits.
 
@@ -231,13 +236,17 @@ def memory(
         p = stage_params(model, s, k, moe) + dense[k] * dense_params
         pe = stage_expert_params(model, s, moe)
         mtp = model.mtp_layers if k == s.pp - 1 else 0  # with the loss on the last stage
+        ends = int(k == 0) + int(k == s.pp - 1 and (not model.tied_embeddings or s.pp > 1))
         if mtp:  # each module's own weights, and the embedding it looks the tokens up in
             own = model.mtp_params() - model.expert_params()
             p += mtp * own / s.tp + (model.embedding_params() / s.tp if s.pp > 1 else 0)
             pe += stage_expert_params(model, s, mtp)
         w = _sharded(s, p, pe, s.weight_bytes, 3)
-        if s.zero >= 3:  # the gathered weights of the layer in use and the one prefetched
+        if s.zero >= 3:  # the gathered weights of the layer in use and the one prefetched,
             w += 2 * gpu_layer_params(model, s) * s.weight_bytes
+            # and the embedding and output layer, which the fully sharded model's root gathers
+            # for the forward and keeps until the backward (it does not reshard after forward)
+            w += ends * model.embedding_params() / s.tp * s.weight_bytes
         gr = _sharded(s, p, pe, s.grad_bytes, 2)
         opt = _sharded(s, p, pe, s.optimizer_bytes, 1)
         held_layers = in_flight[k] * chunks[k][0]  # chunks of one stage alike

@@ -62,9 +62,7 @@ def ops_shared_share(model: Model) -> float:
     return 2 / 3 if model.gated_ffn else 0.5
 
 
-def ops_activation_bytes(
-    model: Model, sb: int, t: int, sp: int, compiled: bool = False
-) -> float:
+def ops_activation_bytes(model: Model, sb: int, t: int, sp: int, compiled: bool = False) -> float:
     """What one layer keeps for one micro-batch on one GPU under the per-op policy, bytes: the
     block's input, the kept matmuls' 16-bit outputs (Q and V, the gated FFN's w1 and w2, the
     ungated one's w1; the FFN-down output before its reduction), the attention output with its

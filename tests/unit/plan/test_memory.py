@@ -129,6 +129,20 @@ def test_zero_stages_shard_optimizer_then_gradients_then_weights(gpt3: Model) ->
     assert m3.weights < m0.weights / 4 and m2.weights == m0.weights
 
 
+def test_zero3_holds_the_gathered_layers_and_the_roots_embedding_and_output() -> None:
+    """Fully sharded, a GPU holds its shard of the 16-bit weights, the gathered layer in use
+    and the one prefetched, and the embedding and output layer its root module gathered for
+    the whole forward and backward (PyTorch FSDP does not reshard the root after forward)."""
+    base = {"layers": 4, "hidden": 1024, "heads": 16, "seq_len": 512, "vocab": 32000}
+    for tied, ends in ((False, 2), (True, 1)):
+        m = load_model(base | {"tied_embeddings": tied})
+        st = Strategy(dp=8, micro_batch=1, global_batch=8, zero=3)
+        emb, layer = m.embedding_params(), m.dense_layer_params()
+        total = 4 * layer + ends * emb
+        got = memory(m, st, 80 * GIB, [1]).weights
+        assert got == pytest.approx(2 * total / 8 + 2 * 2 * layer + 2 * ends * emb)
+
+
 def test_a_configuration_that_does_not_fit_says_what_and_by_how_much(gpt3: Model) -> None:
     st = Strategy(tp=8, pp=1, dp=1, micro_batch=1, global_batch=1)
     mem = memory(gpt3, st, 80 * GIB, [1])
