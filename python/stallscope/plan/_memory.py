@@ -25,14 +25,16 @@ the s^2 term (``core_attn``), and with other modules (``Strategy.recompute_modul
 each rebuilds: the norms' outputs, latent attention's Q, K and V, a dense FFN's or the shared
 experts' inside, the routed experts' activation output or all they keep but the router's;
 full recompute keeps only each layer's input (2sbh, / t with sequence parallelism) and holds
-one layer's activations while it recomputes. Under ZeRO 3 a GPU also holds the gathered weights of the layer in use and of the one
-prefetched, and the embedding and output layer gathered from the forward to the backward: PyTorch
-FSDP's root module does not reshard after forward (pytorch/pytorch@005da465,
-torch/distributed/_composable/fsdp/_fsdp_state.py, ``FSDPState._lazy_init``, read 2026-11-29),
-and the embedding and the output layer are the root's where each block is sharded on its own
-(torchtitan, llm-foundry). Multi-token prediction
-modules sit with the loss on the last stage: their own weights (and a copy of the embedding when
-pp > 1), a layer's activations each per micro-batch held, and their own logits.
+one layer's activations while it recomputes. Multi-token prediction modules sit with the loss on
+the last stage: their own weights (and a copy of the embedding when pp > 1), a layer's
+activations each per micro-batch held, and their own logits.
+
+Under ZeRO 3 a GPU also holds the gathered weights of the layer in use and of the one
+prefetched, and the embedding and output layer gathered from the forward to the backward:
+PyTorch FSDP's root module does not reshard after forward (pytorch/pytorch@005da465,
+torch/distributed/_composable/fsdp/_fsdp_state.py, ``FSDPState._lazy_init``, read
+2026-11-29), and the embedding and the output layer are the root's where each block is sharded
+on its own (torchtitan, llm-foundry).
 
 A mixture-of-experts layer keeps, instead of the FFN's, per GPU: the routed token copies
 (the experts' FFN-up input, ``gin`` bytes), the activation's input and the FFN-down input of

@@ -21,7 +21,7 @@ def test_the_committed_measurements_are_the_planners() -> None:
     assert {(r["shape"], r["policy"], r["compiled"]) for r in rows} == {
         (s, p, c) for s in ("gqa", "mha") for p in ("none", "full", "ops") for c in (False, True)
     }
-    for r in rows:  # within 0.1 byte per token x hidden (the log-sum-exp's rounding and such)
+    for r in rows:  # within 0.1 byte per token x hidden (per-token scalars: the norms' roots)
         assert r["measured_per_sbh"] == pytest.approx(r["planner_per_sbh"], abs=0.1), r
 
 
