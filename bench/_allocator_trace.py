@@ -1,9 +1,12 @@
-"""What the CPU allocator held while a training step ran, read from a PyTorch profiler trace
-(``profile_memory``): the bytes held when the step's backward started and the peak, both above
-what was held before the step. Shared by ``loss_memory.py`` and ``activation_memory.py``.
+"""What the allocator held while a training step ran: the bytes held when the step's backward
+started, the peak, and on a GPU the peak the caching allocator reserved, each above what was
+held before the step. Shared by ``loss_memory.py`` and ``activation_memory.py``.
 
-The step marks its backward with ``record_function(BACKWARD)``; it runs once unprofiled first
-(``torch.compile`` compiles there) and once under the profiler."""
+The step runs once first (``torch.compile`` compiles there) and once measured, and wraps its
+backward in ``mark.backward()``. On the CPU the figures come from a PyTorch profiler trace
+(``profile_memory``: every allocation and free); on a GPU from the CUDA caching allocator's
+counters (``memory_allocated`` when the backward starts, ``max_memory_allocated`` and
+``max_memory_reserved`` over the step, the cache emptied before it)."""
 
 from __future__ import annotations
 
@@ -18,13 +21,47 @@ from typing import Any
 BACKWARD = "backward"
 
 
-def held_bytes(step: Callable[[], None]) -> tuple[int, int]:
-    """(bytes held when the backward starts, peak bytes) of one profiled run of ``step``."""
+class Mark:
+    """What a step calls around its backward: ``with mark.backward(): loss.backward()``."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.base = 0  # bytes allocated before the step (CUDA)
+        self.kept: int | None = None
+
+    def backward(self) -> Any:
+        import torch
+        from torch.profiler import record_function
+
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            self.kept = torch.cuda.memory_allocated() - self.base
+        return record_function(BACKWARD)
+
+
+def held_bytes(step: Callable[[Mark], None], device: str = "cpu") -> dict[str, int | None]:
+    """``kept`` (bytes held when the backward starts), ``peak`` and ``peak_reserved`` (CUDA
+    only, else None) of one measured run of ``step``."""
+    import torch
+
+    step(Mark(device))  # warm-up
+    if device == "cuda":
+        mark = Mark(device)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        mark.base, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+        torch.cuda.reset_peak_memory_stats()
+        step(mark)
+        torch.cuda.synchronize()
+        return {
+            "kept": mark.kept,
+            "peak": torch.cuda.max_memory_allocated() - mark.base,
+            "peak_reserved": torch.cuda.max_memory_reserved() - reserved,
+        }
     from torch.profiler import ProfilerActivity, profile
 
-    step()  # warm-up
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
+        step(Mark(device))
     fd, name = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
@@ -40,15 +77,16 @@ def held_bytes(step: Callable[[], None]) -> tuple[int, int]:
             kept = live + b
         live += b
         peak = max(peak, live)
-    return kept, peak
+    return {"kept": kept, "peak": peak, "peak_reserved": None}
 
 
-def write_result(out: Path, what: str, fields: dict[str, Any]) -> None:
+def write_result(out: Path, what: str, device: str, fields: dict[str, Any]) -> None:
     """The result file: ``what``, the sizes and figures in ``fields``, torch's version, the
     device and the date."""
     import torch
 
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     doc = {"what": what} | fields
-    doc |= {"torch": torch.__version__, "device": "cpu",
+    doc |= {"torch": torch.__version__, "device": name,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
     out.write_text(json.dumps(doc, indent=1) + "\n")

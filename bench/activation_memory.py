@@ -20,7 +20,11 @@ recompute's figures are the planner's; without recompute, the compiled block kee
 planner's fused kernels keep, and eager PyTorch keeps each RMSNorm's fp32 input copy (4 bytes a
 value, two norms) and the SiLU output (2 bytes x the FFN width) on top: 8 sbh + 2 sbf.
 
-    python bench/activation_memory.py [--seq 256] [--batch 2] [--eager-only] [--out FILE]
+On a GPU (``--device cuda``, run by ``gpu_checks.sh``) the bytes come from the CUDA caching
+allocator's counters, with the peak it reserved over the peak allocated beside them
+(``bench/results/gpu_activation_memory.json``).
+
+    python bench/activation_memory.py [--seq 256] [--batch 2] [--eager-only] [--device cuda]
 """
 
 from __future__ import annotations
@@ -34,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _allocator_trace import BACKWARD, held_bytes, write_result  # the bench folder's module
+from _allocator_trace import Mark, held_bytes, write_result  # the bench folder's module
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "activation_memory.json"
+RESULTS_CUDA = ROOT / "bench" / "results" / "gpu_activation_memory.json"
 #: hidden, heads, KV heads, FFN width: Llama 3 8B's ratios (GQA 4:1, FFN 3.5 h) at a small
 #: hidden, and the same with multi-head attention (no repeat)
 SHAPES = {"gqa": (512, 8, 2, 1792), "mha": (512, 8, 8, 1792)}
@@ -106,6 +111,7 @@ def _op_policy() -> Any:
         ops._scaled_dot_product_flash_attention.default,
         ops._scaled_dot_product_efficient_attention.default,
         ops._scaled_dot_product_flash_attention_for_cpu.default,
+        ops._scaled_dot_product_cudnn_attention.default,  # PyTorch >= 2.9's choice on Hopper
         ops.max.default,
     }
     counts: dict[str, int] = defaultdict(int)
@@ -121,18 +127,18 @@ def _op_policy() -> Any:
 
 
 def kept_bytes(shape: tuple[int, int, int, int], policy: str, compiled: bool, seq: int,
-               batch: int, layers: int) -> int:  # fmt: skip
-    """Bytes the allocator holds when the backward of ``layers`` blocks starts."""
+               batch: int, layers: int, device: str = "cpu") -> dict[str, int | None]:  # fmt: skip
+    """What the allocator holds when the backward of ``layers`` blocks starts (``kept``), its
+    peak and (CUDA) its peak reserved, above what it held before the step."""
     import torch
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-    from torch.profiler import record_function
 
     hidden, heads, kv_heads, ffn = shape
     torch.manual_seed(0)
     block = _block_class()
     mods = []
     for _ in range(layers):
-        m = block(hidden, heads, kv_heads, ffn)
+        m = block(hidden, heads, kv_heads, ffn).to(device)
         if policy == "full":
             m = checkpoint_wrapper(m, preserve_rng_state=False)
         elif policy == "ops":
@@ -140,22 +146,22 @@ def kept_bytes(shape: tuple[int, int, int, int], policy: str, compiled: bool, se
         mods.append(torch.compile(m) if compiled else m)
     hd = hidden // heads
     freqs = torch.polar(torch.ones(seq, hd // 2), torch.randn(seq, hd // 2)).view(1, seq, 1, -1)
-    x0 = torch.randn(batch, seq, hidden, dtype=torch.bfloat16, requires_grad=True)
+    freqs = freqs.to(device)
+    x0 = torch.randn(batch, seq, hidden, dtype=torch.bfloat16, device=device, requires_grad=True)
 
-    def step() -> None:
+    def step(mark: Mark) -> None:
         x = x0
         for m in mods:
             x = m(x, freqs)
         loss = x.float().pow(2).mean()
-        with record_function(BACKWARD):
+        with mark.backward():
             loss.backward()
 
-    return held_bytes(step)[0]
+    return held_bytes(step, device)
 
 
 def planner_bytes(shape: tuple[int, int, int, int], policy: str, compiled: bool, seq: int,
                   batch: int) -> float:  # fmt: skip
-    sys.path.insert(0, str(ROOT / "python"))
     from stallscope.plan import Strategy, load_model, load_stack
     from stallscope.plan._memory import layer_activation_bytes
 
@@ -175,10 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--eager-only", action="store_true", help="skip torch.compile (faster)")
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--out", type=Path, default=None, help=f"default {RESULTS.name} (cuda: "
+                    f"{RESULTS_CUDA.name}) in bench/results")  # fmt: skip
     a = ap.parse_args(argv)
     if importlib.util.find_spec("torch") is None:
         print("activation_memory: torch is not installed (pip install torch); nothing measured")
+        return 0
+    import torch
+
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("activation_memory: no GPU (torch.cuda.is_available() is False); nothing measured")
         return 0
     rows = []
     for name, shape in SHAPES.items():
@@ -186,14 +199,17 @@ def main(argv: list[str] | None = None) -> int:
         for policy in ("none", "full", "ops"):
             for compiled in (False,) if a.eager_only else (False, True):
                 t0 = time.perf_counter()
-                two = kept_bytes(shape, policy, compiled, a.seq, a.batch, 2)
-                one = kept_bytes(shape, policy, compiled, a.seq, a.batch, 1)
+                two = kept_bytes(shape, policy, compiled, a.seq, a.batch, 2, a.device)
+                one = kept_bytes(shape, policy, compiled, a.seq, a.batch, 1, a.device)
                 plan = planner_bytes(shape, policy, compiled, a.seq, a.batch)
-                row = {
+                row: dict[str, Any] = {
                     "shape": name, "policy": policy, "compiled": compiled,
-                    "measured_per_sbh": (two - one) / sbh, "planner_per_sbh": plan / sbh,
+                    "measured_per_sbh": ((two["kept"] or 0) - (one["kept"] or 0)) / sbh,
+                    "planner_per_sbh": plan / sbh,
                     "seconds": time.perf_counter() - t0,
                 }  # fmt: skip
+                if two["peak_reserved"] is not None and two["peak"]:  # the allocator's cache
+                    row["reserved_over_peak"] = two["peak_reserved"] / two["peak"]
                 rows.append(row)
                 print(
                     f"{name} {policy:4s} {'compiled' if compiled else 'eager   '} kept "
@@ -201,10 +217,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
     shapes = {k: dict(zip(("hidden", "heads", "kv_heads", "ffn_hidden"), v, strict=True))
               for k, v in SHAPES.items()}  # fmt: skip
+    out = a.out or (RESULTS_CUDA if a.device == "cuda" else RESULTS)
+    what = "bytes one Llama block keeps for its backward, per token x hidden (s b h)"
     fields = {"shapes": shapes, "seq": a.seq, "batch": a.batch, "rows": rows}
-    write_result(
-        a.out, "bytes one Llama block keeps for its backward, per token x hidden (s b h)", fields
-    )
+    write_result(out, what, a.device, fields)
     return 0
 
 

@@ -2,12 +2,13 @@
 # Every GPU check of the project in one go, on a GPU machine that reaches no package index:
 # install the carried wheels (.whl/, see bench/README.md "All GPU checks in one go") and build
 # stallscope into /tmp/site, then measure the device model (gpu_device_model.py,
-# gpu_sustained.py), the overhead of tracing a training step (gpu_overhead.py), and run the CUPTI validation, the NCCL plugin check
-# and the NCCL comm benchmark, each under its own time limit so that one failure leaves the
-# others their time. Logs and results are packed after each step into
-# $OUT/gpu_checks.tgz (default OUT: /tmp/stallscope-gpu-checks-out, outside the checkout; one
-# file, easy to copy back from a machine with no network); the results also stay in
-# bench/results/.
+# gpu_sustained.py, gpu_step_check.py; the memory model: loss_memory.py and
+# activation_memory.py), the overhead of tracing a training step (gpu_overhead.py), and run
+# the CUPTI validation, the NCCL plugin check and the NCCL comm benchmark, each under its own
+# time limit so that one failure leaves the others their time. Logs and results are packed
+# after each step into $OUT/gpu_checks.tgz (default OUT: /tmp/stallscope-gpu-checks-out,
+# outside the checkout; one file, easy to copy back from a machine with no network); the
+# results also stay in bench/results/.
 #
 #     bash bench/gpu_checks.sh            # OUT=/some/folder bash bench/gpu_checks.sh
 set -uo pipefail
@@ -74,6 +75,11 @@ step sustained "${SUSTAINED_LIMIT:-120}" "$PY" bench/gpu_sustained.py \
 # A whole training step (4 Llama 3.1 8B layers, 8k tokens) against the planner's prediction of
 # it: the kernel classes, the idle time and the anchoring compute factor.
 step step_check "${STEP_CHECK_LIMIT:-90}" "$PY" bench/gpu_step_check.py
+# The memory model's two CPU measurements again on the GPU's caching allocator: what a loss and
+# a Llama block keep for the backward, and the peak the allocator reserved over what it held.
+step loss_memory "${LOSS_MEMORY_LIMIT:-60}" "$PY" bench/loss_memory.py --device cuda
+step activation_memory "${ACTIVATION_MEMORY_LIMIT:-180}" "$PY" bench/activation_memory.py \
+  --device cuda
 if [ -f bench/gpu_overhead.py ]; then
   step overhead "${OVERHEAD_LIMIT:-200}" "$PY" bench/gpu_overhead.py ${OVERHEAD_ARGS:---quick}
 fi

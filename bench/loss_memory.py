@@ -30,7 +30,11 @@ cross_entropy.py``) is read, not run: one fp32 copy of the 16-bit logits made in
 and reused in place for the softmax and its gradient (4 bytes kept), the 16-bit logits beside
 it in the forward and the gradient's 16-bit cast beside it in the backward: 6 at the peak.
 
-    python bench/loss_memory.py [--tokens 4096] [--vocab 32000] [--only NAME] [--out FILE]
+On a GPU (``--device cuda``, run by ``gpu_checks.sh``) it measures the eager and compiled losses
+with the CUDA caching allocator's counters instead, and also the peak it reserved: what the
+planner's 5 % allowance stands for (``bench/results/gpu_loss_memory.json``).
+
+    python bench/loss_memory.py [--tokens 4096] [--vocab 32000] [--only NAME] [--device cuda]
 """
 
 from __future__ import annotations
@@ -47,30 +51,32 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _allocator_trace import BACKWARD, held_bytes, write_result  # the bench folder's module
+from _allocator_trace import Mark, held_bytes, write_result  # the bench folder's module
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "loss_memory.json"
+RESULTS_CUDA = ROOT / "bench" / "results" / "gpu_loss_memory.json"
 HIDDEN = 256  # the output layer's input width: small, so the logits dominate
 
 
 def measure(
-    loss: Callable[..., Any], tokens: int, vocab: int, mesh: Any = None
-) -> dict[str, float]:
-    """Peak and kept bytes per logit of ``loss`` on ``tokens`` x ``vocab`` 16-bit logits; with
-    ``mesh``, this rank's vocabulary share as a DTensor under ``loss_parallel``."""
+    loss: Callable[..., Any], tokens: int, vocab: int, mesh: Any = None, device: str = "cpu"
+) -> dict[str, float | None]:
+    """Peak and kept bytes per logit of ``loss`` on ``tokens`` x ``vocab`` 16-bit logits (and
+    on a GPU the peak reserved); with ``mesh``, this rank's vocabulary share as a DTensor under
+    ``loss_parallel``."""
     import contextlib
 
     import torch
-    from torch.profiler import record_function
 
     ranks = 1 if mesh is None else mesh.size()
     torch.manual_seed(0)
-    h = torch.randn(tokens, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
-    w = torch.randn(vocab // ranks, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
-    labels = torch.randint(0, vocab, (tokens,))
+    bf = {"dtype": torch.bfloat16, "device": device, "requires_grad": True}
+    h = torch.randn(tokens, HIDDEN, **bf)
+    w = torch.randn(vocab // ranks, HIDDEN, **bf)
+    labels = torch.randint(0, vocab, (tokens,), device=device)
 
-    def step() -> None:
+    def step(mark: Mark) -> None:
         ctx: Any = contextlib.nullcontext()
         pred = h @ w.t()
         if mesh is not None:
@@ -82,15 +88,21 @@ def measure(
         with ctx:
             out = loss(pred, labels)
             del pred  # the train loop frees the model's output before the backward
-            with record_function(BACKWARD):
+            with mark.backward():
                 out.backward()
         h.grad = w.grad = None
 
-    kept, peak = held_bytes(step)
+    got = held_bytes(step, device)
     # the output layer's own tensors (its input's and weight's gradients, (vocab + tokens) x
     # HIDDEN x 2 bytes) add at most 0.14 bytes per logit at the default sizes
     n = tokens * vocab // ranks
-    return {"peak_bytes_per_logit": peak / n, "kept_bytes_per_logit": kept / n}
+    row: dict[str, float | None] = {
+        "peak_bytes_per_logit": (got["peak"] or 0) / n,
+        "kept_bytes_per_logit": (got["kept"] or 0) / n,
+    }
+    if got["peak_reserved"] is not None:
+        row["peak_reserved_bytes_per_logit"] = got["peak_reserved"] / n
+    return row
 
 
 def cross_entropy(pred: Any, labels: Any) -> Any:
@@ -130,15 +142,19 @@ def measure_parallel(tokens: int, vocab: int) -> dict[str, float]:
         os.unlink(name)
 
 
-def losses() -> dict[str, Callable[[int, int], dict[str, float]]]:
+def losses(device: str) -> dict[str, Callable[[int, int], dict[str, float | None]]]:
+    """The cases: the eager and compiled loss, and (on the CPU: two ranks on one GPU cannot
+    share it over NCCL) the eager one under ``loss_parallel``."""
     import torch
 
     compiled = torch.compile(cross_entropy)
-    return {
-        "eager": lambda t, v: measure(cross_entropy, t, v),
-        "compiled": lambda t, v: measure(compiled, t, v),
-        "loss_parallel": measure_parallel,
+    cases: dict[str, Callable[[int, int], dict[str, float | None]]] = {
+        "eager": lambda t, v: measure(cross_entropy, t, v, device=device),
+        "compiled": lambda t, v: measure(compiled, t, v, device=device),
     }
+    if device == "cpu":
+        cases["loss_parallel"] = measure_parallel
+    return cases
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,25 +164,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only", choices=("eager", "compiled", "loss_parallel"), help="measure one loss only"
     )
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--out", type=Path, default=None, help=f"default {RESULTS.name} (cuda: "
+                    f"{RESULTS_CUDA.name}) in bench/results")  # fmt: skip
     a = ap.parse_args(argv)
     if importlib.util.find_spec("torch") is None:
         print("loss_memory: torch is not installed (pip install torch); nothing measured")
         return 0
+    import torch
+
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("loss_memory: no GPU (torch.cuda.is_available() is False); nothing measured")
+        return 0
     rows = {}
-    for name, fn in losses().items():
+    for name, fn in losses(a.device).items():
         if a.only and name != a.only:
             continue
         t0 = time.perf_counter()
         rows[name] = fn(a.tokens, a.vocab) | {"seconds": time.perf_counter() - t0}
+        r = rows[name]
+        reserved = r.get("peak_reserved_bytes_per_logit")
         print(
-            f"{name:9s} peak {rows[name]['peak_bytes_per_logit']:5.2f} B/logit, "
-            f"kept for the backward {rows[name]['kept_bytes_per_logit']:5.2f} B/logit"
+            f"{name:9s} peak {r['peak_bytes_per_logit']:5.2f} B/logit, kept for the backward "
+            f"{r['kept_bytes_per_logit']:5.2f} B/logit"
+            + (f", peak reserved {reserved:5.2f} B/logit" if reserved is not None else "")
         )
-    fields = {"tokens": a.tokens, "vocab": a.vocab, "losses": rows}
-    write_result(
-        a.out, "bytes per logit a loss holds at its peak and between forward and backward", fields
-    )
+    out = a.out or (RESULTS_CUDA if a.device == "cuda" else RESULTS)
+    what = "bytes per logit a loss holds at its peak and between forward and backward"
+    write_result(out, what, a.device, {"tokens": a.tokens, "vocab": a.vocab, "losses": rows})
     return 0
 
 
