@@ -10,8 +10,8 @@ torchtitan's per-op selective policy (outputs of matmuls but every second one, a
 kept; the rest recomputed), in eager PyTorch and under ``torch.compile``.
 
 The bytes kept per layer are the allocator's (PyTorch profiler, ``profile_memory``) when the
-backward starts, two blocks less one (so the input, the loss and the weights cancel), over
-tokens x hidden (s b h). The CPU runs the operators a GPU runs, and autograd saves the same
+backward starts, above what was held before the step (the weights and the input), two blocks
+less one (what the loss holds cancels), over tokens x hidden (s b h). The CPU runs the operators a GPU runs, and autograd saves the same
 tensors on either, so the figures carry to a GPU. The planner's figure is for the same model
 with the ``torchtitan-2024`` stack, element-wise ops ``eager`` or ``fused`` to match the run.
 

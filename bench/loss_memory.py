@@ -1,5 +1,6 @@
 """Bytes per logit that a training framework's loss holds: what the planner's memory model
-charges the last pipeline stage for its logits (``Stack.loss_bytes``, ``loss_saved_bytes``).
+charges the last pipeline stage for its logits (``Stack.loss_bytes``, ``loss_parallel_bytes``,
+``loss_saved_bytes``).
 
 At the loss the logits are the largest tensors of a step: Llama 3 8B's 8,192 tokens times a
 128,256-entry vocabulary are 1.05 G values per sequence, 4.2 GB at 4 bytes each. How many
