@@ -10,6 +10,7 @@ counters (``memory_allocated`` when the backward starts, ``max_memory_allocated`
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import tempfile
@@ -78,6 +79,19 @@ def held_bytes(step: Callable[[Mark], None], device: str = "cpu") -> dict[str, i
         live += b
         peak = max(peak, live)
     return {"kept": kept, "peak": peak, "peak_reserved": None}
+
+
+def device_options(ap: argparse.ArgumentParser, results: Path) -> None:
+    """--device (cpu or cuda) and --out (default ``results``, on a GPU gpu_<its name>)."""
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"default bench/results/{results.name} (cuda: gpu_{results.name})")  # fmt: skip
+
+
+def result_path(a: argparse.Namespace, results: Path) -> Path:
+    """Where the result goes: --out, else ``results`` (on a GPU gpu_<its name>)."""
+    out: Path | None = a.out
+    return out or (results.with_name("gpu_" + results.name) if a.device == "cuda" else results)
 
 
 def write_result(out: Path, what: str, device: str, fields: dict[str, Any]) -> None:

@@ -30,7 +30,6 @@ allocator's counters, with the peak it reserved over the peak allocated beside t
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from collections import defaultdict
@@ -38,11 +37,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _allocator_trace import Mark, held_bytes, write_result  # the bench folder's module
+from _allocator_trace import (  # the bench folder's modules
+    Mark,
+    device_options,
+    held_bytes,
+    result_path,
+    write_result,
+)
+from gpu_device_model import torch_for
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "activation_memory.json"
-RESULTS_CUDA = ROOT / "bench" / "results" / "gpu_activation_memory.json"
 #: hidden, heads, KV heads, FFN width: Llama 3 8B's ratios (GQA 4:1, FFN 3.5 h) at a small
 #: hidden, and the same with multi-head attention (no repeat)
 SHAPES = {"gqa": (512, 8, 2, 1792), "mha": (512, 8, 8, 1792)}
@@ -181,17 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--eager-only", action="store_true", help="skip torch.compile (faster)")
-    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    ap.add_argument("--out", type=Path, default=None, help=f"default {RESULTS.name} (cuda: "
-                    f"{RESULTS_CUDA.name}) in bench/results")  # fmt: skip
+    device_options(ap, RESULTS)
     a = ap.parse_args(argv)
-    if importlib.util.find_spec("torch") is None:
-        print("activation_memory: torch is not installed (pip install torch); nothing measured")
-        return 0
-    import torch
-
-    if a.device == "cuda" and not torch.cuda.is_available():
-        print("activation_memory: no GPU (torch.cuda.is_available() is False); nothing measured")
+    if torch_for(a.device) is None:  # it says why
         return 0
     rows = []
     for name, shape in SHAPES.items():
@@ -217,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     shapes = {k: dict(zip(("hidden", "heads", "kv_heads", "ffn_hidden"), v, strict=True))
               for k, v in SHAPES.items()}  # fmt: skip
-    out = a.out or (RESULTS_CUDA if a.device == "cuda" else RESULTS)
+    out = result_path(a, RESULTS)
     what = "bytes one Llama block keeps for its backward, per token x hidden (s b h)"
     fields = {"shapes": shapes, "seq": a.seq, "batch": a.batch, "rows": rows}
     write_result(out, what, a.device, fields)

@@ -41,7 +41,6 @@ planner's 5 % allowance stands for (``bench/results/gpu_loss_memory.json``).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -52,11 +51,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _allocator_trace import Mark, held_bytes, write_result  # the bench folder's module
+from _allocator_trace import (  # the bench folder's modules
+    Mark,
+    device_options,
+    held_bytes,
+    result_path,
+    write_result,
+)
+from gpu_device_model import torch_for
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "loss_memory.json"
-RESULTS_CUDA = ROOT / "bench" / "results" / "gpu_loss_memory.json"
 HIDDEN = 256  # the output layer's input width: small, so the logits dominate
 
 
@@ -165,17 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only", choices=("eager", "compiled", "loss_parallel"), help="measure one loss only"
     )
-    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    ap.add_argument("--out", type=Path, default=None, help=f"default {RESULTS.name} (cuda: "
-                    f"{RESULTS_CUDA.name}) in bench/results")  # fmt: skip
+    device_options(ap, RESULTS)
     a = ap.parse_args(argv)
-    if importlib.util.find_spec("torch") is None:
-        print("loss_memory: torch is not installed (pip install torch); nothing measured")
-        return 0
-    import torch
-
-    if a.device == "cuda" and not torch.cuda.is_available():
-        print("loss_memory: no GPU (torch.cuda.is_available() is False); nothing measured")
+    if torch_for(a.device) is None:  # it says why
         return 0
     rows = {}
     for name, fn in losses(a.device).items():
@@ -190,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['kept_bytes_per_logit']:5.2f} B/logit"
             + (f", peak reserved {reserved:5.2f} B/logit" if reserved is not None else "")
         )
-    out = a.out or (RESULTS_CUDA if a.device == "cuda" else RESULTS)
+    out = result_path(a, RESULTS)
     what = "bytes per logit a loss holds at its peak and between forward and backward"
     write_result(out, what, a.device, {"tokens": a.tokens, "vocab": a.vocab, "losses": rows})
     return 0
