@@ -132,13 +132,11 @@ def _parallel_rank(rank: int, port: int, tokens: int, vocab: int, out: Path) -> 
 
 
 def measure_parallel(tokens: int, vocab: int) -> dict[str, float]:
-    import socket
-
     import torch.multiprocessing as mp
 
-    with socket.socket() as sk:  # a free port for the two ranks' rendezvous
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
+    from stallscope.comm._launch import free_port  # for the two ranks' rendezvous
+
+    port = free_port()
     fd, name = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
