@@ -89,6 +89,19 @@ def gemm_fwd_bwd(system: Cluster, m: int, k: int, n: int, prec: str) -> tuple[fl
     return d.gemm_s(m, n, k, prec), d.gemm_s(m, k, n, prec) + d.gemm_s(k, n, m, prec)
 
 
+def batched_gemm_fwd_bwd(
+    system: Cluster, batch: int, m: int, k: int, n: int, prec: str
+) -> tuple[float, float]:
+    """Seconds of ``batch`` independent (m x k) @ (k x n) GEMMs in one strided-batched launch
+    forward, and of its two backward launches. The batch joins the output rows of every
+    launch: the gradient of the right operand is ``batch`` (k x n) outputs, each reduced over
+    its own m rows (folding the batch into the reduction instead would leave a few k x n
+    tiles to the whole GPU)."""
+    d = system.device
+    fwd = d.gemm_s(batch * m, n, k, prec)
+    return fwd, d.gemm_s(batch * m, k, n, prec) + d.gemm_s(batch * k, n, m, prec)
+
+
 def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     """The compute of one transformer layer (see the module doc)."""
     d = system.device
@@ -147,8 +160,9 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
         core_f = 0.0  # selective recompute has nothing left to recompute
     else:
         bh = b * heads
-        qk_f, qk_b = gemm_fwd_bwd(system, bh * seq, model.head_dim + model.rope_head_dim, seq, prec)
-        av_f, av_b = gemm_fwd_bwd(system, bh * seq, seq, model.o_hidden // model.heads, prec)
+        qk_dim = model.head_dim + model.rope_head_dim
+        qk_f, qk_b = batched_gemm_fwd_bwd(system, bh, seq, qk_dim, seq, prec)
+        av_f, av_b = batched_gemm_fwd_bwd(system, bh, seq, seq, model.o_hidden // model.heads, prec)
         scores = bh * seq * seq * ACT_BYTES
         # fused scale-mask-softmax (read + write), dropout (read + write + 1-byte mask)
         soft_f = d.memory_s(2 * scores + (2 * scores + scores / 2 if model.dropout else 0), 2)

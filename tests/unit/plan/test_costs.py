@@ -193,3 +193,22 @@ def test_dropout_slows_fused_attention_by_the_published_rates(gpt3: Model, a100:
     assert b1["attention"] == pytest.approx(b0["attention"] / keep_b)
     assert f1["elementwise"] > f0["elementwise"]
     assert f1["gemm_fc1"] == f0["gemm_fc1"]
+
+
+def test_batched_attention_gemms_keep_the_batch_in_the_output_rows(a100: Cluster) -> None:
+    from stallscope.plan._layer import batched_gemm_fwd_bwd, gemm_fwd_bwd
+
+    d = a100.device
+    # one batch: the plain GEMM
+    assert batched_gemm_fwd_bwd(a100, 1, 2048, 96, 2048, "bf16") == gemm_fwd_bwd(
+        a100, 2048, 96, 2048, "bf16"
+    )
+    # Q K^T of 32 heads: dK is 32 outputs of 2048 x 96, each reduced over 2048 query rows:
+    # as many output tiles as dQ, not the 16 of one 96 x 2048 output reduced over 65536 rows
+    fwd, bwd = batched_gemm_fwd_bwd(a100, 32, 2048, 96, 2048, "bf16")
+    assert fwd == d.gemm_s(32 * 2048, 2048, 96, "bf16")
+    dq = d.gemm_s(32 * 2048, 96, 2048, "bf16")
+    assert bwd == pytest.approx(dq + d.gemm_s(32 * 96, 2048, 2048, "bf16"))
+    folded = gemm_fwd_bwd(a100, 32 * 2048, 96, 2048, "bf16")[1]
+    assert bwd < 0.7 * folded
+    assert bwd < 3 * dq  # the same FLOPs as dQ at a comparable rate
