@@ -37,7 +37,7 @@ from stallscope.plan._layer import (
 )
 from stallscope.plan._layout import Layout, Placement, layout
 from stallscope.plan._model import Model
-from stallscope.plan._overlap import slowed, tp_exposed
+from stallscope.plan._overlap import column_backward, slowed, tp_exposed
 from stallscope.plan._strategy import Strategy, ffn_rows_width
 
 LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
@@ -118,6 +118,14 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         gemm_b = sum(bp[k] for k in GEMM_PARTS)
         cont_f, cont_b = slowed(f_tp, gemm_f), slowed(b_tp, gemm_b)
         f_tp, b_tp = tp_exposed(f_tp, gemm_f), tp_exposed(b_tp, gemm_b)
+    elif st.tp_backward_overlap and t > 1:  # QKV's and FFN-up's collectives beside their GEMMs
+        if s.sequence_parallel:
+            reduce = collective_s(system, "reduce_scatter", act_bytes, tp_group)
+            gather = collective_s(system, "all_gather", act_bytes, tp_group)
+        else:
+            reduce, gather = one_tp, 0.0
+        exposed, cont_b = column_backward(reduce, gather, (bp["gemm_qkv"], bp["gemm_fc1"]))
+        b_tp += exposed - 2 * reduce  # the re-gathers are new: no collective counted them
     if s.cp > 1:  # ring attention: K and V go round the context-parallel group, chunk by
         # chunk behind the attention compute; the first chunk and what compute cannot hide
         # are exposed (dK and dV come back the same way in the backward)

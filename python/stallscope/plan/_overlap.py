@@ -13,6 +13,7 @@ compute it overlaps (SM and memory contention).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from stallscope.plan._gemm import efficiency_defaults
@@ -37,3 +38,17 @@ def tp_exposed(comm: float, gemms: float) -> float:
     overlap: what the pass's GEMMs cannot cover, and the last reduce-scatter split (half the
     traffic is reduce-scatter)."""
     return max(0.0, comm - gemms) + comm / (2 * TP_SPLITS)
+
+
+def column_backward(reduce: float, gather: float, linears: Iterable[float]) -> tuple[float, float]:
+    """(exposed, slowed) seconds of the column-parallel linears' backward collectives under
+    asynchronous overlap: for each linear of ``linears`` (its backward GEMMs' seconds), the
+    data gradient's ``reduce`` (all-reduce or reduce-scatter) beside the weight gradient and
+    the input's ``gather`` (0 without sequence parallelism) beside the data gradient."""
+    exposed = lost = 0.0
+    for gemms in linears:
+        half = gemms / 2
+        for coll in (reduce, gather):
+            exposed += max(0.0, coll - half)
+            lost += slowed(coll, half)
+    return exposed, lost

@@ -18,6 +18,12 @@ Fields:
 * ``dp_overlap``: gradient collectives behind the last micro-batch's backward (else after it).
 * ``param_gather_overlap``: ZeRO 1-2's weight all-gather behind the next step's forward.
 * ``tp_overlap``: tensor-parallel collectives behind the GEMMs (Transformer Engine userbuffers).
+* ``tp_backward_overlap``: without userbuffers, each column-parallel linear's backward (QKV and
+  FFN-up) launches its data gradient's all-reduce, or reduce-scatter with sequence
+  parallelism, asynchronously beside its weight-gradient GEMM, and with sequence parallelism
+  re-gathers its input beside its data-gradient GEMM (Megatron-LM's
+  ``async_tensor_model_parallel_allreduce``, default from September 2021; Transformer Engine's
+  Linear and LayerNormLinear since 1.0); else those collectives wait for the GEMMs.
 * ``p2p_overlap``: pipeline sends behind compute (the default of ``Strategy.p2p_overlap`` where
   the caller leaves it to the stack).
 * ``fp8_params``: FP8 weights kept as such (no weight casts); ``fp8_recipe``: ``delayed``
@@ -93,6 +99,7 @@ class Stack:
     dp_overlap: bool = True
     param_gather_overlap: bool = True
     tp_overlap: bool = False
+    tp_backward_overlap: bool = True
     p2p_overlap: bool = False
     fp8_params: bool = False
     fp8_recipe: str = "delayed"
@@ -175,8 +182,8 @@ def _check(st: Stack, where: str) -> Stack:
             f"{', '.join(repr(v) for v in loss)}"
         )
     for k in (
-        "dp_overlap", "param_gather_overlap", "tp_overlap", "p2p_overlap", "fp8_params",
-        "ep_overlap", "gqa_repeat",
+        "dp_overlap", "param_gather_overlap", "tp_overlap", "tp_backward_overlap", "p2p_overlap",
+        "fp8_params", "ep_overlap", "gqa_repeat",
     ):  # fmt: skip
         if not isinstance(getattr(st, k), bool):
             raise PlanError(f"{where}: {k} must be true or false, got {getattr(st, k)!r}")

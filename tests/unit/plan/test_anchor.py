@@ -76,9 +76,11 @@ def test_mfu_stays_against_the_datasheet_peak(blind: Prediction) -> None:
 
 def test_communication_keeps_its_time(a100: Cluster) -> None:
     # with nothing to hide behind, a slower GPU adds only compute: the collectives' columns
-    # (blocking all-reduces under plain data parallelism) are the same on both systems
+    # (blocking all-reduces under plain data parallelism, the tensor-parallel ones blocking
+    # too) are the same on both systems
     m = load_model(SMALL_GATED)
-    p = predict_model(m, a100, nodes=2, tp=8, micro_batch=1, global_batch=16)
+    blocking = {"preset": "megatron-core", "tp_backward_overlap": False}
+    p = predict_model(m, a100, nodes=2, tp=8, micro_batch=1, global_batch=16, stack=blocking)
     a = anchor(p, 1.3 * p.step_ns * 1e-9)
     before, after = p.columns(), a.prediction.columns()
     assert before["interconnect_ns"] > 0

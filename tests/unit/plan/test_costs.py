@@ -47,7 +47,7 @@ def test_costs_scale_with_tp_and_recompute(gpt3: Model, a100: Cluster) -> None:
     assert c2.f_comp == pytest.approx(2 * c1.f_comp, rel=0.15)  # half the split, ~twice the time
     full = costs(gpt3, s.with_(recompute="full"), a100)
     assert full.b_comp == pytest.approx(c1.b_comp + c1.f_comp)
-    assert full.b_tp == pytest.approx(2 * c1.b_tp)
+    assert full.b_tp == pytest.approx(c1.b_tp + c1.f_tp)  # the forward's collectives again
     # backward GEMMs are twice the forward's FLOPs: between 1.5x and 3x the forward time
     assert 1.5 < c1.b_comp / c1.f_comp < 3.0
     # a 1-layer forward of GPT-3 on a TP-8 A100 slice: 24 s h^2 / 8 FLOPs at <= 268 TFLOP/s

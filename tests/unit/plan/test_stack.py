@@ -191,3 +191,50 @@ def test_fsdp_backward_post_pays_the_backward_gathers(gpt3: Model, a100: Cluster
     assert post.step_ns > pre.step_ns
     exposed = post.columns()["network_ns"] - pre.columns()["network_ns"]
     assert exposed > 0.5 * (post.step_ns - pre.step_ns)  # the wait shows as communication
+
+
+def test_column_parallel_backward_collectives_run_beside_their_gemms(gpt3: Model) -> None:
+    from stallscope.plan import load_system
+    from stallscope.plan._comm import collective_s
+    from stallscope.plan._layout import layout
+    from stallscope.plan._overlap import slowed
+
+    h100 = load_system("dgx-h100")
+    s = Strategy(tp=8, pp=8, dp=1, micro_batch=1, global_batch=8, stack="megatron-core")
+    blocking = {"preset": "megatron-core", "tp_backward_overlap": False}
+    for sp in (False, True):
+        on = costs(gpt3, s.with_(sequence_parallel=sp), h100)
+        off = costs(gpt3, s.with_(sequence_parallel=sp, stack=blocking), h100)
+        assert on.layer is not None
+        assert on.f_tp == off.f_tp and on.contention_f == off.contention_f  # forward as before
+        act = gpt3.seq_len * gpt3.hidden * 2
+        group = layout(8, 8, 1, 8).tp
+        reduce = collective_s(h100, "reduce_scatter" if sp else "all_reduce", act, group)
+        gather = collective_s(h100, "all_gather", act, group) if sp else 0.0
+        halves = [dict(on.layer.b_parts)[k] / 2 for k in ("gemm_qkv", "gemm_fc1")]
+        # GPT-3's GEMMs at tp 8 cover the collectives: the two reductions (and under sequence
+        # parallelism the re-gathers) leave the critical path and slow the GEMMs instead
+        assert all(half > max(reduce, gather) for half in halves)
+        assert on.b_tp == pytest.approx(off.b_tp - 2 * reduce)
+        lost = sum(slowed(reduce, half) + slowed(gather, half) for half in halves)
+        assert on.contention_b == pytest.approx(lost)
+        assert on.b_comp == pytest.approx(off.b_comp + lost)
+    # what a collective takes beyond its GEMM stays exposed: a narrow model on slow links
+    slow = load_system({"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GBps": 20,
+                        "inter_node_Gbps": 100})  # fmt: skip
+    narrow = plan.load_model({"layers": 2, "hidden": 1024, "heads": 8, "seq_len": 512,
+                              "vocab": 1000})  # fmt: skip
+    n = Strategy(tp=8, micro_batch=1, global_batch=1)
+    on = costs(narrow, n, slow)
+    off = costs(narrow, n.with_(stack=blocking), slow)
+    assert 0 < on.b_tp < off.b_tp
+
+
+def test_stacks_state_their_tensor_parallel_backward() -> None:
+    # Megatron-Core and NeMo (Transformer Engine's linears) overlap; the 2021 Megatron-LM of
+    # the SC'21 runs, Megatron-DeepSpeed and torchtitan's DTensor linears do not
+    assert stack("megatron-core").tp_backward_overlap and stack("nemo-25").tp_backward_overlap
+    for name in ("megatron-lm-2021", "megatron-deepspeed-2021", "torchtitan-2024"):
+        assert not stack(name).tp_backward_overlap
+    with pytest.raises(PlanError, match="tp_backward_overlap must be true or false"):
+        load_stack({"tp_backward_overlap": 1})

@@ -1,0 +1,53 @@
+"""bench/predict_layer.py: the published per-layer table's shape and sources, and the planner's
+per-layer forward and backward beside it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
+
+
+def _module() -> Any:
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location("predict_layer", BENCH / "predict_layer.py")
+    assert spec and spec.loader
+    mod: ModuleType = importlib.util.module_from_spec(spec)
+    sys.modules["predict_layer"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tables_name_a_published_run_and_their_source() -> None:
+    doc = json.loads((BENCH / "data" / "public_layer_times.json").read_text())
+    runs = {e["id"] for e in json.loads((BENCH / "data" / "public_llm_training.json").read_text())[
+        "entries"
+    ]}  # fmt: skip
+    for table in doc["tables"]:
+        assert table["run"] in runs
+        assert table["source"]["url"].startswith("https://") and table["source"]["date"]
+        for row in table["rows"]:
+            assert row["recompute"] in ("none", "selective", "full")
+            assert 0 < row["forward"] < row["backward"]
+
+
+def test_each_row_changes_only_its_experiment() -> None:
+    mod = _module()
+    runs = {e["id"]: e for e in json.loads(mod.pp.DATA.read_text())["entries"]}
+    table = json.loads(mod.DATA.read_text())["tables"][0]
+    rows = mod.table_rows(table, runs)
+    assert len(rows) == len(table["rows"])
+    labels = [r["config"] for r in rows]
+    assert all(lb.startswith("tp8.pp1.dp1.mb4.") for lb in labels)
+    assert "rc-full" in labels[2] and ".sp." in labels[1] and ".sp." not in labels[0]
+    by = {r["experiment"]: r["predicted_ms"] for r in rows}
+    # full recompute repeats the forward in the backward; sequence parallelism does less
+    # per-token work on each GPU
+    full, none = by["Baseline with recompute"], by["Baseline no recompute"]
+    assert full["backward"] > none["backward"] + 0.8 * none["forward"]
+    assert by["Sequence Parallelism"]["forward"] < none["forward"]
