@@ -24,6 +24,7 @@ collectives, the optimizer step.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._comm import all_to_all_s, collective_s, p2p_s
@@ -203,10 +204,14 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         cont_step += slowed(dp_layer, b_comp)
     shard = s.replicas if s.zero >= 1 else 1
     eshard = s.expert_replicas if s.zero >= 1 else 1
-    adam_bytes = 22 + g  # read master, m, v, grad; write master, m, v, 16-bit weights
+    per_shard, per_local = optimizer_bytes(s, g, wb)
+    kernels = OPTIMIZER_KERNELS
     cast = fp8_weight_casts(model, s, system, s.micro_batches)
-    opt_layer = d.memory_s((lp / shard + lpe / eshard) * adam_bytes, 1) + cast
-    opt_embed = d.memory_s(ep / shard * adam_bytes, 1)
+    opt_layer = d.memory_s(
+        (lp / shard + lpe / eshard) * per_shard + (lp + lpe) * per_local, kernels
+    )
+    opt_layer += cast
+    opt_embed = d.memory_s(ep / shard * per_shard + ep * per_local, kernels)
     pag = s.zero in (1, 2)
     param_ag_layer = both("all_gather", wb) if pag else 0.0
     param_ag_embed = collective_s(system, "all_gather", ep * wb, dp) if pag else 0.0
@@ -257,6 +262,27 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
         contention_b=cont_b,
         contention_step_layer=cont_step,
     )
+
+
+#: Memory-bound passes of a mixed-precision optimizer step: zero the gradient buffer, gradients
+#: to fp32, their norm, Adam, the weights back to 16 bit (fp16 adds the unscale).
+OPTIMIZER_KERNELS: Final = 5
+
+
+def optimizer_bytes(s: Strategy, grad_bytes: int, weight_bytes: int) -> tuple[int, int]:
+    """Bytes a mixed-precision Adam step moves per parameter: (per parameter of this GPU's
+    optimizer shard, per parameter of its model replica), as Megatron's optimizers run it
+    (megatron/core/optimizer/optimizer.py, distrib_optimizer.py; Megatron-LM of 2021-22 the same
+    passes): the 16-bit gradients copied to fp32 (read 2, write 4; fp32 gradients are used in
+    place), fp16's loss-scale unscale and inf check (read and write 4), the gradient norm for
+    clipping (read 4), the fused Adam (read master weight, gradient, m, v; write master, m, v:
+    28), the master weights written back as the layers' weights (read 4, write ``weight_bytes``);
+    and once per step the data-parallel gradient buffer zeroed (``grad_bytes``), whole on every
+    GPU unless ZeRO 2-3 shards the gradients (their shards are freed, not zeroed)."""
+    to_fp32 = 2 + 4 if grad_bytes < 4 else 0
+    unscale = 8 if s.precision == "fp16" else 0
+    per_shard = to_fp32 + unscale + 4 + 28 + 4 + weight_bytes
+    return per_shard, (grad_bytes if s.zero < 2 else 0)
 
 
 def expert_dispatch_s(

@@ -249,7 +249,7 @@ def test_seq_len_sets_the_trained_sequence(files: tuple[str, str]) -> None:
         res = CliRunner().invoke(cli, [*args, *extra, "--json", "-"])
         assert res.exit_code == 0, res.output
         steps.append(orjson.loads(res.output)["predictions"][0]["step_ns"])
-    assert steps[1] > 3 * steps[0]  # 4x the tokens per step
+    assert steps[1] > 2.5 * steps[0]  # 4x the tokens per step (the optimizer's step stays)
     res = CliRunner().invoke(cli, [*args, "--seq-len", "0"])
     assert res.exit_code == 2 and "--seq-len" in res.output
 

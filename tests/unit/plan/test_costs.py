@@ -212,3 +212,22 @@ def test_batched_attention_gemms_keep_the_batch_in_the_output_rows(a100: Cluster
     folded = gemm_fwd_bwd(a100, 32 * 2048, 96, 2048, "bf16")[1]
     assert bwd < 0.7 * folded
     assert bwd < 3 * dq  # the same FLOPs as dQ at a comparable rate
+
+
+def test_the_optimizer_step_moves_megatrons_bytes(gpt3: Model, a100: Cluster) -> None:
+    from stallscope.plan._costs import OPTIMIZER_KERNELS, optimizer_bytes
+
+    s = Strategy(tp=8, pp=8, dp=8, micro_batch=1, global_batch=64)
+    # bf16 gradients to fp32 (6), norm (4), Adam (28), master to bf16 weights (6); the
+    # gradient buffer zeroed whole (2)
+    assert optimizer_bytes(s, 2, 2) == (44, 2)
+    assert optimizer_bytes(s.with_(precision="fp16"), 2, 2) == (52, 2)  # + unscale, inf check
+    assert optimizer_bytes(s, 4, 2) == (38, 4)  # fp32 gradients used in place
+    assert optimizer_bytes(s.with_(zero=3), 2, 2) == (44, 0)  # sharded gradients are freed
+    # ZeRO-1 shards the step's Adam over dp, not the zeroing of the replica's gradient buffer
+    lp = gpt3.dense_layer_params() / 8
+    full, z1 = costs(gpt3, s, a100), costs(gpt3, s.with_(zero=1), a100)
+    fixed = OPTIMIZER_KERNELS * a100.device.gemm_fixed_s
+    own = [c.opt_layer - c.contention_step_layer for c in (full, z1)]  # less the overlap's
+    assert own[0] == pytest.approx(a100.device.memory_s(lp * 46, OPTIMIZER_KERNELS))
+    assert own[1] - fixed == pytest.approx(lp * (44 / 8 + 2) / a100.device.hbm_bytes_s)
