@@ -5,9 +5,10 @@ a step's total hides: whether the backward's share, recompute's cost and sequenc
 effect come out right, not only their sum. Each table names a published run of
 ``public_llm_training.json``; its model, GPUs, system and training software are that run's
 (``predict_public.model_of``, ``cluster_of``, ``choices``), and each row changes only what the
-table's experiment changes (recompute, sequence parallelism). The planner's forward is one
-layer's compute with its tensor-parallel communication (``Costs.f_comp + f_tp``), the backward
-the same with recompute (``b_comp + b_tp``); nothing is fitted to these times.
+table's experiment changes (recompute, sequence parallelism). The planner's forward and
+backward are ``Prediction.layer()``'s, one layer for one micro-batch on one GPU: its compute
+part by part, the compute lost to collectives beside it and its exposed tensor-parallel
+communication (the backward with recompute); nothing is fitted to these times.
 
     python bench/predict_layer.py [--out bench/results/predict_layer.json]
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import predict_public as pp
-from stallscope.plan._costs import costs
+from stallscope.plan import predict_strategy
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "public_layer_times.json"
@@ -38,8 +39,9 @@ def table_rows(table: dict[str, Any], runs: dict[str, dict[str, Any]]) -> list[d
     out = []
     for r in table["rows"]:
         s = base.with_(recompute=r["recompute"], sequence_parallel=r["sequence_parallel"])
-        co = costs(m, s, c)
-        fwd, bwd = (co.f_comp + co.f_tp) * 1e3, (co.b_comp + co.b_tp) * 1e3
+        lay = predict_strategy(m, c, s).layer()
+        fwd, bwd = lay["forward_s"].sum() * 1e3, lay["backward_s"].sum() * 1e3
+        comm = lay.filter(lay["part"] == "communication").row(0, named=True)
         meas = r["forward"] + r["backward"]
         out.append(
             {
@@ -48,7 +50,10 @@ def table_rows(table: dict[str, Any], runs: dict[str, dict[str, Any]]) -> list[d
                 "config": s.label(),
                 "measured_ms": {"forward": r["forward"], "backward": r["backward"]},
                 "predicted_ms": {"forward": fwd, "backward": bwd},
-                "tp_comm_exposed_ms": {"forward": co.f_tp * 1e3, "backward": co.b_tp * 1e3},
+                "tp_comm_exposed_ms": {
+                    "forward": comm["forward_s"] * 1e3,
+                    "backward": comm["backward_s"] * 1e3,
+                },
                 "error": {
                     "forward": fwd / r["forward"] - 1,
                     "backward": bwd / r["backward"] - 1,

@@ -59,6 +59,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     fp8_recipe_option,
     click.option("--measured-step", default=None, metavar="SECONDS|RUN", help="A measured step of this configuration on this system: seconds per optimizer step, or a measured run (a stallscope run directory, PyTorch profiler traces, a saved profile) whose median step it takes. Anchors the GEMM and attention rates on it (the compute factor that reproduces it) and predicts with them."),
     click.option("--save-system", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE", help="With --measured-step: write the system with its compute factor as a system file, for --system of plan, whatif and predict."),
+    click.option("--parts", is_flag=True, help="Also print one layer's forward and backward part by part (what a per-layer profile of the job measures) and where the step goes, part by part."),
 ]  # fmt: skip
 
 
@@ -101,6 +102,7 @@ def run_model_mode(
     fp8_recipe: str | None,
     measured_step: str | None,
     save_system: Path | None,
+    parts: bool,
     json_path: Path | None,
 ) -> None:
     """Predict the configuration; print its step and stalls, or write them as JSON."""
@@ -164,6 +166,8 @@ def run_model_mode(
         if str(json_path) == "-":
             return
     _print(p, a, save_system)
+    if parts:
+        _print_parts(p)
     calibration_note(p.system, efficiency_table, factor=a is None)
 
 
@@ -201,6 +205,14 @@ def _print(p: Any, a: Any = None, saved: Path | None = None) -> None:
         if cols[c]
     ]
     click.echo("per GPU, s per step: " + " | ".join(parts))
+    lay = dict(zip(p.layer()["part"], p.layer().iter_rows(), strict=True))
+    fwd, bwd = (sum(r[i] for r in lay.values()) * 1e3 for i in (1, 2))
+    comm = lay["communication"]
+    click.echo(
+        f"one layer, one micro-batch, ms: forward {fwd:.2f} | backward {bwd:.2f} (recompute "
+        f"{lay['recompute'][2] * 1e3:.2f}) | exposed communication {comm[1] * 1e3:.2f} / "
+        f"{comm[2] * 1e3:.2f}"
+    )
     gib = 1 << 30
     mem = " | ".join(f"{k} {v / gib:.1f}" for k, v in d["memory_parts_bytes"].items() if v)
     click.echo(
@@ -213,3 +225,26 @@ def _print(p: Any, a: Any = None, saved: Path | None = None) -> None:
     dev = p.system.device
     if note := accuracy_note(dev.name, p.model.moe, dev.compute_factor != 1):
         click.echo(note)
+
+
+def _print_parts(p: Any) -> None:
+    import polars as pl
+
+    from stallscope.cli.render import print_frame
+
+    lay = p.layer().filter((pl.col("forward_s") > 0) | (pl.col("backward_s") > 0))
+    lay = lay.with_columns(pl.col("forward_s", "backward_s") * 1e3)
+    click.echo()
+    print_frame(
+        lay,
+        title="one layer, one micro-batch, one GPU (backward with recompute)",
+        digits=3,
+        labels={"forward_s": "forward ms", "backward_s": "backward ms"},
+    )
+    step = p.parts().filter(pl.col("seconds") > 0).with_columns(pl.col("share") * 100)
+    print_frame(
+        step,
+        title="the step, per GPU (mean over pipeline stages)",
+        digits={"seconds": 3, "share": 1},
+        labels={"seconds": "s", "share": "%"},
+    )

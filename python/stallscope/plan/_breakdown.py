@@ -1,6 +1,8 @@
 """Where a predicted step goes: the compute of one GPU by part (each GEMM of a layer, attention,
 element-wise work, recompute, embedding and logits, the optimizer) next to the exposed
-communication, the pipeline bubble and the rest, averaged over the pipeline stages.
+communication, the pipeline bubble and the rest, averaged over the pipeline stages
+(``breakdown``); and one layer's forward and backward for one micro-batch, part by part
+(``layer_breakdown``), what a per-layer profile of the job measures.
 
 The compute parts are the per-layer costs (``_layer``) times the layers and micro-batches a
 stage runs, and the compute lost to communication beside it (``contention``); the others are the simulated step's stall columns. ``compute_other`` is what the
@@ -58,5 +60,27 @@ def breakdown(p: Prediction, c: Costs) -> pl.DataFrame:
             "part": list(rows),
             "seconds": [v * scale for v in rows.values()],
             "share": [v * scale / step if step else 0.0 for v in rows.values()],
+        }
+    )
+
+
+def layer_breakdown(c: Costs) -> pl.DataFrame:
+    """One transformer layer, one micro-batch, one GPU: ``part`` (the layer's compute parts,
+    ``contention``: compute lost to collectives beside it, ``communication``: its tensor-,
+    context- and expert-parallel collectives left exposed), ``forward_s``, ``backward_s``
+    (recompute included); the rows sum to the layer's forward and backward."""
+    rows: dict[str, tuple[float, float]] = {}
+    if c.layer is not None:
+        fp, bp = dict(c.layer.f_parts), dict(c.layer.b_parts)
+        rows = {part: (fp[part], bp[part]) for part in LAYER_PARTS}
+    else:
+        rows["layer"] = (c.f_comp - c.contention_f, c.b_comp - c.contention_b)
+    rows["contention"] = (c.contention_f, c.contention_b)
+    rows["communication"] = (c.f_tp, c.b_tp)
+    return pl.DataFrame(
+        {
+            "part": list(rows),
+            "forward_s": [f for f, _ in rows.values()],
+            "backward_s": [b for _, b in rows.values()],
         }
     )

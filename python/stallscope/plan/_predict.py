@@ -85,8 +85,17 @@ class Prediction:
         c = self.costs or costs(self.model, self.strategy, self.system)
         return breakdown(self, c)
 
+    def layer(self) -> pl.DataFrame:
+        """One transformer layer for one micro-batch on one GPU (``_breakdown.layer_breakdown``):
+        ``part``, ``forward_s``, ``backward_s``, summing to the layer's forward and backward;
+        of a model that mixes dense and MoE layers, its MoE layer."""
+        from stallscope.plan._breakdown import layer_breakdown
+
+        return layer_breakdown(costs(self.model, self.strategy, self.system))
+
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
+        lay = self.layer()
         return {
             "model": self.model.name,
             "system": self.system.name,
@@ -106,6 +115,14 @@ class Prediction:
             "fits": m.fits,
             "memory_shortfall": m.shortfall(),
             "stages": self.stages,
+            "layer_ns": {
+                "forward": round(float(lay["forward_s"].sum()) * 1e9),
+                "backward": round(float(lay["backward_s"].sum()) * 1e9),
+                "parts": {
+                    r["part"]: [round(r["forward_s"] * 1e9), round(r["backward_s"] * 1e9)]
+                    for r in lay.iter_rows(named=True)
+                },
+            },
         }
 
 

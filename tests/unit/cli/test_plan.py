@@ -335,3 +335,22 @@ def test_fp8_recipe_replaces_the_stacks_own() -> None:
     res = CliRunner().invoke(cli, [*plan, "--fp8-recipe", "current"])
     assert res.exit_code == 2 and "applies to --precision fp8, not bf16" in res.output
     assert "Traceback" not in res.output
+
+
+def test_predict_model_mode_prints_one_layer_and_with_parts_each_part(
+    files: tuple[str, str],
+) -> None:
+    m, s = files
+    args = ["predict", "--model", m, "--system", s, "--nodes", "2", "--tp", "2", "--pp", "2"]
+    args += ["--global-batch", "16"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "one layer, one micro-batch, ms: forward" in res.output
+    assert "gemm_fc1" not in res.output  # the tables only with --parts
+    res = CliRunner().invoke(cli, [*args, "--parts"])
+    assert res.exit_code == 0, res.output
+    for word in ("gemm_fc1", "communication", "bubble", "optimizer", "forward", "backward"):
+        assert word in res.output
+    # --parts is the model mode's: a measured run refuses it by name
+    res = CliRunner().invoke(cli, ["predict", "some-run", "--parts"])
+    assert res.exit_code == 2 and "--parts" in res.output

@@ -37,3 +37,25 @@ def test_parts_without_recompute_have_none() -> None:
     p = plan.predict_model(GPT3, DGX_A100, nodes=64, tp=8, pp=8, global_batch=512)
     got = dict(zip(p.parts()["part"], p.parts()["seconds"], strict=True))
     assert got["recompute"] == 0.0
+
+
+def test_one_layer_sums_to_its_forward_and_backward() -> None:
+    from stallscope.plan._costs import costs
+
+    for kw in ({"recompute": "full"}, {"sequence_parallel": True, "recompute": "selective"}):
+        p = plan.predict_model(GPT3, DGX_A100, nodes=8, tp=8, pp=8, global_batch=64, **kw)
+        c = costs(p.model, p.strategy, p.system)
+        lay = p.layer()
+        assert lay["forward_s"].sum() == pytest.approx(c.f_comp + c.f_tp, rel=1e-12)
+        assert lay["backward_s"].sum() == pytest.approx(c.b_comp + c.b_tp, rel=1e-12)
+        got = {r["part"]: r for r in lay.iter_rows(named=True)}
+        assert set(LAYER_PARTS) | {"contention", "communication"} == set(got)
+        assert got["communication"]["forward_s"] == pytest.approx(c.f_tp)
+        assert got["recompute"]["forward_s"] == 0.0
+        if kw["recompute"] == "full":  # the forward again, in the backward
+            forward_compute = sum(got[k]["forward_s"] for k in LAYER_PARTS)
+            assert got["recompute"]["backward_s"] == pytest.approx(forward_compute, rel=0.05)
+        # the JSON carries it in ns
+        doc = p.to_dict()["layer_ns"]
+        assert doc["forward"] == round(lay["forward_s"].sum() * 1e9)
+        assert set(doc["parts"]) == set(got)
