@@ -125,8 +125,10 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
             gather = collective_s(system, "all_gather", act_bytes, tp_group)
         else:
             reduce, gather = one_tp, 0.0
-        exposed, cont_b = column_backward(reduce, gather, (bp["gemm_qkv"], bp["gemm_fc1"]))
-        b_tp += exposed - 2 * reduce  # the re-gathers are new: no collective counted them
+        # an MoE layer's FFN half is the token dispatcher's, not a column-parallel linear's
+        linears = (bp["gemm_qkv"],) if model.moe else (bp["gemm_qkv"], bp["gemm_fc1"])
+        exposed, cont_b = column_backward(reduce, gather, linears)
+        b_tp += exposed - len(linears) * reduce  # no collective counted the re-gathers
     if s.cp > 1:  # ring attention: K and V go round the context-parallel group, chunk by
         # chunk behind the attention compute; the first chunk and what compute cannot hide
         # are exposed (dK and dV come back the same way in the backward)

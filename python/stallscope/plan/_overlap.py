@@ -9,6 +9,12 @@ compute it overlaps (SM and memory contention).
   all-gathers run as ring exchanges chunk by chunk under the GEMMs that consume them, the
   reduce-scatters in 4 splits under the GEMMs that produce them; what the pass's GEMMs cannot
   cover, and the last split's reduce-scatter (an eighth of the layer's traffic), is exposed.
+* Column-parallel backward overlap (``Stack.tp_backward_overlap``, without userbuffers): each
+  column-parallel linear reduces its data gradient beside its weight-gradient GEMM, and under
+  sequence parallelism gathers its input again beside its data-gradient GEMM; what a
+  collective takes beyond its GEMM is exposed. The two backward GEMMs have the same FLOPs:
+  each is taken as half the linear's backward. The linears are QKV and FFN-up; an MoE layer's
+  FFN half moves its tokens through the dispatcher instead, so only QKV's.
 """
 
 from __future__ import annotations

@@ -267,3 +267,22 @@ def test_an_unbalanced_router_slows_the_step_by_its_busiest_gpu(qwen: Model, a10
         check(load_model(DENSE), s.with_(ep=1, moe_load=1.2), 8)
     t = search(qwen, a100, 8, 64, 3, Space(zero=(1,), moe_load=2.0)).table
     assert (t["moe_load"] == t["ep"].clip(upper_bound=2).cast(pl.Float64)).all()
+
+
+def test_only_attention_overlaps_its_backward_collective_in_an_moe_layer(
+    mixtral: Model, a100: Cluster
+) -> None:
+    from stallscope.plan._comm import collective_s
+    from stallscope.plan._layout import layout
+
+    s = Strategy(tp=2, dp=4, ep=4, micro_batch=1, global_batch=4, sequence_parallel=True)
+    on = costs(mixtral, s, a100)
+    off = costs(
+        mixtral, s.with_(stack={"preset": "megatron-core", "tp_backward_overlap": False}), a100
+    )
+    act = mixtral.seq_len * mixtral.hidden * 2
+    group = layout(s.tp, s.pp, s.dp, a100.gpus_per_node, s.cp, s.ep, s.expert_tp).tp
+    reduce = collective_s(a100, "reduce_scatter", act, group)
+    # QKV's reduce-scatter leaves the critical path (its weight gradient covers it); the
+    # dispatcher's half of the layer keeps its collective
+    assert on.b_tp == pytest.approx(off.b_tp - reduce)
