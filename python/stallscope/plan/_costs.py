@@ -17,8 +17,10 @@ collectives, the optimizer step.
 * FP8 covers the transformer layers' linear layers only; the output projection and its loss
   stay in 16 bit (``OUTPUT_PRECISION``).
 * Communication beside compute (``_overlap``): tensor-parallel collectives under the GEMMs with
-  the stack's userbuffers overlap, the context-parallel ring, ZeRO-3's gathers and scatters,
-  the overlapped gradient and weight collectives slow the compute they overlap (contention).
+  the stack's userbuffers overlap, else the column-parallel linears' backward collectives
+  beside their own GEMMs (``Stack.tp_backward_overlap``), the context-parallel ring, ZeRO-3's
+  gathers and scatters, the overlapped gradient and weight collectives slow the compute they
+  overlap (contention).
 """
 
 from __future__ import annotations
@@ -127,8 +129,9 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
             reduce, gather = one_tp, 0.0
         # an MoE layer's FFN half is the token dispatcher's, not a column-parallel linear's
         linears = (bp["gemm_qkv"],) if model.moe else (bp["gemm_qkv"], bp["gemm_fc1"])
-        exposed, cont_b = column_backward(reduce, gather, linears)
+        exposed, lost = column_backward(reduce, gather, linears)
         b_tp += exposed - len(linears) * reduce  # no collective counted the re-gathers
+        cont_b += lost
     if s.cp > 1:  # ring attention: K and V go round the context-parallel group, chunk by
         # chunk behind the attention compute; the first chunk and what compute cannot hide
         # are exposed (dK and dV come back the same way in the backward)
@@ -207,7 +210,7 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     shard = s.replicas if s.zero >= 1 else 1
     eshard = s.expert_replicas if s.zero >= 1 else 1
     per_shard, per_local = optimizer_bytes(s, g, wb)
-    kernels = OPTIMIZER_KERNELS
+    kernels = OPTIMIZER_KERNELS + (1 if s.precision == "fp16" else 0)  # + the unscale
     cast = fp8_weight_casts(model, s, system, s.micro_batches)
     opt_layer = d.memory_s(
         (lp / shard + lpe / eshard) * per_shard + (lp + lpe) * per_local, kernels
@@ -267,7 +270,7 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
 
 
 #: Memory-bound passes of a mixed-precision optimizer step: zero the gradient buffer, gradients
-#: to fp32, their norm, Adam, the weights back to 16 bit (fp16 adds the unscale).
+#: to fp32, their norm, Adam, the weights back to 16 bit (fp16 adds a sixth, the unscale).
 OPTIMIZER_KERNELS: Final = 5
 
 
