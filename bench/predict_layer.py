@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import predict_public as pp
-from stallscope.plan import Strategy, load_model, load_system, predict_strategy
+from stallscope.plan import Prediction, Strategy, load_model, load_system, predict_strategy
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "public_layer_times.json"
@@ -37,7 +37,9 @@ DEFAULT_OUT = HERE / "results" / "predict_layer.json"
 PARTS = ("forward", "backward", "combined")
 
 
-def _configured(table: dict[str, Any], runs: dict[str, dict[str, Any]], row: dict[str, Any]) -> Any:
+def _configured(
+    table: dict[str, Any], runs: dict[str, dict[str, Any]], row: dict[str, Any]
+) -> Prediction:
     """The prediction of ``row``: the table's run or configuration with the row's settings."""
     if "run" in table:
         e = runs[table["run"]]

@@ -205,13 +205,12 @@ def _print(p: Any, a: Any = None, saved: Path | None = None) -> None:
         if cols[c]
     ]
     click.echo("per GPU, s per step: " + " | ".join(parts))
-    lay = dict(zip(p.layer()["part"], p.layer().iter_rows(), strict=True))
-    fwd, bwd = (sum(r[i] for r in lay.values()) * 1e3 for i in (1, 2))
-    comm = lay["communication"]
+    lay = d["layer_ns"]  # the to_dict above computed it
+    comm, ms = lay["parts"]["communication"], 1e-6
     click.echo(
-        f"one layer, one micro-batch, ms: forward {fwd:.2f} | backward {bwd:.2f} (recompute "
-        f"{lay['recompute'][2] * 1e3:.2f}) | exposed communication {comm[1] * 1e3:.2f} / "
-        f"{comm[2] * 1e3:.2f}"
+        f"one layer, one micro-batch, ms: forward {lay['forward'] * ms:.2f} | backward "
+        f"{lay['backward'] * ms:.2f} (recompute {lay['parts']['recompute'][1] * ms:.2f}) | "
+        f"exposed communication {comm[0] * ms:.2f} / {comm[1] * ms:.2f}"
     )
     gib = 1 << 30
     mem = " | ".join(f"{k} {v / gib:.1f}" for k, v in d["memory_parts_bytes"].items() if v)

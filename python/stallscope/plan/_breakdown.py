@@ -69,12 +69,11 @@ def layer_breakdown(c: Costs) -> pl.DataFrame:
     ``contention``: compute lost to collectives beside it, ``communication``: its tensor-,
     context- and expert-parallel collectives left exposed), ``forward_s``, ``backward_s``
     (recompute included); the rows sum to the layer's forward and backward."""
-    rows: dict[str, tuple[float, float]] = {}
     if c.layer is not None:
         fp, bp = dict(c.layer.f_parts), dict(c.layer.b_parts)
         rows = {part: (fp[part], bp[part]) for part in LAYER_PARTS}
-    else:
-        rows["layer"] = (c.f_comp - c.contention_f, c.b_comp - c.contention_b)
+    else:  # costs without parts: the layer as one
+        rows = {"layer": (c.f_comp - c.contention_f, c.b_comp - c.contention_b)}
     rows["contention"] = (c.contention_f, c.contention_b)
     rows["communication"] = (c.f_tp, c.b_tp)
     return pl.DataFrame(
