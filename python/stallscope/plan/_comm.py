@@ -35,13 +35,24 @@ def all_to_all_s(system: Cluster, nbytes: float, group: Placement) -> float:
     if group.size <= 1 or nbytes <= 0:
         return 0.0
     chunk = nbytes / group.size
+    return tiered_s(
+        system, group, (group.per_node - 1) * chunk, (group.size - group.per_node) * chunk
+    )
+
+
+def tiered_s(system: Cluster, group: Placement, intra_bytes: float, inter_bytes: float) -> float:
+    """Seconds of a rank's exchange with every peer of ``group``: ``intra_bytes`` to the peers
+    on its node over NVLink and ``inter_bytes`` to those on other nodes over the node's NICs,
+    both at once, the slower tier setting the time (a hop's latency per peer on NVLink, per
+    node on the network)."""
+    if group.size <= 1 or intra_bytes + inter_bytes <= 0:
+        return 0.0
     local = group.per_node - 1  # peers on this rank's node
-    remote = group.size - group.per_node
-    intra = local * (system.nvlink_hop_s + chunk / system.intra_copy_bytes_s) if local else 0.0
+    intra = local * system.nvlink_hop_s + intra_bytes / system.intra_copy_bytes_s if local else 0.0
     inter = 0.0
-    if remote:
+    if group.nodes > 1:
         inter = (group.nodes - 1) * system.network_hop_s
-        inter += remote * chunk / system.inter_bytes_s_per_gpu
+        inter += inter_bytes / system.inter_bytes_s_per_gpu
     return system.base_latency_s + max(intra, inter)
 
 

@@ -6,9 +6,9 @@ collectives, the optimizer step.
 * Communication per layer: 2 all-reduces of T x h activations forward and 2 backward, or with
   sequence parallelism 2 all-gathers + 2 reduce-scatters each way; with context parallelism
   the ring of K and V behind the attention.
-* Mixture of experts (expert parallel ep > 1): Megatron-Core's all-to-all token dispatcher,
-  each layer's routed token copies sent to their experts' GPUs and back (two all-to-alls
-  forward, two backward), with etp > 1 an all-gather of them over the expert's GPUs before
+* Mixture of experts (expert parallel ep > 1): the stack's token dispatcher (``_dispatch``),
+  each layer's routed tokens sent to their experts' GPUs and back (twice forward, twice
+  backward), with etp > 1 an all-gather of them over the expert's GPUs before
   and a reduce-scatter after; on the critical path unless the stack overlaps them
   (``Stack.ep_overlap``: behind the other pass's compute, slowing it). The experts'
   gradients are reduced and sharded over the expert data-parallel group, the rest of the
@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from stallscope.plan._cluster import Cluster
-from stallscope.plan._comm import all_to_all_s, collective_s, p2p_s
+from stallscope.plan._comm import collective_s, p2p_s
+from stallscope.plan._dispatch import expert_dispatch_s
 from stallscope.plan._fp8 import fp8_weight_casts
 from stallscope.plan._layer import (
     ACT_BYTES,
@@ -41,7 +42,7 @@ from stallscope.plan._layer import (
 from stallscope.plan._layout import Layout, Placement, layout
 from stallscope.plan._model import Model
 from stallscope.plan._overlap import column_backward, slowed, tp_exposed
-from stallscope.plan._strategy import Strategy, ffn_rows_width
+from stallscope.plan._strategy import Strategy
 
 LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
 #: The precision of the output projection under each training precision. FP8 recipes convert
@@ -288,20 +289,6 @@ def optimizer_bytes(s: Strategy, grad_bytes: int, weight_bytes: int) -> tuple[in
     unscale = 8 if s.precision == "fp16" else 0
     per_shard = to_fp32 + unscale + 4 + 28 + 4 + weight_bytes
     return per_shard, (grad_bytes if s.zero < 2 else 0)
-
-
-def expert_dispatch_s(
-    model: Model, s: Strategy, system: Cluster, lay: Layout, tokens: int
-) -> float:
-    """Seconds of one way of the all-to-all token dispatcher for one layer and micro-batch:
-    this GPU's routed token copies to the experts' GPUs (16 bit), and with etp > 1 their
-    all-gather over the GPUs of each expert (the way back: the same sizes)."""
-    rows, _ = ffn_rows_width(model, s, tokens)
-    copies = rows // s.expert_tp * model.hidden * ACT_BYTES  # before the etp all-gather
-    t = all_to_all_s(system, copies, lay.ep)
-    if s.expert_tp > 1:
-        t += collective_s(system, "all_gather", copies * s.expert_tp, lay.etp)
-    return t
 
 
 def layer_flops(model: Model, micro_batch: int) -> float:

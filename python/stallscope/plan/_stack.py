@@ -47,6 +47,11 @@ Fields:
   (Megatron-Core's ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``: the
   forward of one micro-batch and the backward of another run interleaved, each one's
   dispatch and combine beside the other's computation); else on the critical path.
+* ``moe_dispatcher``: how a mixture of experts' tokens reach their experts' GPUs:
+  ``alltoall`` (Megatron-Core's all-to-all dispatcher: one copy per token and chosen expert)
+  or ``flex`` (its flex dispatcher over DeepEP or HybridEP: a token once per GPU holding one of
+  its experts, once per such node across the network, forwarded inside the node); ``_dispatch``
+  counts the copies.
 * ``elementwise``: what the norms and the gated activation keep for the backward: ``fused``
   (Transformer Engine's kernels, or ``torch.compile``'d blocks: their inputs and outputs) or
   ``eager`` (PyTorch's eager operators: each RMSNorm also keeps the fp32 copy of its input it
@@ -86,6 +91,7 @@ ATTENTION: Final = ("unfused", "flash2", "flash3", "cudnn", "flash-triton", "sdp
 FP8_RECIPES: Final = ("delayed", "current", "dynamic", "mxfp8")
 ELEMENTWISE: Final = ("fused", "eager")
 BACKWARD_PREFETCH: Final = ("pre", "post")
+MOE_DISPATCHERS: Final = ("alltoall", "flex")
 #: The stack a configuration runs on when it does not say.
 DEFAULT_STACK: Final = "megatron-core"
 
@@ -107,6 +113,7 @@ class Stack:
     fsdp_reduce_bytes: int = 2
     fsdp_backward_prefetch: str = "pre"
     ep_overlap: bool = False
+    moe_dispatcher: str = "alltoall"
     selective_recompute: str = "core_attn"
     elementwise: str = "fused"
     gqa_repeat: bool = False
@@ -149,6 +156,10 @@ def _check(st: Stack, where: str) -> Stack:
         raise PlanError(
             f"{where}: fsdp_backward_prefetch {st.fsdp_backward_prefetch!r} is not one of "
             f"{listed(BACKWARD_PREFETCH)}"
+        )
+    if st.moe_dispatcher not in MOE_DISPATCHERS:
+        raise PlanError(
+            f"{where}: moe_dispatcher {st.moe_dispatcher!r} is not one of {listed(MOE_DISPATCHERS)}"
         )
     mods = str(st.selective_recompute).split("+")
     bad = [m for m in mods if m not in RECOMPUTE_MODULES]
