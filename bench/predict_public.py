@@ -148,8 +148,12 @@ def measured_step_s(e: dict[str, Any], m: Model) -> float:
 
 
 def stack_of(e: dict[str, Any]) -> Stack:
-    """The run's training software: its preset and where it departs from it."""
-    return load_stack({k: v for k, v in e["stack"].items() if k != "source"})
+    """The run's training software: its preset, where it departs from it, and the token
+    dispatcher its mixture of experts runs (the entry's ``moe_dispatcher``)."""
+    doc = {k: v for k, v in e["stack"].items() if k != "source"}
+    if e.get("moe_dispatcher"):
+        doc["moe_dispatcher"] = e["moe_dispatcher"]
+    return load_stack(doc)
 
 
 def end_chunk_layout(layers: int, pp: int, v: int, first: int | None, last: int | None) -> str:
@@ -439,6 +443,38 @@ def anchored_check(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) ->
     }
 
 
+def pair_check(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs of one source and shape that differ in a named setting (an entry's ``pair``):
+    their measured and predicted step ratios, counted runs or not. An error common to both
+    cancels, so the ratio checks the mechanism the setting switches."""
+    by_id = {e["id"]: e for e in entries}
+    out = []
+    for e in entries:
+        if "pair" not in e:
+            continue
+        other = by_id[e["pair"]["with"]]
+        steps = []
+        for x in (e, other):
+            m = model_of(x)
+            best, _, why = best_prediction(x, m, cluster_of(x)[0])
+            if best is None:
+                raise SystemExit(f"{x['id']}: no configuration passes the planner's checks: {why}")
+            steps.append((measured_step_s(x, m), best.step_ns * 1e-9, best.strategy.label()))
+        (ma, pa, _), (mb, pb, _) = steps
+        out.append(
+            {
+                "runs": [e["id"], other["id"]],
+                "differs_in": e["pair"]["differs_in"],
+                "measured_s": [ma, mb],
+                "predicted_s": [pa, pb],
+                "measured_ratio": mb / ma,
+                "predicted_ratio": pb / pa,
+                "error": (pb / pa) / (mb / ma) - 1,
+            }
+        )
+    return out
+
+
 def accuracy_summary(doc: dict[str, Any]) -> dict[str, Any]:
     """What the planner shows of a run of this benchmark (stallscope/plan/_accuracy.py): the
     dense models' figures, and the mixture-of-experts models' under ``moe``."""
@@ -523,6 +559,12 @@ def main() -> None:
             },
         },
         "anchored": anchored,
+        "pairs": {
+            "about": "runs of one source and shape a named setting apart (an entry's pair: "
+            "runs = the entry, its twin): ratio = the twin's step / the entry's; error = "
+            "predicted ratio / measured ratio - 1",
+            "runs": pair_check(entries),
+        },
         "memory": memory_summary(rows),
         "split": {
             "about": f"runs published before {SPLIT_DATE} (first) and from then on (second); "
@@ -543,6 +585,11 @@ def main() -> None:
             )
         else:
             print(f"{r['id']:45s} not counted: {r['why']}")
+    for pr in doc["pairs"]["runs"]:
+        print(
+            f"{pr['runs'][1]} / {pr['runs'][0]}: measured x{pr['measured_ratio']:.2f}, "
+            f"predicted x{pr['predicted_ratio']:.2f} ({100 * pr['error']:+.1f} %)"
+        )
     for r in rows:
         if "error" in r.get("memory", {}):
             mem = r["memory"]

@@ -32,7 +32,7 @@ OPTIONAL = {
     "params", "mfu_basis", "first_stage_layers", "last_stage_layers", "stage_layers_source",
     "inter_node_Gbps", "inter_node_source", "interleaved", "embedding_as_layer", "loss_as_layer",
     "dropout", "etp", "moe_dispatcher", "moe_flex_backend", "cuda_graphs", "not_counted",
-    "pipeline_layout", "recompute_modules",
+    "pipeline_layout", "recompute_modules", "pair",
 }  # fmt: skip
 RESULTS = {
     "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
@@ -95,6 +95,13 @@ def test_entry_schema(e: dict[str, Any]) -> None:
         assert e["ep"] == 1 and "etp" not in e
     if "not_counted" in e:  # why the bench shows the run without counting it
         assert isinstance(e["not_counted"], str) and e["not_counted"]
+    if "pair" in e:  # a run of the same source and shape, one setting apart
+        other = next(x for x in ENTRIES if x["id"] == e["pair"]["with"])
+        assert other["id"] != e["id"] and isinstance(e["pair"]["differs_in"], str)
+        same = ("model", "seq_len", "gpu", "gpus", "system", "global_batch", "precision")
+        assert all(other[k] == e[k] for k in same)
+        assert other["source"]["url"] == e["source"]["url"]
+        assert other.get("pair", {}).get("with") != e["id"], "a pair is written once"
     if e["micro_batch"] is not None:
         assert e["global_batch"] % (e["dp"] * e["micro_batch"]) == 0
     vp = e["virtual_stages"]
@@ -265,3 +272,21 @@ def test_uneven_pipeline_splits_reach_the_planner() -> None:
     row = bench.predict_entry(llama)
     assert row["counted"] is True and ".layout[" in row["config"]
     assert row["measured_step_s"] == pytest.approx(12.56, rel=0.01)
+
+
+def test_the_bench_compares_each_pair_by_its_step_ratio() -> None:
+    """A pair's runs are predicted whether counted or not, and compared by the ratio of their
+    steps, in which an error common to both cancels."""
+    bench = _bench()
+    pairs = bench.pair_check(ENTRIES)
+    assert len(pairs) == sum("pair" in e for e in ENTRIES) >= 1
+    for p in pairs:
+        (ma, mb), (pa, pb) = p["measured_s"], p["predicted_s"]
+        assert p["measured_ratio"] == pytest.approx(mb / ma)
+        assert p["predicted_ratio"] == pytest.approx(pb / pa)
+        assert p["error"] == pytest.approx(p["predicted_ratio"] / p["measured_ratio"] - 1)
+    hybridep = next(p for p in pairs if p["runs"][0].endswith("-hybridep"))
+    assert hybridep["measured_s"] == pytest.approx([20.992, 24.7138])
+    by_id = {e["id"]: e for e in ENTRIES}
+    uncounted = next(p for p in pairs if all("not_counted" in by_id[r] for r in p["runs"]))
+    assert all(t > 0 for t in uncounted["predicted_s"])
