@@ -35,9 +35,22 @@ FP8_RECIPE_HELP = (
 FP8_RECIPE_CHOICES = ("delayed", "current", "dynamic", "mxfp8")
 
 
-def stack_arg(text: str | None, fp8_recipe: str | None = None, precision: str = "fp8") -> Any:
+MOE_DISPATCHER_HELP = (
+    "The token dispatcher of a mixture-of-experts model, in place of the stack's: alltoall (one "
+    "copy per token and chosen expert) or flex (DeepEP / HybridEP: a token once per GPU, and "
+    "across nodes once per node, holding one of its experts)."
+)
+
+
+def stack_arg(
+    text: str | None,
+    fp8_recipe: str | None = None,
+    precision: str = "fp8",
+    moe_dispatcher: str | None = None,
+) -> Any:
     """A stack preset's name, or the Stack of a JSON file of its fields (None: the default),
-    with ``fp8_recipe`` in place of its own when given (an FP8 precision only)."""
+    with ``fp8_recipe`` (an FP8 precision only) and ``moe_dispatcher`` in place of its own when
+    given."""
     from dataclasses import replace
 
     if fp8_recipe is not None and precision != "fp8":
@@ -58,13 +71,21 @@ def stack_arg(text: str | None, fp8_recipe: str | None = None, precision: str = 
             st = load_stack(text or DEFAULT_STACK)
         except PlanError as e:
             raise click.BadParameter(str(e), param_hint="--stack") from None
-    if fp8_recipe is None or fp8_recipe == st.fp8_recipe:
-        return st
-    return replace(st, name=f"{st.name}+{fp8_recipe}", fp8_recipe=fp8_recipe)
+    if fp8_recipe is not None and fp8_recipe != st.fp8_recipe:
+        st = replace(st, name=f"{st.name}+{fp8_recipe}", fp8_recipe=fp8_recipe)
+    if moe_dispatcher is not None and moe_dispatcher != st.moe_dispatcher:
+        st = replace(st, name=f"{st.name}+{moe_dispatcher}", moe_dispatcher=moe_dispatcher)
+    return st
 
 
 fp8_recipe_option = click.option(
     "--fp8-recipe", type=click.Choice(FP8_RECIPE_CHOICES), default=None, help=FP8_RECIPE_HELP
+)
+moe_dispatcher_option = click.option(
+    "--moe-dispatcher",
+    type=click.Choice(["alltoall", "flex"]),
+    default=None,
+    help=MOE_DISPATCHER_HELP,
 )
 
 
@@ -234,6 +255,7 @@ def _write_json(doc: Any, path: Path | None) -> None:
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
 @fp8_recipe_option
+@moe_dispatcher_option
 @split_option
 @click.option(
     "--json",
@@ -253,6 +275,7 @@ def plan(
     precision: str,
     stack: str | None,
     fp8_recipe: str | None,
+    moe_dispatcher: str | None,
     pipeline_split: str,
     cp: str,
     etp: str,
@@ -269,7 +292,7 @@ def plan(
 
     with plan_errors():
         m, s = model_arg(model, seq_len), system_arg(system, efficiency_table)
-        sw = stack_arg(stack, fp8_recipe, precision)
+        sw = stack_arg(stack, fp8_recipe, precision, moe_dispatcher)
         space = Space(
             precision=precision, stack=sw, pipeline_split=split_arg(pipeline_split),
             context_parallel=cp_arg(cp), expert_tp=etp_arg(etp), moe_load=moe_load,
@@ -340,6 +363,7 @@ def plan(
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
 @fp8_recipe_option
+@moe_dispatcher_option
 @split_option
 @click.option(
     "--knob",
@@ -372,6 +396,7 @@ def whatif(
     precision: str,
     stack: str | None,
     fp8_recipe: str | None,
+    moe_dispatcher: str | None,
     pipeline_split: str,
     cp: str,
     etp: str,
@@ -391,7 +416,7 @@ def whatif(
         parsed = dict(parse_knob(k) for k in knobs) or None
         m, s = model_arg(model, seq_len), system_arg(system, efficiency_table)
         space = Space(
-            precision=precision, stack=stack_arg(stack, fp8_recipe, precision), pipeline_split=split_arg(pipeline_split),
+            precision=precision, stack=stack_arg(stack, fp8_recipe, precision, moe_dispatcher), pipeline_split=split_arg(pipeline_split),
             context_parallel=cp_arg(cp), expert_tp=etp_arg(etp), moe_load=moe_load,
             recompute_modules=modules_arg(recompute_modules),
         )  # fmt: skip

@@ -21,6 +21,7 @@ from stallscope.cli.plan import (
     efficiency_table_option,
     fp8_recipe_option,
     model_arg,
+    moe_dispatcher_option,
     plan_errors,
     stack_arg,
     system_arg,
@@ -57,6 +58,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True),
     click.option("--stack", "stack", default=None, help=STACK_HELP),
     fp8_recipe_option,
+    moe_dispatcher_option,
     click.option("--measured-step", default=None, metavar="SECONDS|RUN", help="A measured step of this configuration on this system: seconds per optimizer step, or a measured run (a stallscope run directory, PyTorch profiler traces, a saved profile) whose median step it takes. Anchors the GEMM and attention rates on it (the compute factor that reproduces it) and predicts with them."),
     click.option("--save-system", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE", help="With --measured-step: write the system with its compute factor as a system file, for --system of plan, whatif and predict."),
     click.option("--parts", is_flag=True, help="Also print one layer's forward and backward part by part (what a per-layer profile of the job measures) and where the step goes, part by part."),
@@ -100,6 +102,7 @@ def run_model_mode(
     precision: str,
     stack: str | None,
     fp8_recipe: str | None,
+    moe_dispatcher: str | None,
     measured_step: str | None,
     save_system: Path | None,
     parts: bool,
@@ -138,7 +141,7 @@ def run_model_mode(
             interleave=interleave, first_stage_layers=first_stage_layers,
             last_stage_layers=last_stage_layers, embedding_as_layer=embedding_as_layer,
             loss_as_layer=loss_as_layer, pipeline_layout=pipeline_layout, precision=precision,
-            stack=stack_arg(stack, fp8_recipe, precision), ep=ep, etp=etp, moe_load=moe_load,
+            stack=stack_arg(stack, fp8_recipe, precision, moe_dispatcher), ep=ep, etp=etp, moe_load=moe_load,
             recompute_modules=modules,
         )  # fmt: skip
     from stallscope.plan._accuracy import accuracy

@@ -86,3 +86,29 @@ def test_a_dense_model_ignores_the_dispatcher(a100: Cluster) -> None:
 def test_an_unknown_dispatcher_names_the_choices() -> None:
     with pytest.raises(PlanError, match=r"moe_dispatcher 'deepep' is not one of .*alltoall.*flex"):
         load_stack({"preset": "nemo-25", "moe_dispatcher": "deepep"})
+
+
+def test_the_cli_takes_the_dispatcher_in_place_of_the_stacks() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from stallscope.cli.main import cli
+
+    base = ["predict", "--model", QWEN, "--system", "dgx-h100", "--nodes", "2", "--dp", "16",
+            "--ep", "16", "--micro-batch", "1", "--global-batch", "1024", "--zero", "1",
+            "--json", "-"]  # fmt: skip
+    steps = {}
+    for disp in ("alltoall", "flex"):
+        res = CliRunner().invoke(cli, [*base, "--moe-dispatcher", disp])
+        assert res.exit_code == 0, res.output
+        p = json.loads(res.output)["predictions"][0]
+        steps[disp] = p["step_ns"]
+        assert p["stack"] == ("megatron-core" if disp == "alltoall" else "megatron-core+flex")
+    assert steps["flex"] < steps["alltoall"]  # a quarter of the off-node copies
+    res = CliRunner().invoke(cli, [*base, "--moe-dispatcher", "deepep"])
+    assert res.exit_code == 2 and "'alltoall', 'flex'" in res.output
+    plan = ["plan", "--model", QWEN, "--system", "dgx-h100", "--gpus", "16", "--top", "2",
+            "--moe-dispatcher", "flex", "--json", "-"]  # fmt: skip
+    res = CliRunner().invoke(cli, plan)
+    assert res.exit_code == 0, res.output
