@@ -4,7 +4,7 @@ A table of one layer's measured forward and backward checks the parts a step's t
 whether the backward's share, recompute's cost and sequence parallelism's effect come out right,
 not only their sum, and whether a GPU's kernels run at the planner's rates outside any training
 framework's schedule. A table names a published run of ``public_llm_training.json`` (its model,
-GPUs, system and training software: ``predict_public.model_of``, ``cluster_of``, ``choices``)
+GPUs, system and training software: ``_public_entries.model_of``, ``cluster_of``, ``choices``)
 or gives its own configuration (``config``: model, system, micro-batch, stack); each row
 changes only what its experiment changes (recompute, sequence parallelism, precision, the
 attention kernel, dropout). The planner's forward and backward are ``Prediction.layer()``'s,
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import predict_public as pp
+import _public_entries as pp
 from stallscope.plan import Prediction, Strategy, load_model, load_system, predict_strategy
 
 HERE = Path(__file__).resolve().parent

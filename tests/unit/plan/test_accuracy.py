@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def _bench() -> object:
+    if str(REPO / "bench") not in sys.path:  # its sibling modules
+        sys.path.insert(0, str(REPO / "bench"))
     spec = importlib.util.spec_from_file_location(
         "predict_public", REPO / "bench/predict_public.py"
     )
