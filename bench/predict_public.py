@@ -16,6 +16,11 @@ Anchored (``anchored`` in the result): each dense run predicted with the compute
 who measured one configuration of their own software on their own GPUs would plan the others
 (``anchored_check``).
 
+Pairs (``pairs`` in the result): runs of one source and model that differ in a named setting
+(an entry's ``pairs``: the GPU count, the precision, the MoE token dispatcher or overlap),
+compared by the ratio of their steps, in which an error common to both (the software release
+above all) cancels (``pair_check``).
+
 The held-out check (``split`` in the result): the error of the runs published before
 ``SPLIT_DATE`` and of those published after. The planner's constants come from datasheets and
 measurements of the hardware (kernel benchmarks, NCCL tests, this project's measured device
@@ -198,44 +203,47 @@ def anchored_check(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) ->
 
 
 def pair_check(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs of one source and shape that differ in a named setting (an entry's ``pair``):
+    """Runs of one source and model that differ in a named setting (an entry's ``pairs``):
     their measured and predicted step ratios, counted runs or not (a run the planner cannot
     predict leaves its pair with the reason). An error common to both cancels, so the ratio
     checks the mechanism the setting switches."""
     by_id = {e["id"]: e for e in entries}
-    out = []
-    for e in entries:
-        if "pair" not in e:
-            continue
-        other = by_id[e["pair"]["with"]]
-        row: dict[str, Any] = {
-            "runs": [e["id"], other["id"]],
-            "differs_in": e["pair"]["differs_in"],
-        }
-        steps = []
-        for x in (e, other):
+    steps: dict[str, tuple[float, float] | str] = {}
+
+    def step(x: dict[str, Any]) -> tuple[float, float] | str:
+        if x["id"] not in steps:  # (measured, predicted) seconds, or why there is none
             m = model_of(x)
             try:
                 best, _, why = best_prediction(x, m, cluster_of(x)[0])
             except PlanError as err:
                 best, why = None, str(err)
-            if best is None:
-                break
-            steps.append((measured_step_s(x, m), best.step_ns * 1e-9))
-        if len(steps) < 2:
-            out.append(row | {"why": f"{x['id']}: {why}"})
-            continue
-        (ma, pa), (mb, pb) = steps
-        out.append(
-            row
-            | {
-                "measured_s": [ma, mb],
-                "predicted_s": [pa, pb],
-                "measured_ratio": mb / ma,
-                "predicted_ratio": pb / pa,
-                "error": (pb / pa) / (mb / ma) - 1,
+            steps[x["id"]] = (
+                (measured_step_s(x, m), best.step_ns * 1e-9) if best else f"{x['id']}: {why}"
+            )
+        return steps[x["id"]]
+
+    out = []
+    for e in entries:
+        for pair in e.get("pairs", ()):
+            row: dict[str, Any] = {
+                "runs": [e["id"], pair["with"]],
+                "differs_in": pair["differs_in"],
             }
-        )
+            a, b = step(e), step(by_id[pair["with"]])
+            if isinstance(a, str) or isinstance(b, str):
+                out.append(row | {"why": a if isinstance(a, str) else b})
+                continue
+            (ma, pa), (mb, pb) = a, b
+            out.append(
+                row
+                | {
+                    "measured_s": [ma, mb],
+                    "predicted_s": [pa, pb],
+                    "measured_ratio": mb / ma,
+                    "predicted_ratio": pb / pa,
+                    "error": (pb / pa) / (mb / ma) - 1,
+                }
+            )
     return out
 
 
@@ -343,7 +351,7 @@ def main() -> None:
         },
         "anchored": anchored,
         "pairs": {
-            "about": "runs of one source and shape a named setting apart (an entry's pair: "
+            "about": "runs of one source and model a named setting apart (an entry's pairs: "
             "runs = the entry, its twin): ratio = the twin's step / the entry's; error = "
             "predicted ratio / measured ratio - 1",
             "runs": (pairs := pair_check(entries)),
