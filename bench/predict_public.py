@@ -255,14 +255,16 @@ def pair_kinds(pairs: list[dict[str, Any]], gpu: dict[str, str]) -> dict[str, An
         if "error" in pr:
             setting = pr["differs_in"].split(":")[0].split(" (")[0]
             kinds.setdefault(f"{setting}, {gpu[pr['runs'][0]]}", []).append(pr["error"])
+    return {k: error_figures(v) for k, v in kinds.items()}
+
+
+def error_figures(errs: list[float]) -> dict[str, Any]:
+    """Count, mean signed, mean and max absolute error of one group's errors."""
     return {
-        k: {
-            "n": len(v),
-            "mean_error": statistics.fmean(v),
-            "mean_abs_error": statistics.fmean(abs(x) for x in v),
-            "max_abs_error": max(abs(x) for x in v),
-        }
-        for k, v in kinds.items()
+        "n": len(errs),
+        "mean_error": statistics.fmean(errs),
+        "mean_abs_error": statistics.fmean(abs(x) for x in errs),
+        "max_abs_error": max(abs(x) for x in errs),
     }
 
 
@@ -332,15 +334,7 @@ def main() -> None:
             }
             for k, v in by_source.items()
         },
-        "per_gpu": {
-            k: {
-                "n": len(v),
-                "mean_error": statistics.fmean(v),
-                "mean_abs_error": statistics.fmean(abs(x) for x in v),
-                "max_abs_error": max(abs(x) for x in v),
-            }
-            for k, v in by_gpu.items()
-        },
+        "per_gpu": {k: error_figures(v) for k, v in by_gpu.items()},
         "moe": {
             **summary(moe),
             "median_abs_error": statistics.median(abs(r["error"]) for r in moe) if moe else None,
