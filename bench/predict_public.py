@@ -17,7 +17,8 @@ who measured one configuration of their own software on their own GPUs would pla
 (``anchored_check``).
 
 Pairs (``pairs`` in the result): runs of one source and model that differ in a named setting
-(an entry's ``pairs``: the GPU count, the precision, the MoE token dispatcher or overlap),
+(an entry's ``pairs``: the recompute, the GPU count, the precision, the MoE token dispatcher
+or overlap),
 compared by the ratio of their steps, in which an error common to both (the software release
 above all) cancels (``pair_check``).
 
