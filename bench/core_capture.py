@@ -2,7 +2,9 @@
 
 Measures, medians over repeats, on this machine:
 - record cost from C++ (one ring push, timestamps given; and with a clock read),
-- region enter+exit from Python (a kept region object; and a one-shot region("x")),
+- region enter+exit from Python (a kept region object; and a one-shot region("x")), beside an
+  empty pure-Python context manager timed in the same loops (the floor any Python-level
+  region pays on this interpreter, so the ratio holds on a slower or busier machine),
 - drain throughput (rings -> NumPy columns),
 - Parquet write throughput (columns -> event-schema frame -> zstd Parquet file),
 - memory per buffered event (resident bytes added per event held in the rings).
@@ -61,12 +63,23 @@ def record_cost(n: int = 2_000_000) -> dict[str, float]:
     }
 
 
+class _EmptyContext:
+    """The cheapest context manager Python code can write: the floor of any region API."""
+
+    def __enter__(self) -> _EmptyContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 def region_cost(n: int = 300_000) -> dict[str, float]:
     import stallscope
 
     _fresh_pool(8, 1 << 21)
     r = stallscope.region("bench", category="compute")
-    kept, oneshot, empty = [], [], []
+    cm = _EmptyContext()
+    kept, oneshot, empty, plain = [], [], [], []
     for _ in range(REPEATS):
         _core.discard()
         empty.append(timeit.timeit("for _ in rng: pass", globals={"rng": range(n)}, number=1) / n)
@@ -74,6 +87,12 @@ def region_cost(n: int = 300_000) -> dict[str, float]:
         kept.append(
             timeit.timeit(
                 "for _ in rng:\n  with r: pass", globals={"rng": range(n), "r": r}, number=1
+            )
+            / n
+        )
+        plain.append(
+            timeit.timeit(
+                "for _ in rng:\n  with cm: pass", globals={"rng": range(n), "cm": cm}, number=1
             )
             / n
         )
@@ -88,9 +107,13 @@ def region_cost(n: int = 300_000) -> dict[str, float]:
         )
     _core.set_recording(False)
     loop = statistics.median(empty) * 1e9
+    region_ns = statistics.median(kept) * 1e9 - loop
+    plain_ns = statistics.median(plain) * 1e9 - loop
     return {
-        "region_enter_exit_ns": statistics.median(kept) * 1e9 - loop,
+        "region_enter_exit_ns": region_ns,
         "region_oneshot_ns": statistics.median(oneshot) * 1e9 - loop,
+        "empty_python_context_ns": plain_ns,
+        "region_over_empty_python_context": region_ns / plain_ns,
         "python_loop_iteration_ns": loop,
     }
 
