@@ -156,6 +156,11 @@ def run_model_mode(
     doc: dict[str, Any] = {"mode": "model", "predictions": [p.to_dict()], "accuracy": accuracy()}
     if a is not None:
         doc["anchor"] = a.to_dict()
+    fixes = None
+    if not p.memory.fits:
+        with plan_errors():
+            fixes = p.memory_fixes()
+        doc["memory_fixes"] = {"changes": fixes.to_dicts(), "min_gpus": p.min_gpus()}
     if save_system is not None and a is not None:
         from stallscope.plan._cluster import system_doc
 
@@ -168,7 +173,7 @@ def run_model_mode(
         _write_json(doc, json_path)
         if str(json_path) == "-":
             return
-    _print(p, a, save_system)
+    _print(p, a, save_system, fixes)
     if parts:
         _print_parts(p)
     calibration_note(p.system, efficiency_table, factor=a is None)
@@ -185,7 +190,7 @@ def _print_anchor(a: Any, saved: Path | None) -> None:
         click.echo(f"wrote {saved}: plan other configurations with --system {saved}")
 
 
-def _print(p: Any, a: Any = None, saved: Path | None = None) -> None:
+def _print(p: Any, a: Any = None, saved: Path | None = None, fixes: Any = None) -> None:
     from stallscope.plan import STALL_COLUMNS
 
     d = p.to_dict()
@@ -222,11 +227,38 @@ def _print(p: Any, a: Any = None, saved: Path | None = None) -> None:
     )
     if not d["fits"]:
         click.echo(f"does not fit: {d['memory_shortfall']}")
+        _print_fixes(p, p.memory_fixes() if fixes is None else fixes)
     from stallscope.plan._accuracy import accuracy_note
 
     dev = p.system.device
     if note := accuracy_note(dev.name, p.model.moe, dev.compute_factor != 1):
         click.echo(note)
+
+
+def _print_fixes(p: Any, fixes: Any) -> None:
+    """The memory savers that make ``p``'s configuration fit on its GPUs (``fixes``:
+    ``Prediction.memory_fixes``), or how many GPUs the job needs at least."""
+    fit = fixes.filter("fits").head(3)
+    if fit.height:
+        said = "; ".join(
+            f"{r['change']} ({r['memory_GiB']:.1f} GiB, step {r['step_s']:.3f} s)"
+            for r in fit.iter_rows(named=True)
+        )
+        click.echo(f"fits with: {said}")
+        return
+    least = fixes.sort("memory_GiB").head(1)
+    if least.height:
+        r = least.row(0, named=True)
+        click.echo(
+            f"no memory saver makes it fit on these {p.strategy.gpus} GPUs (the least: "
+            f"{r['change']}, {r['memory_GiB']:.1f} GiB)"
+        )
+    n = p.min_gpus()
+    click.echo(
+        f"the weights, gradients and optimizer state alone need at least {n} GPUs of "
+        f"{p.system.device.hbm_GB:.0f} GB; search configurations that fit with stallscope plan "
+        f"--gpus N (N >= {n}) and the same --model and --system"
+    )
 
 
 def _print_parts(p: Any) -> None:

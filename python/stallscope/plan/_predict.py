@@ -93,6 +93,21 @@ class Prediction:
 
         return layer_breakdown(costs(self.model, self.strategy, self.system))
 
+    def memory_fixes(self) -> pl.DataFrame:
+        """The memory savers that make this configuration fit on its GPUs, each combination
+        predicted (``_fit.memory_fixes``): ``change``, ``changes``, ``memory_GiB``, ``fits``,
+        ``step_s``, fitting rows first, the fastest first."""
+        from stallscope.plan._fit import memory_fixes
+
+        return memory_fixes(self.model, self.system, self.strategy)
+
+    def min_gpus(self) -> int:
+        """A lower bound on the GPUs the model needs (``_fit.min_gpus``): its weights,
+        gradients and optimizer state sharded over every GPU fill their memory."""
+        from stallscope.plan._fit import min_gpus
+
+        return min_gpus(self.model, self.system, self.strategy)
+
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
         lay = self.layer()
