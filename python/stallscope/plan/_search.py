@@ -74,13 +74,21 @@ def no_fit(
         if model.seq_len > 8192
         else ""
     )
+    from stallscope.plan._fit import min_gpus
+
+    least = min_gpus(model, system, s)
+    more = (
+        f" (the weights, gradients and optimizer state alone need at least {least})"
+        if least > gpus
+        else ""
+    )
     return (
         f"no configuration of {model.name!r} fits on {gpus} x {system.device.name} "
         f"({system.device.hbm_GB:g} GB each) with a global batch of {batch} x "
         f"{model.seq_len:,} tokens among {tried} tried: the smallest, {s.label()}, needs "
         f"{mem.total / GIB:.1f} GiB per GPU, {(mem.total - mem.capacity) / GIB:.1f} GiB over "
-        f"(most of it {big}: {parts[big] / GIB:.1f} GiB); add GPUs, a GPU with more memory, a "
-        f"smaller batch{shorter}"
+        f"(most of it {big}: {parts[big] / GIB:.1f} GiB); add GPUs{more}, a GPU with more "
+        f"memory, a smaller batch{shorter}"
     )
 
 

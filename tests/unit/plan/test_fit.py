@@ -82,8 +82,11 @@ def test_min_gpus_is_a_lower_bound_the_search_confirms(big: plan.Prediction) -> 
     n = min_gpus(big.model, big.system, big.strategy)
     states = big.model.params() * (2 + 2 + 12)  # bf16 weights and gradients, Adam in fp32
     assert n == math.ceil(states / (80 * GIB) / 8) * 8 == big.min_gpus() == 40
-    with pytest.raises(plan.PlanError, match="no configuration"):
+    with pytest.raises(plan.PlanError, match="no configuration") as err:
         plan.plan("gpt3-175b", "dgx-a100", gpus=n - 8, global_batch=256)
+    assert "add GPUs (the weights, gradients and optimizer state alone need at least 40)" in str(
+        err.value
+    )
 
 
 def test_predict_cli_says_what_fits_and_writes_it_to_json(tmp_path: Path) -> None:
