@@ -227,7 +227,7 @@ def _print(p: Any, a: Any = None, saved: Path | None = None, fixes: Any = None) 
     )
     if not d["fits"]:
         click.echo(f"does not fit: {d['memory_shortfall']}")
-        _print_fixes(p, p.memory_fixes() if fixes is None else fixes)
+        _print_fixes(p, fixes)
     from stallscope.plan._accuracy import accuracy_note
 
     dev = p.system.device

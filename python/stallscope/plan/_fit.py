@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from stallscope.plan._errors import PlanError
+from stallscope.plan._memory import GIB
 from stallscope.plan._predict import predict_strategy
 from stallscope.plan._strategy import check
 
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
     from stallscope.plan._cluster import Cluster
     from stallscope.plan._model import Model
     from stallscope.plan._strategy import Strategy
-
-GIB = 1 << 30
 
 FIX_SCHEMA = {
     "change": pl.String,
@@ -107,8 +106,9 @@ def memory_fixes(model: Model, system: Cluster, s: Strategy) -> pl.DataFrame:
 def min_gpus(model: Model, system: Cluster, s: Strategy) -> int:
     """A lower bound on the GPUs ``model`` needs under ``s``'s numerics: its weights,
     gradients and optimizer state, sharded over every GPU (ZeRO 3), fill their memory;
-    rounded up to whole nodes. Activations and the runtime's own memory come on top."""
+    beyond one node, rounded up to whole nodes. Activations and the runtime's own memory
+    come on top."""
     per_param = s.weight_bytes + s.grad_bytes + s.optimizer_bytes
-    need = model.params() * per_param / (system.device.hbm_GB * GIB)
+    need = math.ceil(model.params() * per_param / (system.device.hbm_GB * GIB))
     node = system.gpus_per_node
-    return max(node, math.ceil(need / node) * node)
+    return max(1, need) if need <= node else math.ceil(need / node) * node

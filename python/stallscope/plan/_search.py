@@ -29,6 +29,7 @@ import polars as pl
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._costs import model_flops
 from stallscope.plan._errors import PlanError, divisors, listed, nearest_values
+from stallscope.plan._fit import min_gpus
 from stallscope.plan._layer_mix import task_slots
 from stallscope.plan._layout import layout
 from stallscope.plan._memory import GIB, Memory, memory
@@ -74,8 +75,6 @@ def no_fit(
         if model.seq_len > 8192
         else ""
     )
-    from stallscope.plan._fit import min_gpus
-
     least = min_gpus(model, system, s)
     more = (
         f" (the weights, gradients and optimizer state alone need at least {least})"

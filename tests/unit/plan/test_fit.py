@@ -81,7 +81,12 @@ def test_savers_that_cannot_apply_are_not_tried() -> None:
 def test_min_gpus_is_a_lower_bound_the_search_confirms(big: plan.Prediction) -> None:
     n = min_gpus(big.model, big.system, big.strategy)
     states = big.model.params() * (2 + 2 + 12)  # bf16 weights and gradients, Adam in fp32
-    assert n == math.ceil(states / (80 * GIB) / 8) * 8 == big.min_gpus() == 40
+    assert n == math.ceil(math.ceil(states / (80 * GIB)) / 8) * 8 == big.min_gpus() == 40
+    # within one node the bound is not rounded: a 6.7B model's states fit on 2 GPUs of 80 GB
+    small = plan.predict_model(
+        "gpt3-6.7b", "dgx-a100", nodes=1, tp=8, micro_batch=1, global_batch=8
+    )
+    assert small.min_gpus() == math.ceil(small.model.params() * 16 / (80 * GIB)) == 2
     with pytest.raises(plan.PlanError, match="no configuration") as err:
         plan.plan("gpt3-175b", "dgx-a100", gpus=n - 8, global_batch=256)
     assert "add GPUs (the weights, gradients and optimizer state alone need at least 40)" in str(
