@@ -33,6 +33,8 @@ FP8_RECIPE_HELP = (
 )
 #: The recipes --fp8-recipe offers (stallscope.plan._stack.FP8_RECIPES).
 FP8_RECIPE_CHOICES = ("delayed", "current", "dynamic", "mxfp8")
+#: The dispatchers --moe-dispatcher offers (stallscope.plan._stack.MOE_DISPATCHERS).
+MOE_DISPATCHER_CHOICES = ("alltoall", "flex")
 
 
 MOE_DISPATCHER_HELP = (
@@ -83,7 +85,7 @@ fp8_recipe_option = click.option(
 )
 moe_dispatcher_option = click.option(
     "--moe-dispatcher",
-    type=click.Choice(["alltoall", "flex"]),
+    type=click.Choice(MOE_DISPATCHER_CHOICES),
     default=None,
     help=MOE_DISPATCHER_HELP,
 )

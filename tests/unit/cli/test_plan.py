@@ -311,6 +311,13 @@ def test_plan_searches_the_context_parallel_sizes_given(files: tuple[str, str]) 
         assert res.exit_code == 2 and "context-parallel sizes >= 1" in res.output
 
 
+def test_moe_dispatcher_option_offers_every_dispatcher_the_planner_times() -> None:
+    from stallscope.cli.plan import MOE_DISPATCHER_CHOICES
+    from stallscope.plan._stack import MOE_DISPATCHERS
+
+    assert MOE_DISPATCHER_CHOICES == MOE_DISPATCHERS
+
+
 def test_fp8_recipe_replaces_the_stacks_own() -> None:
     from stallscope.cli.plan import FP8_RECIPE_CHOICES
     from stallscope.plan._stack import FP8_RECIPES
