@@ -180,7 +180,8 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
     hbm_fraction = float(eff["hbm_fraction"]["value"])
     fixed = float(eff["gemm_fixed_us"]["value"]) * 1e-6
     mamf = _mamf_fractions(gpu, peaks, fixed)
-    frac = mamf.get("bf16", (float(eff["matmul_tflops"]["default_fraction"]), ""))[0]
+    default = (float(eff["matmul_tflops"]["default_fraction"]), "")
+    frac = mamf.get("bf16", mamf.get("fp16", default))[0]  # fp16: GPUs without bf16
     frac_basis = "; ".join(b for _, b in mamf.values()) or str(
         eff["matmul_tflops"]["default_fraction_basis"]
     )
@@ -342,14 +343,22 @@ def _mamf_fractions(
     """Per precision, the GEMM fraction that reproduces the GPU's MAMF measurement (or its
     die's) at its shape, and its basis."""
     out: dict[str, tuple[float, str]] = {}
-    for prec in ("bf16", "fp8"):
+    for prec in ("bf16", "fp16", "fp8"):
+        if prec not in peaks or (prec == "fp16" and "bf16" in peaks):  # fp16 runs at bf16's
+            continue
         found = mamf_entry(gpu, prec)
-        if found is None or prec not in peaks:
+        if found is None:
             continue
         fam, e = found
-        m, n, k = (int(x) for x in str(e["shape"]).split("x"))
-        f = fraction_at(float(e["tflops"]), (m, n, k), peaks[prec] * 1e12, fixed)
-        out[prec] = (f, f"{prec} {f:.3f}: MAMF of {fam}, {e['tflops']} TFLOP/s at {e['shape']}")
+        tflops = float(e["tflops"])
+        if e.get("shape"):
+            m, n, k = (int(x) for x in str(e["shape"]).split("x"))
+            f = fraction_at(tflops, (m, n, k), peaks[prec] * 1e12, fixed)
+            at = f"at {e['shape']}"
+        else:  # the best of square sizes, which one unpublished: the rate over the peak
+            f = tflops / peaks[prec]
+            at = "(shape unpublished)"
+        out[prec] = (f, f"{prec} {f:.3f}: MAMF of {fam}, {e['tflops']} TFLOP/s {at}")
     return out
 
 
