@@ -31,6 +31,7 @@ from stallscope.plan._gemm import (
     gemm_tables,
     mamf_entry,
 )
+from stallscope.predict._matmul_rates import matmul_rates
 
 #: The measured efficiency tables shipped with the package, one per GPU.
 _TABLES: Final = Path(__file__).parents[1] / "predict" / "data" / "efficiency"
@@ -180,11 +181,10 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
     hbm_fraction = float(eff["hbm_fraction"]["value"])
     fixed = float(eff["gemm_fixed_us"]["value"]) * 1e-6
     mamf = _mamf_fractions(gpu, peaks, fixed)
-    default = (float(eff["matmul_tflops"]["default_fraction"]), "")
+    rates = matmul_rates()
+    default = (float(rates["default_fraction"]), "")
     frac = mamf.get("bf16", mamf.get("fp16", default))[0]  # fp16: GPUs without bf16
-    frac_basis = "; ".join(b for _, b in mamf.values()) or str(
-        eff["matmul_tflops"]["default_fraction_basis"]
-    )
+    frac_basis = "; ".join(b for _, b in mamf.values()) or str(rates["default_fraction_basis"])
     fractions = {p: f for p, (f, _) in mamf.items()}
     if "matmul_fraction" in overrides:
         frac, frac_basis = float(overrides["matmul_fraction"]), f"given by {where}"

@@ -24,6 +24,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
+from stallscope.predict._matmul_rates import rate_row
+
 TILE: Final = 128  # output tile edge of cuBLAS's layer-sized GEMM kernels on Ampere / Hopper
 _DATA: Final = Path(__file__).with_name("data")
 
@@ -57,32 +59,17 @@ def family_names(gpu: str) -> list[str]:
 
 
 def mamf_entry(gpu: str, precision: str) -> tuple[str, dict[str, Any]] | None:
-    """The MAMF measurement of ``gpu`` at ``precision`` (fp16: its own entry where one was
+    """The MAMF measurement of ``gpu`` at ``precision`` (fp16: its own row where one was
     measured, on GPUs without bf16 such as V100 and T4, else bf16's), by family name
-    ("A100-SXM4-80GB" -> "A100", never "L40S" -> "L4"), else of a GPU of the same die and
-    clocks; None if none."""
+    (``stallscope.predict``'s ``rate_row``: "A100-SXM4-80GB" -> "A100", never "L40S" ->
+    "L4"), else of a GPU of the same die and clocks; None if none."""
     precs = ("fp16", "bf16") if precision == "fp16" else (precision,)
-    devices: dict[str, dict[str, Any]] = efficiency_defaults()["matmul_tflops"]["devices"]
     for up in family_names(gpu):
         for prec in precs:
-            best = ""
-            for fam, entry in devices.items():
-                if prec in entry and _same_board(up, fam.upper()) and len(fam) > len(best):
-                    best = fam
-            if best:
-                return best, devices[best][prec]
+            found = rate_row(up, prec)
+            if found is not None:
+                return found
     return None
-
-
-def _same_board(name: str, family: str) -> bool:
-    """Whether the GPU ``name`` (upper case) is a board of the MAMF entry ``family``: the
-    family's name up to a separator, and a PCIe card only for a PCIe entry (another board,
-    clocks and power)."""
-    if not name.startswith(family):
-        return False
-    if len(name) > len(family) and name[len(family)].isalnum():  # L40S is not an L4
-        return False
-    return ("PCIE" in family) == ("PCIE" in name)
 
 
 def fraction_at(tflops: float, shape: tuple[int, int, int], peak: float, fixed: float) -> float:

@@ -2,9 +2,11 @@
 ratio of the device figure that bounds it, from the device table (``device(name)``), or by a
 ratio the user measured (Target.compute_scale).
 
-matmul kernels: measured device's peak FLOP/s over the target's, at the profile's precision
-(the precision most of its matrix-kernel time ran in). A target without that precision runs the
-nearest it has: TF32 code as FP32 (no TF32 tensor cores), BF16 and FP8 as FP16.
+matmul kernels: the measured device's achievable matmul rate over the target's, at the
+profile's precision (the precision most of its matrix-kernel time ran in): each GPU's measured
+best rate (``_matmul_rates``: a 72 W L4 reaches 59 % of its peak, an H100 SXM 80 %), its dense
+peak times the H100's fraction where none was measured. A target without that precision runs
+the nearest it has: TF32 code as FP32 (no TF32 tensor cores), BF16 and FP8 as FP16.
 memory kernels (elementwise, reductions, copies): memory bandwidth ratio.
 Idle gaps, data and host time do not scale (the host launches at its own pace).
 """
@@ -16,6 +18,7 @@ from typing import Final
 from stallscope.predict._catalog import CatalogError
 from stallscope.predict._devices import Device, device
 from stallscope.predict._errors import PREDICT_RATIO, NoPeakError, PredictError
+from stallscope.predict._matmul_rates import achievable_tflops
 from stallscope.predict._profile import PHASES, Profile
 from stallscope.predict._target import Target
 
@@ -33,13 +36,20 @@ def lookup(name: str, what: str) -> Device:
         raise PredictError(f"{what}: {e}") from None
 
 
-def _flops(d: Device, precision: str) -> float:
+def run_precision(d: Device, precision: str) -> str:
+    """The precision ``d`` runs ``precision``'s matrix kernels in (FALLBACK); NoPeakError if
+    it has none."""
     p = precision
     while p not in d.peak_tflops and p in FALLBACK:
         p = FALLBACK[p]
     if p not in d.peak_tflops:
         raise NoPeakError(d.name, precision, tuple(d.peak_tflops))
-    return d.peak_flops(p)
+    return p
+
+
+def matmul_flops(d: Device, precision: str) -> float:
+    """FLOP/s ``d``'s matrix kernels reach at ``precision`` (``_matmul_rates``)."""
+    return achievable_tflops(d, run_precision(d, precision))[0] * 1e12
 
 
 def device_ratios(measured: str, target: str, precision: str | None) -> dict[str, float]:
@@ -52,7 +62,7 @@ def device_ratios(measured: str, target: str, precision: str | None) -> dict[str
     dst = lookup(target, "unknown target device")
     prec = precision or DEFAULT_PRECISION
     return {
-        "matmul": _flops(src, prec) / _flops(dst, prec),
+        "matmul": matmul_flops(src, prec) / matmul_flops(dst, prec),
         "memory": src.memory_bandwidth_bytes_per_s / dst.memory_bandwidth_bytes_per_s,
     }
 

@@ -5,10 +5,11 @@ A shape becomes Target(nodes, ranks_per_node, device, accumulation, compute_scal
 instance's own links: within a node the catalog's GPU-to-GPU figure (``intra_node_GBps``: an
 instance may connect NVLink-capable GPUs over PCIe), across nodes its network figure
 (``inter_node_gbps``, shared by the node's ranks). Compute moves to another device by the predictor's device model: matrix kernels by the
-ratio of dense peak FLOP/s at the run's precision, the rest by memory bandwidth. A run on CPU
-threads has no kernels to scale: the user names the GPU its compute stands for
-(``measured_device``), and other GPUs take that compute times the ratio of their dense peak
-FLOP/s at ``precision``.
+ratio of achievable matmul rates at the run's precision (each GPU's measured best rate, its
+dense peak times the H100's fraction where none was measured), the rest by memory bandwidth. A
+run on CPU threads has no kernels to scale: the user names the GPU its compute stands for
+(``measured_device``), and other GPUs take that compute times the ratio of their achievable
+matmul rates at ``precision``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 
@@ -34,11 +35,14 @@ from stallscope.predict import (
     profile_of,
 )
 from stallscope.predict import device as table_device
+from stallscope.predict._matmul_rates import achievable_tflops, matmul_rates
 from stallscope.recommend._errors import RecommendError
 from stallscope.recommend._gpu_lookup import gpu_device
 from stallscope.recommend._predictor_seam import PREDICTION_SCHEMA, Shape, failed
 
 _CPU = "cpu"
+#: The fraction of its dense peak a GPU without a measured matmul rate is taken to reach.
+_DEFAULT_FRACTION: Final = float(matmul_rates()["default_fraction"])
 _LEADING_NUMBER = re.compile(r"^(\d+) (.+)$", re.S)
 
 
@@ -134,16 +138,19 @@ class ProfilePredictor:
         if self._stand_in is not None:
             return (
                 f"the run's compute on CPU threads stands for {self._stand_in}'s (as given); "
-                f"another GPU takes it times the ratio of dense {self._precision} peak FLOP/s "
-                f"(device table){given}"
+                f"another GPU takes it times the ratio of achievable {self._precision} matmul "
+                f"rates (measured best rates; dense peak x {_DEFAULT_FRACTION:g} where none)"
+                f"{given}"
             )
         return (
-            f"measured on {self._device}; on another GPU matrix kernels scale with dense peak "
-            "FLOP/s at the run's precision and the others with memory bandwidth (the "
-            f"predictor's device model, device table){given}"
+            f"measured on {self._device}; on another GPU matrix kernels scale with achievable "
+            "matmul rates at the run's precision (measured best rates; dense peak x "
+            f"{_DEFAULT_FRACTION:g} where none) and the others with memory bandwidth (the "
+            f"predictor's device model){given}"
         )
 
-    def _peak(self, name: str) -> float:
+    def _rate(self, name: str) -> float:
+        """TFLOP/s ``name``'s matrix kernels reach at the run's precision."""
         d = table_device(name)
         tflops = d.peak_tflops.get(self._precision)
         if tflops is None:
@@ -154,14 +161,14 @@ class ProfilePredictor:
                 )
                 + other
             )
-        return tflops
+        return achievable_tflops(d, self._precision)[0]
 
     def compute_scale(self, device: str) -> float:
         got = self._scales.get(device) or self._given.get(device)
         if got is not None:
             return got
         if self._stand_in is not None:
-            got = self._peak(self._stand_in) / self._peak(device)
+            got = self._rate(self._stand_in) / self._rate(device)
         else:
             try:
                 frame = self._predict([Target(1, 1), Target(1, 1, device=device)])

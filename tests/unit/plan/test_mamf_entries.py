@@ -1,4 +1,4 @@
-"""Which MAMF row times which GPU (plan/data/efficiency.json matmul_tflops): a row applies to the
+"""Which MAMF row times which GPU (predict/data/matmul_rates.json): a row applies to the
 boards of its family name and no other (an L40S is not an L4, a PCIe card not an SXM module);
 GPUs without bf16 (V100, T4) have fp16 rows of their own; a row without a published shape gives
 its rate over the peak."""
@@ -10,10 +10,11 @@ import pytest
 import stallscope.plan as plan
 from stallscope.plan._cluster import build_device, typical_over_best
 from stallscope.plan._gemm import efficiency_defaults, fraction_at, mamf_entry
+from stallscope.predict._matmul_rates import matmul_rates
 
 
 def _row(family: str, precision: str) -> dict[str, object]:
-    row: dict[str, object] = efficiency_defaults()["matmul_tflops"]["devices"][family][precision]
+    row: dict[str, object] = matmul_rates()["devices"][family][precision]
     return row
 
 
@@ -56,12 +57,12 @@ def test_the_rows_set_the_gemm_fraction_of_gpus_without_a_table() -> None:
     assert t4.fraction("fp16") == pytest.approx(41.93 / 65 * ratio)
     assert "shape unpublished" in t4.basis["matmul"]
     # the 72 W and 70 W boards run far below the default taken from an H100
-    default = float(efficiency_defaults()["matmul_tflops"]["default_fraction"]) * ratio
+    default = float(matmul_rates()["default_fraction"]) * ratio
     assert t4.fraction("fp16") < 0.85 * default and l4.fraction("bf16") < 0.8 * default
 
 
 def test_every_row_names_its_source() -> None:
-    table = efficiency_defaults()["matmul_tflops"]
+    table = matmul_rates()
     for family, rows in table["devices"].items():
         for precision, row in rows.items():
             assert row["tflops"] < row["peak"], (family, precision)

@@ -13,6 +13,7 @@ import stallscope.plan._cluster as cluster
 from stallscope.plan import load_system
 from stallscope.plan._cluster import build_device, typical_over_best, typical_over_public
 from stallscope.plan._gemm import efficiency_defaults, gemm_tables
+from stallscope.predict._matmul_rates import matmul_rates
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_only_gpus_timed_by_their_mamf_take_it() -> None:
     assert "typical_gemm" not in h100.basis["matmul"]
     assert build_device("A100-SXM4-80GB", {"matmul_fraction": 0.7}, "test").matmul_fraction == 0.7
     # a GPU with no MAMF row takes the default (a MAMF's fraction) times the bf16 ratio
-    default = float(efficiency_defaults()["matmul_tflops"]["default_fraction"])
+    default = float(matmul_rates()["default_fraction"])
     a10 = build_device("A10", {}, "test")
     assert a10.matmul_fraction == pytest.approx(default * ratios["bf16"])
 

@@ -1,5 +1,6 @@
 """The seam on the real predictor: shapes become Targets, compute moves between devices by the
-device model (or by peak ratio for a CPU run standing for a GPU), failures stay per shape."""
+device model (or by the ratio of achievable matmul rates for a CPU run standing for a GPU),
+failures stay per shape."""
 
 from __future__ import annotations
 
@@ -42,7 +43,10 @@ def test_a_cpu_run_needs_the_gpu_it_stands_for() -> None:
     p = ProfilePredictor(cpu, "T4")
     assert p.measured_device == "T4" and p.measured_ranks == 2
     assert p.compute_scale("T4") == 1.0
-    assert p.compute_scale("H100-SXM") == pytest.approx(8.1 / 67.0)  # fp32 dense peaks
+    # fp32 matmul rates measured: T4 4.35 of its 8.1 TFLOP/s, H100 SXM 51.88 of 67
+    assert p.compute_scale("H100-SXM") == pytest.approx(4.35 / 51.88)
+    # a GPU without a measured fp32 rate: its peak times the default fraction
+    assert p.compute_scale("A10") == pytest.approx(4.35 / (31.2 * 0.8))
     with pytest.raises(RecommendError, match="A10G has no sourced peak for dense fp32") as e:
         p.compute_scale("A10G")
     assert "stallscope recommend --compute-scale A10G=RATIO" in str(e.value)
@@ -55,7 +59,7 @@ def test_a_gpu_run_scales_by_the_device_model() -> None:
     assert p.compute_scale("A100-SXM4-80GB") == pytest.approx(1.0)
     assert (
         0.2 < p.compute_scale("H100-SXM") < 0.5
-    )  # bf16 peaks 312 -> 989.5, bandwidth 2039 -> 3350
+    )  # bf16 measured rates 271.2 -> 794.5, bandwidth 2039 -> 3350
     assert p.compute_scale("T4") > 3
     with pytest.raises(RecommendError, match="for runs on CPU threads"):
         ProfilePredictor(_gpu_profile(), "T4")
