@@ -18,7 +18,7 @@ from typing import Final
 from stallscope.predict._catalog import CatalogError
 from stallscope.predict._devices import Device, device
 from stallscope.predict._errors import PREDICT_RATIO, NoPeakError, PredictError
-from stallscope.predict._matmul_rates import achievable_tflops
+from stallscope.predict._matmul_rates import achievable_tflops, rate_row
 from stallscope.predict._profile import PHASES, Profile
 from stallscope.predict._target import Target
 
@@ -37,12 +37,17 @@ def lookup(name: str, what: str) -> Device:
 
 
 def run_precision(d: Device, precision: str) -> str:
-    """The precision ``d`` runs ``precision``'s matrix kernels in (FALLBACK); NoPeakError if
-    it has none."""
+    """The precision ``d`` runs ``precision``'s matrix kernels in (FALLBACK): one it has a peak
+    or a measured matmul rate for (the A10G has rates but no published peak); NoPeakError if
+    none."""
+
+    def timed(p: str) -> bool:
+        return p in d.peak_tflops or rate_row(d.name, p) is not None
+
     p = precision
-    while p not in d.peak_tflops and p in FALLBACK:
+    while not timed(p) and p in FALLBACK:
         p = FALLBACK[p]
-    if p not in d.peak_tflops:
+    if not timed(p):
         raise NoPeakError(d.name, precision, tuple(d.peak_tflops))
     return p
 

@@ -35,7 +35,7 @@ from stallscope.predict import (
     profile_of,
 )
 from stallscope.predict import device as table_device
-from stallscope.predict._matmul_rates import achievable_tflops, matmul_rates
+from stallscope.predict._matmul_rates import achievable_tflops, matmul_rates, rate_row
 from stallscope.recommend._errors import RecommendError
 from stallscope.recommend._gpu_lookup import gpu_device
 from stallscope.recommend._predictor_seam import PREDICTION_SCHEMA, Shape, failed
@@ -152,8 +152,7 @@ class ProfilePredictor:
     def _rate(self, name: str) -> float:
         """TFLOP/s ``name``'s matrix kernels reach at the run's precision."""
         d = table_device(name)
-        tflops = d.peak_tflops.get(self._precision)
-        if tflops is None:
+        if self._precision not in d.peak_tflops and rate_row(d.name, self._precision) is None:
             other = "; or choose a precision it has (--precision)" if d.peak_tflops else ""
             raise RecommendError(
                 NoPeakError(d.name, f"dense {self._precision}", tuple(d.peak_tflops)).advice(

@@ -151,17 +151,31 @@ def test_kineto_traces_of_one_gpu(tmp_path: Path) -> None:
 
 
 def test_a_gpu_the_device_table_cannot_scale_to(tmp_path: Path) -> None:
-    """A GPU run's compute cannot move to an A10G (no sourced peaks): the reason names
-    recommend's own option, and that option prices it."""
+    """A GPU run's compute cannot move to a GPU with no sourced peak and no measured matmul
+    rate (the 96 GB H100): the reason names recommend's own option, and that option prices
+    it. The A10G, without a published peak, moves by its measured rates."""
     traces = Path(__file__).resolve().parents[2] / "data" / "kineto" / "h200_transformer_1rank"
-    args = (traces, "--steps", "100000", "--time-budget", "240h", "--gpu", "A10G,H100")
+    catalog = tmp_path / "catalog.csv"
+    header = (
+        "cloud,region,instance,gpu,gpus,gpu_memory_gb,vcpus,memory_gb,intra_node_GBps,"
+        "network_gbps,price_per_hour,spot_price_per_hour,source,date\n"
+    )
+    rows = (
+        "lab,here,teton.1x,H100-96GB-HBM2e,1,96,24,256,450,400,5,,https://example.org,2026-11-01\n"
+        "lab,here,g5ish.1x,A10G,1,24,4,16,16,25,1.0,,https://example.org,2026-11-01\n"
+    )
+    catalog.write_text(header + rows)
+    args = (traces, "--steps", "100000", "--time-budget", "240h", "--catalog", catalog)
     out = tmp_path / "rec.json"
     _ok(*args, "--json", out)
-    reasons = [e["reason"] for e in orjson.loads(out.read_bytes())["excluded"]]
-    assert any("stallscope recommend --compute-scale A10G=RATIO" in r for r in reasons)
-    assert not any("stallscope predict" in r or "Target." in r for r in reasons)
-    res = _ok(*args, "--compute-scale", "A10G=6", "--json", out)
     doc = orjson.loads(out.read_bytes())
-    assert any(c["gpu"] == "A10G" for c in doc["candidates"]), res.output
-    bad = _run(*args, "--compute-scale", "A10G")
+    reasons = [e["reason"] for e in doc["excluded"]]
+    gpu = "H100-96GB-HBM2e"
+    assert any(f"stallscope recommend --compute-scale {gpu}=RATIO" in r for r in reasons)
+    assert not any("stallscope predict" in r or "Target." in r for r in reasons)
+    assert any(c["gpu"] == "A10G" for c in doc["candidates"])
+    res = _ok(*args, "--compute-scale", f"{gpu}=0.8", "--json", out)
+    doc = orjson.loads(out.read_bytes())
+    assert any(c["gpu"] == gpu for c in doc["candidates"]), res.output
+    bad = _run(*args, "--compute-scale", gpu)
     assert bad.exit_code == 2 and "GPU=RATIO" in bad.output

@@ -29,7 +29,9 @@ def test_a_row_applies_to_its_family_up_to_a_separator() -> None:
     found = mamf_entry("H100-PCIe", "bf16")
     assert found is not None and found[0] == "H100-PCIE"
     found = mamf_entry("H100-SXM", "bf16")
-    assert found is not None and found[0] == "H100"  # the SXM module never takes the PCIe row
+    assert found is not None and found[0] == "H100-SXM"  # the SXM module never takes the PCIe row
+    # the 96 GB H100 of other clocks and power, unpublished, takes neither
+    assert mamf_entry("H100-96GB-HBM2e", "bf16") is None
 
 
 def test_fp16_takes_its_own_row_where_the_gpu_has_no_bf16() -> None:
@@ -65,7 +67,8 @@ def test_every_row_names_its_source() -> None:
     table = matmul_rates()
     for family, rows in table["devices"].items():
         for precision, row in rows.items():
-            assert row["tflops"] < row["peak"], (family, precision)
+            if row["peak"] is not None:  # the A10G has no published peak
+                assert row["tflops"] < row["peak"], (family, precision)
             if row.get("method") == "crowd":
                 assert row["source"].startswith("https://github.com/"), family
                 assert row["date"] and row["where"], family

@@ -115,7 +115,7 @@ def test_a_pcie_board_does_not_take_the_sxm_boards_mamf() -> None:
     from stallscope.plan._gemm import mamf_entry
 
     found = mamf_entry("H100-SXM", "bf16")
-    assert found is not None and found[0] == "H100"
+    assert found is not None and found[0] == "H100-SXM"
     # the H100 entry is an SXM board's (700 W); the PCIe card (350 W, 114 SMs) has its own
     found = mamf_entry("H100-PCIe", "bf16")
     assert found is not None and found[0] == "H100-PCIE"

@@ -57,6 +57,9 @@ def test_matrix_kernels_move_by_measured_rates_not_peaks() -> None:
     r = device_ratios("H100-SXM", "L4", "bf16")
     assert r["matmul"] == pytest.approx(794.5 / 70.89)
     assert r["matmul"] > 1.3 * 989.5 / 121
+    # the A10G has no published peak: its measured rate stands alone
+    r = device_ratios("H100-SXM", "A10G", "bf16")
+    assert r["matmul"] == pytest.approx(794.5 / 69.47)
     # two GPUs without measured rates at a precision: the ratio of their peaks
     r = device_ratios("A10", "A100-SXM4-80GB", "tf32")
     assert r["matmul"] == pytest.approx(62.5 / 156)

@@ -47,9 +47,13 @@ def test_a_cpu_run_needs_the_gpu_it_stands_for() -> None:
     assert p.compute_scale("H100-SXM") == pytest.approx(4.35 / 51.88)
     # a GPU without a measured fp32 rate: its peak times the default fraction
     assert p.compute_scale("A10") == pytest.approx(4.35 / (31.2 * 0.8))
-    with pytest.raises(RecommendError, match="A10G has no sourced peak for dense fp32") as e:
-        p.compute_scale("A10G")
-    assert "stallscope recommend --compute-scale A10G=RATIO" in str(e.value)
+    # the A10G has no published peak, but measured rates: 23.37 TFLOP/s in fp32
+    assert p.compute_scale("A10G") == pytest.approx(4.35 / 23.37)
+    with pytest.raises(
+        RecommendError, match="H100-96GB-HBM2e has no sourced peak for dense fp32"
+    ) as e:
+        p.compute_scale("H100-96GB-HBM2e")
+    assert "stallscope recommend --compute-scale H100-96GB-HBM2e=RATIO" in str(e.value)
     assert "stands for T4's" in p.basis
 
 
@@ -69,13 +73,13 @@ def test_predictions_line_up_and_fail_one_by_one() -> None:
     p = ProfilePredictor(Profile.from_dict(_PROFILE), "T4")
     shapes = [
         Shape("T4", 1, 1, 16.0, None),
-        Shape("A10G", 1, 1, 32.0, None),  # no fp32 peak: this one fails alone
+        Shape("H100-96GB-HBM2e", 1, 1, 32.0, None),  # no peak, no rate: this one fails alone
         Shape("H100-SXM", 2, 8, 450.0, 3200.0),
         Shape("H100-SXM", 1, 8, 450.0, None),
     ]
     got = p.predict(shapes)
     assert got.columns == list(PREDICTION_SCHEMA) and got.height == 4
-    assert got["problem"].to_list()[0] is None and "A10G" in got["problem"][1]
+    assert got["problem"].to_list()[0] is None and "H100-96GB-HBM2e" in got["problem"][1]
     ok = got.filter(got["problem"].is_null())
     for row in ok.iter_rows(named=True):
         assert sum(row[c] for c in STALL_COLUMNS) == pytest.approx(row["step_ns"], rel=1e-6)
@@ -132,22 +136,23 @@ def test_recommendation_takes_a_saved_profile(tmp_path: Path) -> None:
 
 def test_a_gpu_without_figures_is_fixed_with_recommends_own_option() -> None:
     """The reason names the option of the verb the user ran, and that option works."""
-    shapes = [Shape("A10G", 1, 1, 32.0, None), Shape("A10G", 1, 4, 32.0, None)]
+    gpu = "H100-96GB-HBM2e"  # no published peak and no measured matmul rate
+    shapes = [Shape(gpu, 1, 1, 32.0, None), Shape(gpu, 1, 4, 32.0, None)]
     for p in (
         ProfilePredictor(_gpu_profile()),
         ProfilePredictor(Profile.from_dict(_PROFILE), "T4"),
     ):
         reason = p.predict(shapes)["problem"][0]
-        assert "A10G has no sourced peak" in reason
-        assert "stallscope recommend --compute-scale A10G=RATIO" in reason
+        assert f"{gpu} has no sourced peak" in reason
+        assert f"stallscope recommend --compute-scale {gpu}=RATIO" in reason
         assert "Target.compute_scale" not in reason and "stallscope predict" not in reason
-        with pytest.raises(RecommendError, match="--compute-scale A10G=RATIO"):
-            p.compute_scale("A10G")
-    given = ProfilePredictor(_gpu_profile(), compute_scales={"a10g": 2.0})
+        with pytest.raises(RecommendError, match=f"--compute-scale {gpu}=RATIO"):
+            p.compute_scale(gpu)
+    given = ProfilePredictor(_gpu_profile(), compute_scales={gpu.lower(): 2.0})
     one, four = given.predict(shapes).iter_rows(named=True)
     assert one["problem"] is None and four["problem"] is None
-    assert given.compute_scale("A10G") == 2.0 and "A10G x2" in given.basis
+    assert given.compute_scale(gpu) == 2.0 and f"{gpu} x2" in given.basis
     base = ProfilePredictor(_gpu_profile()).profile.compute_ns
     assert one["compute_ns"] == pytest.approx(2.0 * base, rel=1e-6)
     with pytest.raises(RecommendError, match="must be a positive number"):
-        ProfilePredictor(_gpu_profile(), compute_scales={"A10G": 0.0})
+        ProfilePredictor(_gpu_profile(), compute_scales={gpu: 0.0})
