@@ -85,8 +85,9 @@ def test_window_in_seconds_bounds_the_parts_on_disk(tmp_path: Path) -> None:
         with pytest.warns(stallscope.StallscopeWarning, match="never stopped"):
             ev = stallscope.load(run)
         span_s = (ev["end_ns"].max() - ev["start_ns"].min()) / 1e9  # type: ignore[operator]
-        # what is on disk covers the window plus at most a flush or two, not the 1.5 s run
-        assert 0.25 < span_s < 0.3 + 4 * 0.05
+        # what is on disk covers the window plus a few flushes (more when the machine is busy
+        # and the flusher runs late), not the 1.5 s run
+        assert 0.25 < span_s < 0.3 + 10 * 0.05
     w = _entry(run)["continuous"]["window"]  # type: ignore[index]
     assert w["window_s"] == 0.3 and w["parts_deleted"] > 5
 
