@@ -140,7 +140,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option(
     "--precision",
     default=None,
-    help="With --measured-device: the precision whose peak FLOP/s scales compute (default "
+    help="With --measured-device: the precision whose matmul rates scale compute (default "
     "fp32); with --model: the training precision (bf16, fp16, fp8; default bf16).",
 )
 @click.option(

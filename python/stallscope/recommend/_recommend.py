@@ -133,7 +133,7 @@ def recommendation(
     finishes within ``time_budget`` (hours, or "24h", "90m", "2d") or the fastest that costs at
     most ``cost_budget`` (dollars). ``run``: a run directory, Kineto traces, a saved profile, a
     `stallscope.predict.Profile`, or a StepPredictor. ``measured_device``: for a run on CPU
-    threads, the GPU its compute stands for; ``precision``: the peak that scales it;
+    threads, the GPU its compute stands for; ``precision``: the one whose matmul rates scale it;
     ``compute_scales``: per GPU, a measured ratio of compute time on it to the run's (for a
     GPU the device table cannot scale to). The other options: docs/recommend.md."""
     work = _work(steps, samples, tokens, epochs)
