@@ -180,7 +180,8 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
     sms = int(overrides.get("sms", figures.get("sms", 0)) or 0)
     hbm_fraction = float(eff["hbm_fraction"]["value"])
     fixed = float(eff["gemm_fixed_us"]["value"]) * 1e-6
-    mamf = _mamf_fractions(gpu, peaks, fixed)
+    # by the table's own name: an alias ("NVIDIA A100-SXM4-80GB", torch's) finds its row too
+    mamf = _mamf_fractions(str(figures.get("name", gpu)), peaks, fixed)
     rates = matmul_rates()
     default = (float(rates["default_fraction"]), "")
     frac = mamf.get("bf16", mamf.get("fp16", default))[0]  # fp16: GPUs without bf16

@@ -34,6 +34,17 @@ def test_a_row_applies_to_its_family_up_to_a_separator() -> None:
     assert mamf_entry("H100-96GB-HBM2e", "bf16") is None
 
 
+def test_an_alias_finds_its_gpus_row() -> None:
+    # torch.cuda.get_device_name's names are aliases of the device table's
+    for alias, name in (("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"), ("NVIDIA L4", "L4")):
+        assert build_device(alias, {}, "t").fraction("bf16") == pytest.approx(
+            build_device(name, {}, "t").fraction("bf16")
+        )
+    assert build_device("Tesla T4", {}, "t").fraction("fp16") == pytest.approx(
+        build_device("T4", {}, "t").fraction("fp16")
+    )
+
+
 def test_fp16_takes_its_own_row_where_the_gpu_has_no_bf16() -> None:
     found = mamf_entry("V100-SXM2-32GB", "fp16")
     assert found is not None and found[0] == "V100"
