@@ -4,12 +4,12 @@ shape as a `Target`.
 A shape becomes Target(nodes, ranks_per_node, device, accumulation, compute_scale) with the
 instance's own links: within a node the catalog's GPU-to-GPU figure (``intra_node_GBps``: an
 instance may connect NVLink-capable GPUs over PCIe), across nodes its network figure
-(``inter_node_gbps``, shared by the node's ranks). Compute moves to another device by the predictor's device model: matrix kernels by the
-ratio of achievable matmul rates at the run's precision (each GPU's measured best rate, its
-dense peak times the H100's fraction where none was measured), the rest by memory bandwidth. A
-run on CPU threads has no kernels to scale: the user names the GPU its compute stands for
-(``measured_device``), and other GPUs take that compute times the ratio of their achievable
-matmul rates at ``precision``.
+(``inter_node_gbps``, shared by the node's ranks). Compute moves to another device by the
+predictor's device model: matrix kernels by the ratio of achievable matmul rates at the run's
+precision (each GPU's measured best rate, its dense peak times the H100's fraction where none
+was measured), the rest by memory bandwidth. A run on CPU threads has no kernels to scale: the
+user names the GPU its compute stands for (``measured_device``), and other GPUs take that
+compute times the ratio of their achievable matmul rates at ``precision``.
 """
 
 from __future__ import annotations
