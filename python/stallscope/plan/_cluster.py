@@ -27,9 +27,8 @@ from stallscope.plan._errors import PlanError, listed, nearest_names
 from stallscope.plan._gemm import (
     efficiency_defaults,
     family_names,
-    fraction_at,
     gemm_tables,
-    mamf_entry,
+    mamf_fractions,
 )
 from stallscope.predict._matmul_rates import matmul_rates
 
@@ -181,7 +180,7 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
     hbm_fraction = float(eff["hbm_fraction"]["value"])
     fixed = float(eff["gemm_fixed_us"]["value"]) * 1e-6
     # by the table's own name: an alias ("NVIDIA A100-SXM4-80GB", torch's) finds its row too
-    mamf = _mamf_fractions(str(figures.get("name", gpu)), peaks, fixed)
+    mamf = mamf_fractions(str(figures.get("name", gpu)), peaks, fixed)
     rates = matmul_rates()
     default = (float(rates["default_fraction"]), "")
     frac = mamf.get("bf16", mamf.get("fp16", default))[0]  # fp16: GPUs without bf16
@@ -247,7 +246,7 @@ def typical_over_best() -> tuple[tuple[str, float], ...]:
         return ()
     dev = build_device(gpu, {}, "plan/data/efficiency.json typical_gemm")
     fixed = float(eff["gemm_fixed_us"]["value"]) * 1e-6
-    mamf = _mamf_fractions(dev.name, dev.peak_tflops, fixed)
+    mamf = mamf_fractions(dev.name, dev.peak_tflops, fixed)
     fitted = dev.matmul_fractions
     return tuple((p, fitted[p] / f) for p, (f, _) in sorted(mamf.items()) if p in fitted)
 
@@ -320,8 +319,8 @@ def _public_calibration(dev: DeviceModel, t: Mapping[str, Any], where: str) -> D
     )
     # A GPU of the die at other clocks (GB200 over B200) scales the fit by the two GPUs' MAMF
     # fractions: their best shapes say how much of its own peak each one reaches.
-    own = _mamf_fractions(dev.name, dev.peak_tflops, fit.gemm_fixed_s).get("bf16")
-    src = _mamf_fractions(measured, fit.peak_tflops, fit.gemm_fixed_s).get("bf16")
+    own = mamf_fractions(dev.name, dev.peak_tflops, fit.gemm_fixed_s).get("bf16")
+    src = mamf_fractions(measured, fit.peak_tflops, fit.gemm_fixed_s).get("bf16")
     scale = own[0] / src[0] if own and src else 1.0
     note = f", measured on {measured}"
     if abs(scale - 1.0) > 1e-9:
@@ -336,31 +335,6 @@ def _public_calibration(dev: DeviceModel, t: Mapping[str, Any], where: str) -> D
         gemm_fixed_s=fit.gemm_fixed_s,
         basis=basis,
     )
-
-
-def _mamf_fractions(
-    gpu: str, peaks: Mapping[str, float], fixed: float
-) -> dict[str, tuple[float, str]]:
-    """Per precision, the GEMM fraction that reproduces the GPU's MAMF measurement (or its
-    die's) at its shape, and its basis."""
-    out: dict[str, tuple[float, str]] = {}
-    for prec in ("bf16", "fp16", "fp8"):
-        if prec not in peaks or (prec == "fp16" and "bf16" in peaks):  # fp16 runs at bf16's
-            continue
-        found = mamf_entry(gpu, prec)
-        if found is None:
-            continue
-        fam, e = found
-        tflops = float(e["tflops"])
-        if e.get("shape"):
-            m, n, k = (int(x) for x in str(e["shape"]).split("x"))
-            f = fraction_at(tflops, (m, n, k), peaks[prec] * 1e12, fixed)
-            at = f"at {e['shape']}"
-        else:  # the best of square sizes, which one unpublished: the rate over the peak
-            f = tflops / peaks[prec]
-            at = "(shape unpublished)"
-        out[prec] = (f, f"{prec} {f:.3f}: MAMF of {fam}, {e['tflops']} TFLOP/s {at}")
-    return out
 
 
 def _keep_mamf_ratios(dev: DeviceModel, mamf: Mapping[str, float]) -> DeviceModel:
@@ -461,8 +435,8 @@ def _mamf_scales(src: DeviceModel, dev: DeviceModel) -> dict[str, float]:
     and HBM3e, GH200's 900 W module) sustain different clocks, and their best shapes say by
     how much."""
     fixed = src.gemm_fixed_s
-    own = _mamf_fractions(dev.name, dev.peak_tflops, fixed)
-    base = _mamf_fractions(src.name, src.peak_tflops, fixed)
+    own = mamf_fractions(dev.name, dev.peak_tflops, fixed)
+    base = mamf_fractions(src.name, src.peak_tflops, fixed)
     return {
         p: own[p][0] / base[p][0]
         for p in own

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
@@ -79,6 +80,31 @@ def fraction_at(tflops: float, shape: tuple[int, int, int], peak: float, fixed: 
     m, n, k = shape
     flops = 2.0 * m * n * k
     return flops / (peak * (flops / (tflops * 1e12) - fixed))
+
+
+def mamf_fractions(
+    gpu: str, peaks: Mapping[str, float], fixed: float
+) -> dict[str, tuple[float, str]]:
+    """Per precision, the GEMM fraction that reproduces the GPU's MAMF measurement (or its
+    die's) at its shape, and its basis."""
+    out: dict[str, tuple[float, str]] = {}
+    for prec in ("bf16", "fp16", "fp8"):
+        if prec not in peaks or (prec == "fp16" and "bf16" in peaks):  # fp16 runs at bf16's
+            continue
+        found = mamf_entry(gpu, prec)
+        if found is None:
+            continue
+        fam, e = found
+        tflops = float(e["tflops"])
+        if e.get("shape"):
+            m, n, k = (int(x) for x in str(e["shape"]).split("x"))
+            f = fraction_at(tflops, (m, n, k), peaks[prec] * 1e12, fixed)
+            at = f"at {e['shape']}"
+        else:  # the best of square sizes, which one unpublished: the rate over the peak
+            f = tflops / peaks[prec]
+            at = "(shape unpublished)"
+        out[prec] = (f, f"{prec} {f:.3f}: MAMF of {fam}, {e['tflops']} TFLOP/s {at}")
+    return out
 
 
 def gemm_tables(gpu: str) -> list[dict[str, Any]]:

@@ -10,7 +10,8 @@ takes 794.5 / 70.89 = 11.2 times longer on an L4 in bf16, where the peaks say 98
 ``rate_row(name, precision)`` finds a GPU's row: the longest family name the GPU's name begins
 with, up to a separator ("A100-SXM4-80GB" takes "A100", an L40S never the L4's), a PCIe card
 only a PCIe row. ``achievable_tflops(device, precision)`` is that row's rate, or, for a GPU
-without one, its dense peak times ``default_fraction`` (the H100 SXM's measured fraction).
+without one, its dense peak times ``default_fraction`` (the H100 SXM's measured fraction);
+``timed(device, precision)`` says whether the GPU has either.
 """
 
 from __future__ import annotations
@@ -57,13 +58,16 @@ def rate_row(name: str, precision: str) -> tuple[str, dict[str, Any]] | None:
     return (best, rows[best][precision]) if best else None
 
 
-def achievable_tflops(device: Device, precision: str) -> tuple[float, str]:
-    """TFLOP/s ``device``'s matrix kernels reach at ``precision`` (one of its peaks) and the
-    basis: its row's measured rate, else its dense peak times the default fraction."""
+def timed(device: Device, precision: str) -> bool:
+    """Whether ``device``'s matrix kernels have a rate at ``precision``: a peak or a measured
+    row (the A10G has rows but no published peak)."""
+    return precision in device.peak_tflops or rate_row(device.name, precision) is not None
+
+
+def achievable_tflops(device: Device, precision: str) -> float:
+    """TFLOP/s ``device``'s matrix kernels reach at ``precision`` (``timed``): its row's
+    measured rate, else its dense peak times the default fraction."""
     found = rate_row(device.name, precision)
     if found is not None:
-        family, row = found
-        return float(row["tflops"]), f"{family} {precision} measured {row['tflops']} TFLOP/s"
-    fraction = float(matmul_rates()["default_fraction"])
-    peak = device.peak_tflops[precision]
-    return peak * fraction, f"{device.name} {precision} peak {peak:g} x {fraction:g}"
+        return float(found[1]["tflops"])
+    return device.peak_tflops[precision] * float(matmul_rates()["default_fraction"])

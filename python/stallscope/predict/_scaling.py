@@ -18,7 +18,7 @@ from typing import Final
 from stallscope.predict._catalog import CatalogError
 from stallscope.predict._devices import Device, device
 from stallscope.predict._errors import PREDICT_RATIO, NoPeakError, PredictError
-from stallscope.predict._matmul_rates import achievable_tflops, rate_row
+from stallscope.predict._matmul_rates import achievable_tflops, timed
 from stallscope.predict._profile import PHASES, Profile
 from stallscope.predict._target import Target
 
@@ -38,23 +38,18 @@ def lookup(name: str, what: str) -> Device:
 
 def run_precision(d: Device, precision: str) -> str:
     """The precision ``d`` runs ``precision``'s matrix kernels in (FALLBACK): one it has a peak
-    or a measured matmul rate for (the A10G has rates but no published peak); NoPeakError if
-    none."""
-
-    def timed(p: str) -> bool:
-        return p in d.peak_tflops or rate_row(d.name, p) is not None
-
+    or a measured matmul rate for (``timed``); NoPeakError if none."""
     p = precision
-    while not timed(p) and p in FALLBACK:
+    while not timed(d, p) and p in FALLBACK:
         p = FALLBACK[p]
-    if not timed(p):
+    if not timed(d, p):
         raise NoPeakError(d.name, precision, tuple(d.peak_tflops))
     return p
 
 
 def matmul_flops(d: Device, precision: str) -> float:
     """FLOP/s ``d``'s matrix kernels reach at ``precision`` (``_matmul_rates``)."""
-    return achievable_tflops(d, run_precision(d, precision))[0] * 1e12
+    return achievable_tflops(d, run_precision(d, precision)) * 1e12
 
 
 def device_ratios(measured: str, target: str, precision: str | None) -> dict[str, float]:

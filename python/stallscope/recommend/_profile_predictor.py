@@ -35,7 +35,7 @@ from stallscope.predict import (
     profile_of,
 )
 from stallscope.predict import device as table_device
-from stallscope.predict._matmul_rates import achievable_tflops, matmul_rates, rate_row
+from stallscope.predict._matmul_rates import achievable_tflops, matmul_rates, timed
 from stallscope.recommend._errors import RecommendError
 from stallscope.recommend._gpu_lookup import gpu_device
 from stallscope.recommend._predictor_seam import PREDICTION_SCHEMA, Shape, failed
@@ -152,7 +152,7 @@ class ProfilePredictor:
     def _rate(self, name: str) -> float:
         """TFLOP/s ``name``'s matrix kernels reach at the run's precision."""
         d = table_device(name)
-        if self._precision not in d.peak_tflops and rate_row(d.name, self._precision) is None:
+        if not timed(d, self._precision):
             other = "; or choose a precision it has (--precision)" if d.peak_tflops else ""
             raise RecommendError(
                 NoPeakError(d.name, f"dense {self._precision}", tuple(d.peak_tflops)).advice(
@@ -160,7 +160,7 @@ class ProfilePredictor:
                 )
                 + other
             )
-        return achievable_tflops(d, self._precision)[0]
+        return achievable_tflops(d, self._precision)
 
     def compute_scale(self, device: str) -> float:
         got = self._scales.get(device) or self._given.get(device)

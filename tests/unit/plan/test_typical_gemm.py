@@ -12,7 +12,7 @@ import pytest
 import stallscope.plan._cluster as cluster
 from stallscope.plan import load_system
 from stallscope.plan._cluster import build_device, typical_over_best, typical_over_public
-from stallscope.plan._gemm import efficiency_defaults, gemm_tables
+from stallscope.plan._gemm import efficiency_defaults, gemm_tables, mamf_fractions
 from stallscope.predict._matmul_rates import matmul_rates
 
 
@@ -32,7 +32,7 @@ def _mamf(gpu: str, fixed: float | None = None) -> dict[str, float]:
     d = build_device(gpu, {}, "test")
     if fixed is None:
         fixed = float(efficiency_defaults()["gemm_fixed_us"]["value"]) * 1e-6
-    return {p: f for p, (f, _) in cluster._mamf_fractions(d.name, d.peak_tflops, fixed).items()}
+    return {p: f for p, (f, _) in mamf_fractions(d.name, d.peak_tflops, fixed).items()}
 
 
 def test_the_ratio_is_the_table_fit_over_its_own_mamf() -> None:
