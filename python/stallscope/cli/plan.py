@@ -33,6 +33,8 @@ FP8_RECIPE_HELP = (
 )
 #: The recipes --fp8-recipe offers (stallscope.plan._stack.FP8_RECIPES).
 FP8_RECIPE_CHOICES = ("delayed", "current", "dynamic", "mxfp8")
+#: The training precisions the planner times (``plan._strategy.PRECISIONS``).
+PRECISION_CHOICES = ("bf16", "fp16", "fp8", "nvfp4")
 #: The dispatchers --moe-dispatcher offers (stallscope.plan._stack.MOE_DISPATCHERS).
 MOE_DISPATCHER_CHOICES = ("alltoall", "flex")
 
@@ -253,7 +255,7 @@ def _write_json(doc: Any, path: Path | None) -> None:
     "--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Rows shown."
 )
 @click.option(
-    "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
+    "--precision", type=click.Choice(PRECISION_CHOICES), default="bf16", show_default=True
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
 @fp8_recipe_option
@@ -361,7 +363,7 @@ def plan(
 @click.option("--gpus", type=click.IntRange(1), required=True, help="GPUs of the job.")
 @click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step.")
 @click.option(
-    "--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True
+    "--precision", type=click.Choice(PRECISION_CHOICES), default="bf16", show_default=True
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
 @fp8_recipe_option

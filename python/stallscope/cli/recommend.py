@@ -141,7 +141,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
     "--precision",
     default=None,
     help="With --measured-device: the precision whose matmul rates scale compute (default "
-    "fp32); with --model: the training precision (bf16, fp16, fp8; default bf16).",
+    "fp32); with --model: the training precision (bf16, fp16, fp8, nvfp4; default bf16).",
 )
 @click.option(
     "--compute-scale",

@@ -31,7 +31,7 @@ from typing import Final
 from stallscope.plan._cluster import Cluster
 from stallscope.plan._comm import collective_s, p2p_s
 from stallscope.plan._dispatch import expert_dispatch_s
-from stallscope.plan._fp8 import fp8_weight_casts
+from stallscope.plan._fp8 import fp8_weight_casts, saved_input_bytes
 from stallscope.plan._layer import (
     ACT_BYTES,
     GEMM_PARTS,
@@ -45,12 +45,12 @@ from stallscope.plan._overlap import column_backward, slowed, tp_exposed
 from stallscope.plan._strategy import Strategy
 
 LOSS_BYTES = 4  # the cross-entropy runs on fp32 logits
-#: The precision of the output projection under each training precision. FP8 recipes convert
-#: only the transformer layers' linears: Megatron-Core builds its output layer as its own
-#: ColumnParallelLinear, outside Transformer Engine's fp8_autocast modules
+#: The precision of the output projection under each training precision. FP8 and NVFP4
+#: recipes convert only the transformer layers' linears: Megatron-Core builds its output layer
+#: as its own ColumnParallelLinear, outside Transformer Engine's fp8_autocast modules
 #: (megatron/core/models/gpt/gpt_model.py), and torchtitan converts every nn.Linear but the
 #: one named "output" (torchtitan/float8.py, module_filter_fn, 2024).
-OUTPUT_PRECISION = {"fp8": "bf16"}
+OUTPUT_PRECISION = {"fp8": "bf16", "nvfp4": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,10 @@ def costs(model: Model, s: Strategy, system: Cluster, lay: Layout | None = None)
     b_comp = layer.backward
     tok = tokens * h * ACT_BYTES * r
     act_bytes = tokens * h * ACT_BYTES
-    if s.sequence_parallel:
-        one_tp = collective_s(system, "all_gather", act_bytes, tp_group) + collective_s(
+    if s.sequence_parallel:  # the gathered GEMM input travels quantized (FP8, NVFP4); the
+        # reduce-scatter of the row-parallel output in 16 bit
+        gathered = tokens * h * saved_input_bytes(prec)
+        one_tp = collective_s(system, "all_gather", gathered, tp_group) + collective_s(
             system, "reduce_scatter", act_bytes, tp_group
         )
     else:

@@ -40,6 +40,8 @@ from stallscope.plan._gemm_shapes import ShapeTable
 from stallscope.plan._measured_attention import Curves, curves, rates, sdpa_kernel
 
 ELEMENT_BYTES: dict[str, float] = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
+#: The device table's peak of a training precision named otherwise.
+PEAK_KEY: dict[str, str] = {"nvfp4": "fp4"}
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,8 @@ class DeviceModel:
     basis: Mapping[str, str] = field(default_factory=dict)
 
     def peak(self, precision: str) -> float:
-        """Dense peak FLOP/s at ``precision``."""
+        """Dense peak FLOP/s at ``precision`` (nvfp4: the device table's fp4)."""
+        precision = PEAK_KEY.get(precision, precision)
         tf = self.peak_tflops.get(precision)
         if tf is None and precision == "fp16":
             tf = self.peak_tflops.get("bf16")
@@ -125,7 +128,8 @@ class DeviceModel:
         ``kernel`` on this GPU by head dimension and sequence length (``_attention``), else the
         attention fractions of the bf16 peak."""
         fwd = 4.0 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
-        peak = self.peak("bf16" if precision == "fp8" else precision)  # attention stays in 16 bit
+        low = precision in ("fp8", "nvfp4")
+        peak = self.peak("bf16" if low else precision)  # attention stays in 16 bit
         k = resolve(kernel, self.name)
         found = None
         if self.attention_measured and k == self.attention_measured:

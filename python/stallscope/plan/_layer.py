@@ -39,16 +39,16 @@ from typing import Final
 
 from stallscope.plan._attention import dropout_rates
 from stallscope.plan._cluster import Cluster
-from stallscope.plan._fp8 import fp8_casts, mx_gemm_factor
+from stallscope.plan._fp8 import block_gemm_factor, fp8_casts, gemm_precision
 from stallscope.plan._gemm import efficiency_defaults
 from stallscope.plan._model import Model
 from stallscope.plan._recompute import ops_gemm_shares, ops_shared_share
 from stallscope.plan._strategy import Strategy, ffn_rows_width, fused_attention
 
 ACT_BYTES: Final = 2  # activations travel and are stored in 16 bit
-#: The router's GEMM stays in 16 bit under FP8: Megatron-Core's TopKRouter is a plain weight
-#: outside Transformer Engine's FP8 modules (megatron/core/transformer/moe/router.py).
-ROUTER_PRECISION: Final = {"fp8": "bf16"}
+#: The router's GEMM stays in 16 bit under FP8 and NVFP4: Megatron-Core's TopKRouter is a plain
+#: weight outside Transformer Engine's quantized modules (megatron/core/transformer/moe/router.py).
+ROUTER_PRECISION: Final = {"fp8": "bf16", "nvfp4": "bf16"}
 #: The parts of a layer, in the order the breakdown lists them.
 LAYER_PARTS: Final = (
     "gemm_qkv",
@@ -107,7 +107,7 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     d = system.device
     t, b, seq, h = s.tp, s.micro_batch, model.seq_len, model.hidden
     tokens = b * seq // s.cp  # context parallelism: this GPU's share of each sequence
-    prec = s.precision
+    prec = gemm_precision(s.precision)  # NVFP4's GEMMs: FP8's rate times block_gemm_factor
     r = 1.0 / t if s.sequence_parallel else 1.0  # share of per-token work on each TP rank
     q = model.q_hidden
     rows, fw = ffn_rows_width(model, s, tokens)  # the FFN GEMMs' rows and width on this GPU
@@ -122,7 +122,7 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     }
     fwd: dict[str, float] = {}
     bwd: dict[str, float] = {}
-    mx = mx_gemm_factor(s, system)  # block-scaled FP8 kernels (MXFP8) against per-tensor ones
+    mx = block_gemm_factor(s, system)  # block-scaled kernels (MXFP8, NVFP4) against per-tensor
     sw = model.shared_ffn_hidden // t  # the shared experts' width on this GPU (0: none)
     shared = {
         "gemm_fc1": (tokens, h, (2 if model.gated_ffn else 1) * sw),
@@ -183,7 +183,8 @@ def layer_cost(model: Model, s: Strategy, system: Cluster) -> LayerCost:
     bwd["elementwise"] = d.memory_s(2 * ew_bytes, 10)
     fwd["router"] = bwd["router"] = fwd["moe_permute"] = bwd["moe_permute"] = 0.0
     if model.moe:
-        rt_f, rt_b = gemm_fwd_bwd(system, local, h, model.experts, ROUTER_PRECISION.get(prec, prec))
+        rt_prec = ROUTER_PRECISION.get(s.precision, s.precision)
+        rt_f, rt_b = gemm_fwd_bwd(system, local, h, model.experts, rt_prec)
         # fp32 logits: softmax, top-k and the auxiliary loss read and write them a few times
         logits = local * model.experts * 4
         fwd["router"] = rt_f + d.memory_s(3 * logits, 3)

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stallscope.plan._fp8 import saved_input_bytes
 from stallscope.plan._layer_mix import chunk_dense_layers
 from stallscope.plan._model import Model
 from stallscope.plan._pipeline_split import chunk_layers, stage_layers
@@ -82,7 +83,7 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
     if "ops" in drop:  # torchtitan's per-op policy
         return ops_activation_bytes(model, sb, t, sp, s.software.elementwise == "fused")
     mask = 1 if model.dropout else 0
-    gin = 1 if s.precision == "fp8" else 2  # bytes per value of a GEMM input kept for backward
+    gin = saved_input_bytes(s.precision)  # bytes per value of a GEMM input kept for backward
     # the norms' outputs: the QKV input and the FFN-up input (the routed copies hold that,
     # unless shared experts read it too); layernorm recompute rebuilds both from their inputs
     qkv_in = 0 if "layernorm" in drop else gin
@@ -115,7 +116,7 @@ def layer_activation_bytes(model: Model, s: Strategy, recompute: str | None = No
 
 
 def expert_activation_bytes(
-    model: Model, s: Strategy, gin: int, drop: frozenset[str] = frozenset()
+    model: Model, s: Strategy, gin: float, drop: frozenset[str] = frozenset()
 ) -> float:
     """What an MoE layer's routed experts and router keep for one micro-batch on one GPU
     (less what ``drop``'s recompute modules rebuild: moe_act the FFN-down input, moe all but

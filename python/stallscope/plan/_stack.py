@@ -147,6 +147,11 @@ def _check(st: Stack, where: str) -> Stack:
     if st.fp8_recipe not in FP8_RECIPES:
         raise PlanError(
             f"{where}: fp8_recipe {st.fp8_recipe!r} is not one of {listed(FP8_RECIPES)}"
+            + (
+                "; NVFP4 is a precision of its own: precision 'nvfp4'"
+                if st.fp8_recipe == "nvfp4"
+                else ""
+            )
         )
     if st.elementwise not in ELEMENTWISE:
         raise PlanError(

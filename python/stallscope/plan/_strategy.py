@@ -25,7 +25,7 @@ from stallscope.plan._pipeline_split import check_as_layers, check_uneven, uneve
 from stallscope.plan._recompute import RECOMPUTE, RECOMPUTE_MODULES, WHOLE_POLICIES
 from stallscope.plan._stack import DEFAULT_STACK, Stack, load_stack
 
-PRECISIONS: Final = ("bf16", "fp16", "fp8")
+PRECISIONS: Final = ("bf16", "fp16", "fp8", "nvfp4")
 ZERO_STAGES: Final = (0, 1, 2, 3)
 
 

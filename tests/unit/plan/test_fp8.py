@@ -7,7 +7,7 @@ import pytest
 
 from stallscope.plan import Model, PlanError, Strategy, load_system, predict_strategy
 from stallscope.plan._costs import costs
-from stallscope.plan._fp8 import cast_bytes, mx_gemm_factor
+from stallscope.plan._fp8 import block_gemm_factor, cast_bytes
 from stallscope.plan._layer import GEMM_PARTS
 from stallscope.plan._stack import load_stack
 
@@ -64,11 +64,13 @@ def test_mxfp8_runs_block_scaled_kernels_and_casts_without_an_amax_pass(gpt3: Mo
 
 def test_mxfp8_needs_a_gpu_with_block_scaled_tensor_cores(gpt3: Model) -> None:
     mx = S.with_(stack={"preset": "nemo-25", "fp8_recipe": "mxfp8"})
-    assert mx_gemm_factor(mx.with_(precision="bf16"), load_system("dgx-h100")) == 1.0
+    assert block_gemm_factor(mx.with_(precision="bf16"), load_system("dgx-h100")) == 1.0
     with pytest.raises(
         PlanError, match=r"'mxfp8' needs block-scaled.*H100-SXM has none.*'current'"
     ):
         predict_strategy(gpt3, load_system("dgx-h100"), mx)
     assert load_stack({"preset": "nemo-25", "fp8_recipe": "mxfp8"}).fp8_recipe == "mxfp8"
-    with pytest.raises(PlanError, match=r"fp8_recipe 'nvfp4' is not one of .*mxfp8"):
+    with pytest.raises(
+        PlanError, match=r"fp8_recipe 'nvfp4' is not one of .*mxfp8.*precision 'nvfp4'"
+    ):
         load_stack({"preset": "nemo-25", "fp8_recipe": "nvfp4"})
