@@ -34,6 +34,8 @@ def kernel_class(name: str) -> str:
 
 #: Precision markers in matrix kernels' names, tried in order (lower-case names).
 _PRECISION: Final = (
+    # 4-bit first: block-scaled FP4 kernels name their E4M3 scales too ("ue4m3xe2m1")
+    ("fp4", re.compile(r"fp4|e2m1|nvf4|mxf4")),
     ("fp8", re.compile(r"fp8|e4m3|e5m2")),
     ("bf16", re.compile(r"bf16|bfloat16")),
     ("fp16", re.compile(r"f16|fp16|half|h1688|h16816|h884|hgemm|884gemm")),
@@ -43,7 +45,7 @@ _PRECISION: Final = (
 
 
 def kernel_precision(name: str) -> str | None:
-    """The arithmetic precision a matrix kernel's name states (fp8, bf16, fp16, tf32, fp32), or
+    """The arithmetic precision a matrix kernel's name states (fp4, fp8, bf16, fp16, tf32, fp32), or
     None. cuBLAS / CUTLASS name tensor-core TF32 kernels "s1688" / "s16816" (single-precision
     inputs on 16x8x8 / 16x8x16 MMA) and FP32 SIMT kernels "sgemm"."""
     low = name.lower()

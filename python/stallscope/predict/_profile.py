@@ -19,7 +19,7 @@ File layout (``format`` = "stallscope.predict.profile", ``version`` = 1)::
       "measured": {"ranks": int, "nodes": int, "ranks_per_node": int, "backend": str,
                    "device": str, "link_rate_bps": float | null,
                    "network": str | null,  # the link table's name of the network between nodes
-                   "precision": "fp32" | "tf32" | "fp16" | "bf16" | "fp8" | null,
+                   "precision": "fp32" | "tf32" | "fp16" | "bf16" | "fp8" | "fp4" | null,
                    "step_ns": float, "step_spread_ns": float, "step_median_ns": float,
                    "rank_skew_ns": float, "stalls_ns": {column: ns}},
       "phases": [{"phase": str, "compute_ns": float, "memcpy_ns": float, "spread_ns": float,

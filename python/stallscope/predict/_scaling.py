@@ -23,7 +23,13 @@ from stallscope.predict._profile import PHASES, Profile
 from stallscope.predict._target import Target
 
 #: The precision a device without a figure for the profile's runs instead.
-FALLBACK: Final = {"tf32": "fp32", "bf16": "fp16", "fp8": "fp16", "fp64_tensor": "fp64"}
+FALLBACK: Final = {
+    "tf32": "fp32",
+    "bf16": "fp16",
+    "fp8": "fp16",
+    "fp4": "fp8",  # a GPU without FP4 tensor cores trains such a model in FP8
+    "fp64_tensor": "fp64",
+}
 #: Assumed where the profile's kernels name no precision.
 DEFAULT_PRECISION: Final = "fp32"
 

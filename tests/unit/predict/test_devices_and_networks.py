@@ -129,3 +129,18 @@ def test_a_target_may_give_its_own_links() -> None:
     for bad in ({"intra_node_GBps": 0.0}, {"inter_node_gbps": -1.0}):
         with pytest.raises(PredictError, match="positive bandwidth"):
             Target(2, 8, **bad)  # type: ignore[arg-type]
+
+
+def test_fp4_kernels_are_named_and_run_as_fp8_where_no_fp4_cores() -> None:
+    from stallscope.predict._kernels import kernel_precision
+
+    # block-scaled FP4 kernels name their E4M3 scales as well: the 4-bit values decide
+    name = "cutlass3x_sm100_bstensorop_s256x256x256gemm_block_scaled_ue4m3xe2m1_ue4m3xe2m1_f32"
+    assert kernel_precision(name) == "fp4"
+    assert kernel_precision("nvjet_sm100_tst_e4m3_e4m3_bf16_256x128") == "fp8"
+    # two GPUs with FP4 peaks and no measured FP4 rate: the ratio of their peaks
+    r = device_ratios("GB200", "B200", "fp4")
+    assert r["matmul"] == pytest.approx(10000 / 9000)
+    # the H100 has no FP4 tensor cores: the kernels run as its FP8 ones (measured 1402.6)
+    r = device_ratios("B200", "H100-SXM", "fp4")
+    assert r["matmul"] == pytest.approx(9000 * 0.8 / 1402.6)
