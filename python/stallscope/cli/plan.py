@@ -35,6 +35,10 @@ FP8_RECIPE_HELP = (
 FP8_RECIPE_CHOICES = ("delayed", "current", "dynamic", "mxfp8")
 #: The training precisions the planner times (``plan._strategy.PRECISIONS``).
 PRECISION_CHOICES = ("bf16", "fp16", "fp8", "nvfp4")
+PRECISION_HELP = (
+    "The transformer layers' GEMMs: bf16, fp16, fp8 (under the stack's FP8 recipe) or nvfp4 "
+    "(NVFP4 block scaling, Blackwell); attention and the output layer stay in 16 bit."
+)
 #: The dispatchers --moe-dispatcher offers (stallscope.plan._stack.MOE_DISPATCHERS).
 MOE_DISPATCHER_CHOICES = ("alltoall", "flex")
 
@@ -255,7 +259,11 @@ def _write_json(doc: Any, path: Path | None) -> None:
     "--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Rows shown."
 )
 @click.option(
-    "--precision", type=click.Choice(PRECISION_CHOICES), default="bf16", show_default=True
+    "--precision",
+    type=click.Choice(PRECISION_CHOICES),
+    default="bf16",
+    show_default=True,
+    help=PRECISION_HELP,
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
 @fp8_recipe_option
@@ -363,7 +371,11 @@ def plan(
 @click.option("--gpus", type=click.IntRange(1), required=True, help="GPUs of the job.")
 @click.option("--global-batch", type=click.IntRange(1), default=None, help="Sequences per step.")
 @click.option(
-    "--precision", type=click.Choice(PRECISION_CHOICES), default="bf16", show_default=True
+    "--precision",
+    type=click.Choice(PRECISION_CHOICES),
+    default="bf16",
+    show_default=True,
+    help=PRECISION_HELP,
 )
 @click.option("--stack", "stack", default=None, help=STACK_HELP)
 @fp8_recipe_option

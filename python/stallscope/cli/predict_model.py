@@ -14,6 +14,7 @@ import click
 from stallscope.cli.plan import (
     MODEL_HELP,
     PRECISION_CHOICES,
+    PRECISION_HELP,
     SEQ_LEN_HELP,
     STACK_HELP,
     SYSTEM_HELP,
@@ -56,7 +57,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--embedding-as-layer", is_flag=True, help="The embedding takes one layer's place in the pipeline split: the first chunk of the first stage holds one layer fewer (Megatron-Core's account_for_embedding_in_pipeline_split)."),
     click.option("--loss-as-layer", is_flag=True, help="The loss takes one layer's place in the pipeline split: the last chunk of the last stage holds one layer fewer (Megatron-Core's account_for_loss_in_pipeline_split)."),
     click.option("--pipeline-layout", default=None, metavar="LAYOUT", help="Every pipeline chunk's layers in Megatron-Core's notation (--pipeline-model-parallel-layout): E embedding, t transformer layer, L loss, | between chunks in model order, (...)*n and x*n repeat; e.g. 'Et*3|(t*4|)*30,t*3L' for 126 layers on pp 16 with interleave 2."),
-    click.option("--precision", type=click.Choice(PRECISION_CHOICES), default="bf16", show_default=True),
+    click.option("--precision", type=click.Choice(PRECISION_CHOICES), default="bf16", show_default=True, help=PRECISION_HELP),
     click.option("--stack", "stack", default=None, help=STACK_HELP),
     fp8_recipe_option,
     moe_dispatcher_option,
