@@ -5,7 +5,7 @@ A system file is JSON: ``{"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GB
 "inter_node_Gbps": 1600}`` (per direction: per GPU inside a node in GB/s, per node across nodes
 in Gbit/s). The GPU's figures come from the device table (``stallscope.predict``'s
 ``device(name)``); optional keys override them: ``peak_tflops`` (a number for bf16, or per
-precision), ``hbm_GBps``, ``hbm_GB``, ``sms``, ``matmul_fraction``, ``efficiency_table`` (a
+precision, each over the table's own), ``hbm_GBps``, ``hbm_GB``, ``sms``, ``matmul_fraction``, ``efficiency_table`` (a
 measured GEMM / attention table, see ``_device_model``), ``intra_node_fraction`` (NCCL's bus
 bandwidth over the NVLink rate: all-reduce), ``intra_node_copy_fraction`` (all-gather,
 reduce-scatter and sends, which NVLink SHARP's in-switch reduction does not speed up; the
@@ -165,6 +165,8 @@ def build_device(gpu: str, overrides: Mapping[str, Any], where: str) -> DeviceMo
     peak = overrides.get("peak_tflops", figures.get("peak_tflops"))
     if isinstance(peak, (int, float)):
         peak = {"bf16": float(peak), "fp16": float(peak)}
+    elif isinstance(peak, Mapping) and figures.get("peak_tflops"):  # over the table's own
+        peak = dict(figures["peak_tflops"]) | dict(peak)
     hbm_bw = overrides.get("hbm_GBps", figures.get("hbm_GBps"))
     hbm_gb = overrides.get("hbm_GB", figures.get("hbm_GB"))
     if not peak or not hbm_bw or not hbm_gb:

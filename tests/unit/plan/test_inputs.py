@@ -87,6 +87,17 @@ def test_system_keys_and_errors() -> None:
         load_system(DGX_A100 | {"gpus_per_node": 0})
 
 
+def test_a_systems_peaks_add_to_the_device_tables_per_precision() -> None:
+    # B300's table has no FP4 peak: giving it keeps bf16 and fp8; a number sets bf16 alone
+    doc = {"gpu": "B300", "gpus_per_node": 8, "intra_node_GBps": 900, "inter_node_Gbps": 3200}
+    table = load_system(doc).device.peak_tflops
+    assert "fp4" not in table
+    given = load_system(doc | {"peak_tflops": {"fp4": 13500}}).device.peak_tflops
+    assert given == table | {"fp4": 13500}
+    assert load_system(doc | {"peak_tflops": {"fp8": 4000}}).device.peak("fp8") == 4000e12
+    assert set(load_system(doc | {"peak_tflops": 2000}).device.peak_tflops) == {"bf16", "fp16"}
+
+
 def test_unknown_gpu_names_the_nearest_and_the_figures_to_give() -> None:
     doc = {"gpu": "A100-SXM-80", "gpus_per_node": 8, "intra_node_GBps": 300, "inter_node_Gbps": 1}
     with pytest.raises(PlanError, match=r"A100-SXM4-80GB.*peak_tflops"):
