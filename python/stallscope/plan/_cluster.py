@@ -24,6 +24,7 @@ from typing import Any, Final
 from stallscope.plan._attention import attention_data
 from stallscope.plan._device_model import DeviceModel
 from stallscope.plan._errors import PlanError, listed, nearest_names
+from stallscope.plan._figure_checks import check_figures
 from stallscope.plan._gemm import (
     efficiency_defaults,
     family_names,
@@ -465,6 +466,7 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
         v = doc.get(k, 1.0)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
             raise PlanError(f"{where}: {k} must be a positive number, got {v!r}")
+    check_figures(doc, where)
     if int(doc["gpus_per_node"]) != doc["gpus_per_node"]:
         raise PlanError(f"{where}: gpus_per_node must be a whole number")
     eff = efficiency_defaults()

@@ -98,6 +98,26 @@ def test_a_systems_peaks_add_to_the_device_tables_per_precision() -> None:
     assert set(load_system(doc | {"peak_tflops": 2000}).device.peak_tflops) == {"bf16", "fp16"}
 
 
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        ({"peak_tflops": {"fp4": "lots"}}, r"peak_tflops\['fp4'\] must be a positive number"),
+        ({"peak_tflops": {"bf16": 0}}, r"peak_tflops\['bf16'\] must be a positive number"),
+        ({"peak_tflops": {"int4": 100}}, r"unknown precision 'int4': use .*fp4"),
+        ({"peak_tflops": []}, r"peak_tflops must be a positive number, got \[\]"),
+        ({"peak_tflops": -1}, r"peak_tflops must be a positive number, got -1"),
+        ({"hbm_GBps": "fast"}, r"hbm_GBps must be a positive number, got 'fast'"),
+        ({"hbm_GB": 0}, r"hbm_GB must be a positive number"),
+        ({"inter_node_fraction": True}, r"inter_node_fraction must be a positive number"),
+        ({"sms": -4}, r"sms must be a number >= 0"),
+    ],
+)
+def test_a_systems_figures_out_of_range_name_the_key(extra: dict[str, object], match: str) -> None:
+    with pytest.raises(PlanError, match=match):
+        load_system(DGX_A100 | extra)
+    assert load_system(DGX_A100 | {"sms": 0, "inter_node_latency_us": 0}).device.sms == 0
+
+
 def test_unknown_gpu_names_the_nearest_and_the_figures_to_give() -> None:
     doc = {"gpu": "A100-SXM-80", "gpus_per_node": 8, "intra_node_GBps": 300, "inter_node_Gbps": 1}
     with pytest.raises(PlanError, match=r"A100-SXM4-80GB.*peak_tflops"):
