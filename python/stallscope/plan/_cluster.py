@@ -5,12 +5,13 @@ A system file is JSON: ``{"gpu": "A100-80GB", "gpus_per_node": 8, "intra_node_GB
 "inter_node_Gbps": 1600}`` (per direction: per GPU inside a node in GB/s, per node across nodes
 in Gbit/s). The GPU's figures come from the device table (``stallscope.predict``'s
 ``device(name)``); optional keys override them: ``peak_tflops`` (a number for bf16, or per
-precision, each over the table's own), ``hbm_GBps``, ``hbm_GB``, ``sms``, ``matmul_fraction``, ``efficiency_table`` (a
-measured GEMM / attention table, see ``_device_model``), ``intra_node_fraction`` (NCCL's bus
-bandwidth over the NVLink rate: all-reduce), ``intra_node_copy_fraction`` (all-gather,
-reduce-scatter and sends, which NVLink SHARP's in-switch reduction does not speed up; the
-all-reduce figure where the GPU's family has no measurement of its own), ``inter_node_fraction``,
-``intra_node_latency_us``, ``inter_node_latency_us`` (per ring step).
+precision, each over the table's own), ``hbm_GBps``, ``hbm_GB``, ``sms``, ``matmul_fraction``,
+``efficiency_table`` (a measured GEMM / attention table, see ``_device_model``),
+``intra_node_fraction`` (NCCL's bus bandwidth over the NVLink rate: all-reduce),
+``intra_node_copy_fraction`` (all-gather, reduce-scatter and sends, which NVLink SHARP's
+in-switch reduction does not speed up; the all-reduce figure where the GPU's family has no
+measurement of its own), ``inter_node_fraction``, ``intra_node_latency_us``,
+``inter_node_latency_us`` (per ring step); ``_figure_checks`` checks each is a number in range.
 """
 
 from __future__ import annotations
