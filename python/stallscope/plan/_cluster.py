@@ -463,10 +463,6 @@ def system_from_dict(doc: Mapping[str, Any], name: str = "custom") -> Cluster:
     if unknown:
         hints = "; ".join(f"{u!r} (nearest: {listed(nearest_names(u, known, 2))})" for u in unknown)
         raise PlanError(f"{where}: unknown keys {hints}")
-    for k in ("gpus_per_node", "intra_node_GBps", "inter_node_Gbps", "compute_factor"):
-        v = doc.get(k, 1.0)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-            raise PlanError(f"{where}: {k} must be a positive number, got {v!r}")
     check_figures(doc, where)
     if int(doc["gpus_per_node"]) != doc["gpus_per_node"]:
         raise PlanError(f"{where}: gpus_per_node must be a whole number")

@@ -1,5 +1,5 @@
-"""Checks of a system file's optional figures (``_cluster``): each a number in its range, so
-that a typo names the key and the fix instead of failing deep inside a prediction."""
+"""Checks of a system file's figures (``_cluster``): each a number in its range, so that a typo
+names the key and the fix instead of failing deep inside a prediction."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ from typing import Any, Final
 
 from stallscope.plan._errors import PlanError, listed
 
-#: Figures that must be above zero: bandwidths, sizes, efficiencies.
+#: Figures that must be above zero: the node's size and links, the GPU's bandwidths, sizes and
+#: efficiencies, an anchored system's compute factor.
 POSITIVE: Final = (
+    "gpus_per_node",
+    "intra_node_GBps",
+    "inter_node_Gbps",
+    "compute_factor",
     "hbm_GBps",
     "hbm_GB",
     "matmul_fraction",
@@ -22,8 +27,8 @@ NON_NEGATIVE: Final = ("sms", "intra_node_latency_us", "inter_node_latency_us")
 
 
 def check_figures(doc: Mapping[str, Any], where: str) -> None:
-    """PlanError naming the first optional figure of a system file that is not a number in
-    range: peaks (one, or per precision) and the other device and link figures."""
+    """PlanError naming the first figure of a system file that is not a number in range: peaks
+    (one, or per precision) and the other node, device and link figures."""
 
     def number(v: Any) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool)

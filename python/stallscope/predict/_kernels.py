@@ -45,9 +45,9 @@ _PRECISION: Final = (
 
 
 def kernel_precision(name: str) -> str | None:
-    """The arithmetic precision a matrix kernel's name states (fp4, fp8, bf16, fp16, tf32, fp32), or
-    None. cuBLAS / CUTLASS name tensor-core TF32 kernels "s1688" / "s16816" (single-precision
-    inputs on 16x8x8 / 16x8x16 MMA) and FP32 SIMT kernels "sgemm"."""
+    """The arithmetic precision a matrix kernel's name states (fp4, fp8, bf16, fp16, tf32,
+    fp32), or None. cuBLAS / CUTLASS name tensor-core TF32 kernels "s1688" / "s16816"
+    (single-precision inputs on 16x8x8 / 16x8x16 MMA) and FP32 SIMT kernels "sgemm"."""
     low = name.lower()
     for precision, pat in _PRECISION:
         if pat.search(low):

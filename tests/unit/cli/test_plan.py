@@ -344,6 +344,26 @@ def test_fp8_recipe_replaces_the_stacks_own() -> None:
     assert "Traceback" not in res.output
 
 
+def test_cli_offers_nvfp4_and_keeps_fp8_recipes_to_fp8() -> None:
+    from stallscope.cli.plan import PRECISION_CHOICES
+    from stallscope.plan._strategy import PRECISIONS
+
+    assert PRECISION_CHOICES == PRECISIONS  # the option offers every precision the planner times
+    base = ["predict", "--model", "llama3-8b", "--system", "dgx-b200", "--nodes", "1"]
+    base += ["--seq-len", "8192", "--global-batch", "64", "--zero", "1", "--stack", "nemo-25"]
+    steps = {}
+    for prec in ("fp8", "nvfp4"):
+        res = CliRunner().invoke(cli, [*base, "--precision", prec])
+        assert res.exit_code == 0, res.output
+        steps[prec] = float(res.output.split("step ")[1].split(" s")[0])
+    assert steps["nvfp4"] < steps["fp8"]
+    res = CliRunner().invoke(cli, [*base, "--precision", "nvfp4", "--fp8-recipe", "mxfp8"])
+    assert res.exit_code == 2 and "applies to --precision fp8, not nvfp4" in res.output
+    h100 = ["predict", "--model", "llama3-8b", "--system", "dgx-h100", "--nodes", "1"]
+    res = CliRunner().invoke(cli, [*h100, "--global-batch", "64", "--precision", "nvfp4"])
+    assert res.exit_code != 0 and "a Blackwell system" in res.output
+
+
 def test_predict_model_mode_prints_one_layer_and_with_parts_each_part(
     files: tuple[str, str],
 ) -> None:

@@ -6,15 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from click.testing import CliRunner
 
-from stallscope.cli.main import cli
 from stallscope.plan import Model, PlanError, Strategy, load_system, predict_strategy
 from stallscope.plan._costs import costs
 from stallscope.plan._fp8 import block_gemm_factor, cast_bytes, fp8_casts
 from stallscope.plan._layer import GEMM_PARTS
 from stallscope.plan._memory import layer_activation_bytes
-from stallscope.plan._strategy import PRECISIONS
 
 TE = {"preset": "nemo-25", "fp8_params": False, "tp_overlap": False}
 S = Strategy(tp=4, pp=8, dp=1, micro_batch=1, global_batch=8, sequence_parallel=True, stack=TE)
@@ -89,22 +86,3 @@ def test_needs_blackwell_and_its_mfu_is_on_the_fp4_peak(gpt3: Model) -> None:
     assert p.step_ns < predict_strategy(gpt3, gb300, CURRENT).step_ns
     with pytest.raises(PlanError, match=r"precision 'fp4' is not one of .*nvfp4"):
         predict_strategy(gpt3, gb300, S.with_(precision="fp4"))
-
-
-def test_cli_offers_nvfp4_and_keeps_fp8_recipes_to_fp8() -> None:
-    from stallscope.cli.plan import PRECISION_CHOICES
-
-    assert PRECISION_CHOICES == PRECISIONS  # the option offers every precision the planner times
-    base = ["predict", "--model", "llama3-8b", "--system", "dgx-b200", "--nodes", "1"]
-    base += ["--seq-len", "8192", "--global-batch", "64", "--zero", "1", "--stack", "nemo-25"]
-    steps = {}
-    for prec in ("fp8", "nvfp4"):
-        res = CliRunner().invoke(cli, [*base, "--precision", prec])
-        assert res.exit_code == 0, res.output
-        steps[prec] = float(res.output.split("step ")[1].split(" s")[0])
-    assert steps["nvfp4"] < steps["fp8"]
-    res = CliRunner().invoke(cli, [*base, "--precision", "nvfp4", "--fp8-recipe", "mxfp8"])
-    assert res.exit_code == 2 and "applies to --precision fp8, not nvfp4" in res.output
-    h100 = ["predict", "--model", "llama3-8b", "--system", "dgx-h100", "--nodes", "1"]
-    res = CliRunner().invoke(cli, [*h100, "--global-batch", "64", "--precision", "nvfp4"])
-    assert res.exit_code != 0 and "a Blackwell system" in res.output

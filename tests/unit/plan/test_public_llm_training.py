@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from stallscope.plan import load_stack, model, stack_names, system
+from stallscope.plan._device_model import PEAK_KEY
 from stallscope.plan._recompute import RECOMPUTE_MODULES
 from stallscope.predict import device
 from tests.unit.plan.conftest import (
@@ -175,7 +176,7 @@ def test_published_figures_agree_with_each_other(e: dict[str, Any]) -> None:
         peak = device(e["gpu"]).peak_tflops[e["precision"]]
         assert r["tflops_per_gpu"] / peak == pytest.approx(r["peak_fraction"], abs=0.006)
     peaks = device(e["gpu"]).peak_tflops
-    key = {"nvfp4": "fp4"}.get(e["precision"], e["precision"])  # the device table's name
+    key = PEAK_KEY.get(e["precision"], e["precision"])  # the device table's name
     if "tflops_per_gpu" in r and key in peaks:
         assert r["tflops_per_gpu"] < peaks[key]
 
