@@ -318,13 +318,17 @@ def test_moe_dispatcher_option_offers_every_dispatcher_the_planner_times() -> No
     assert MOE_DISPATCHER_CHOICES == MOE_DISPATCHERS
 
 
+#: Llama 3 8B on one DGX B200, the precision and recipe tests' base (base[4] is the system).
+B200_8B = ["predict", "--model", "llama3-8b", "--system", "dgx-b200", "--nodes", "1"]
+B200_8B += ["--seq-len", "8192", "--global-batch", "64", "--zero", "1"]
+
+
 def test_fp8_recipe_replaces_the_stacks_own() -> None:
     from stallscope.cli.plan import FP8_RECIPE_CHOICES
     from stallscope.plan._stack import FP8_RECIPES
 
     assert FP8_RECIPE_CHOICES == FP8_RECIPES  # the option offers every recipe the planner times
-    base = ["predict", "--model", "llama3-8b", "--system", "dgx-b200", "--nodes", "1"]
-    base += ["--seq-len", "8192", "--global-batch", "64", "--zero", "1", "--precision", "fp8"]
+    base = [*B200_8B, "--precision", "fp8"]
     steps = {}
     for recipe in ("current", "mxfp8"):
         res = CliRunner().invoke(cli, [*base, "--stack", "nemo-25", "--fp8-recipe", recipe])
@@ -349,8 +353,7 @@ def test_cli_offers_nvfp4_and_keeps_fp8_recipes_to_fp8() -> None:
     from stallscope.plan._strategy import PRECISIONS
 
     assert PRECISION_CHOICES == PRECISIONS  # the option offers every precision the planner times
-    base = ["predict", "--model", "llama3-8b", "--system", "dgx-b200", "--nodes", "1"]
-    base += ["--seq-len", "8192", "--global-batch", "64", "--zero", "1", "--stack", "nemo-25"]
+    base = [*B200_8B, "--stack", "nemo-25"]
     steps = {}
     for prec in ("fp8", "nvfp4"):
         res = CliRunner().invoke(cli, [*base, "--precision", prec])
